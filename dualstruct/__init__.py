@@ -1,0 +1,8 @@
+"""dualstruct: fast structural SVMs trained in the dual, with duality-gap certificates."""
+
+__version__ = "0.1.0.dev0"
+
+from .estimator import StructuredSVM, load  # noqa: E402
+from .sequences import PackedSequences, pack_sequences  # noqa: E402
+
+__all__ = ["StructuredSVM", "load", "PackedSequences", "pack_sequences", "__version__"]

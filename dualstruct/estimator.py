@@ -1,0 +1,356 @@
+"""``StructuredSVM``: the scikit-learn compatible estimator (fit / predict / score / save)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+
+from . import io
+from .models import ChainModel
+from .sequences import PackedSequences, pack_sequences
+from .solvers import SOLVERS, History
+
+MODELS = ("chain",)
+
+
+def _classes_to_json(classes: np.ndarray):
+    kind = classes.dtype.kind
+    if kind in "US":
+        return [str(c) for c in classes], "str"
+    if kind in "iu":
+        return [int(c) for c in classes], "int"
+    if kind == "f":
+        return [float(c) for c in classes], "float"
+    if kind == "b":
+        return [bool(c) for c in classes], "bool"
+    raise TypeError(
+        f"labels of dtype {classes.dtype} cannot be stored in a model file; use str or int "
+        "labels")
+
+
+def _classes_from_json(values, kind):
+    dtype = {"str": str, "int": np.int64, "float": np.float64, "bool": bool}.get(kind)
+    if dtype is None:
+        raise ValueError(f"unknown label type {kind!r} in model file")
+    return np.array(values, dtype=dtype)
+
+
+class StructuredSVM(BaseEstimator):
+    """Structural SVM for sequence labeling, trained in the dual with a duality-gap certificate.
+
+    Minimizes the C-form primal ``½‖w‖² + C Σ_i max_y [δ(ȳ_i, y) + s(x_i, y) − s(x_i, ȳ_i)]``
+    with the Hamming loss δ (ALGORITHMS.md §1).
+
+    Parameters
+    ----------
+    model : {"chain"}
+        Linear chain: per-label token weights, label transitions, start and end weights.
+    solver : {"bcfw", "ssg"}
+        Block-coordinate Frank-Wolfe (dual, gap certificate) or Pegasos subgradient.
+    C : float
+        Regularization constant (larger fits the training data harder).
+    max_iter : int
+        Maximum number of passes over the training sequences.
+    tol : float
+        Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (BCFW).
+    check_every : int
+        Passes between exact evaluations of the primal, the gap and the validation score.
+    averaging : bool
+        Return the weighted average of the iterates.
+    fit_intercept : bool
+        Append a constant feature ``intercept_scaling`` to every token (a per-label bias,
+        regularized like the other weights).
+    intercept_scaling : float
+    start_end : bool
+        Learn weights for the first and last label of a sequence.
+    loss_weights : dict label -> float, optional
+        Per-label Hamming loss weights (default 1).
+    random_state : int or None
+    verbose : int
+        1 prints a line per evaluated pass, 2 a line per pass.
+    callback : callable ``callback(estimator, record) -> bool``, optional
+        Called after every pass with the estimator (whose ``coef_`` and ``history_`` hold the
+        current model, so it can be saved as a checkpoint) and the pass's record; return True
+        to stop.
+    warm_start : bool
+        A new ``fit`` on the same data continues from the previous solver state.
+
+    Attributes
+    ----------
+    classes_ : ndarray, the labels, sorted
+    n_features_in_ : int, token feature width (before the intercept column)
+    coef_ : ndarray, the flat weight vector (layout of :class:`~dualstruct.models.ChainModel`)
+    history_ : :class:`~dualstruct.solvers.History`
+    n_iter_ : int, passes made
+    """
+
+    def __init__(self, model="chain", solver="bcfw", C=1.0, max_iter=500, tol=1e-2,
+                 check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
+                 start_end=True, loss_weights=None, random_state=None, verbose=0,
+                 callback=None, warm_start=False):
+        self.model = model
+        self.solver = solver
+        self.C = C
+        self.max_iter = max_iter
+        self.tol = tol
+        self.check_every = check_every
+        self.averaging = averaging
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.start_end = start_end
+        self.loss_weights = loss_weights
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.warm_start = warm_start
+
+    # -- input handling -----------------------------------------------------------------------
+    def _validate_params(self):
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {self.solver!r}")
+        if not (isinstance(self.C, (int, float)) and self.C > 0 and math.isfinite(self.C)):
+            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
+        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 0):
+            raise ValueError(f"max_iter must be a non-negative integer, got {self.max_iter!r}")
+        if not (self.tol >= 0):
+            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+
+    def _encode_labels(self, y, fit):
+        try:
+            y = [np.asarray(yi) for yi in y]
+        except TypeError:
+            raise TypeError("y must be a list of label sequences") from None
+        for i, yi in enumerate(y):
+            if yi.ndim != 1:
+                raise ValueError(f"y[{i}] must be a 1-D sequence of labels, got {yi.ndim}-D")
+        flat = np.concatenate(y) if y else np.array([])
+        if fit:
+            self.classes_ = np.unique(flat)
+        classes = self.classes_
+        codes = np.searchsorted(classes, flat)
+        codes = np.clip(codes, 0, len(classes) - 1)
+        bad = classes[codes] != flat
+        if np.any(bad):
+            raise ValueError(f"y holds labels not seen in training: {np.unique(flat[bad])[:5]}")
+        return np.split(codes.astype(np.int32), np.cumsum([len(yi) for yi in y])[:-1])
+
+    def _pack(self, X, y=None, fit=False):
+        n_features = None if fit else self.n_features_in_
+        if isinstance(X, PackedSequences):
+            data = X
+            if n_features is not None and data.n_features != n_features:
+                raise ValueError(
+                    f"X has {data.n_features} feature columns, the model was fitted with "
+                    f"{n_features}")
+            if y is not None:
+                codes = self._encode_labels(y, fit)
+                if sum(len(c) for c in codes) != data.n_tokens or len(codes) != len(data):
+                    raise ValueError("y does not match the sequences of X")
+                data = PackedSequences(data.X, data.offsets, np.concatenate(codes))
+            elif fit:
+                if data.labels is None:
+                    raise ValueError("fit needs labels: pass y or a labelled PackedSequences")
+                self.classes_ = np.arange(int(data.labels.max()) + 1)
+        else:
+            if y is not None and not isinstance(y, (list, tuple, np.ndarray)):
+                raise TypeError("y must be a list of label sequences")
+            if y is not None and len(X) != len(y):
+                raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
+            codes = None if y is None else self._encode_labels(y, fit)
+            data = pack_sequences(X, codes, n_features=n_features)
+        if fit:
+            self.n_features_in_ = data.n_features
+        if self.fit_intercept:
+            col = sp.csr_matrix(np.full((data.n_tokens, 1), float(self.intercept_scaling)))
+            data = PackedSequences(sp.hstack([data.X, col], format="csr"), data.offsets,
+                                   data.labels)
+        return data
+
+    def _make_model(self, n_features):
+        K = len(self.classes_)
+        lw = None
+        if self.loss_weights is not None:
+            lw = np.ones(K)
+            for label, weight in dict(self.loss_weights).items():
+                pos = np.flatnonzero(self.classes_ == label)
+                if len(pos) == 0:
+                    raise ValueError(f"loss_weights names label {label!r}, not in the data")
+                lw[pos[0]] = float(weight)
+        return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw)
+
+    # -- training -----------------------------------------------------------------------------
+    def fit(self, X, y=None, validation_data=None):
+        """Train on sequences ``X`` (list of (T_i, d) arrays or sparse matrices, or a
+        :class:`PackedSequences`) with label sequences ``y``.
+
+        ``validation_data=(X_val, y_val)`` adds a held-out token accuracy to the history at
+        every check. Ctrl-C stops training and keeps the model trained so far
+        (``history_.stop_reason == "interrupted"``).
+        """
+        self._validate_params()
+        continuing = self.warm_start and hasattr(self, "solver_")
+        if continuing:
+            data = self.solver_.data
+            new = self._pack(X, y, fit=False)
+            if new.n_tokens != data.n_tokens or not np.array_equal(new.labels, data.labels):
+                raise ValueError("warm_start continues only on the same training data")
+            solver = self.solver_
+        else:
+            data = self._pack(X, y, fit=True)
+            self.model_ = self._make_model(data.n_features)
+            solver = None
+        validation = None
+        if validation_data is not None:
+            Xv, yv = validation_data
+            val = self._pack(Xv, yv)
+            gold = val.labels
+
+            def validation(w):
+                return float(np.mean(self.model_.predict(w, val) == gold))
+
+        def callback(record):
+            if self.callback is None:
+                return False
+            self._set_weights(solver)
+            return bool(self.callback(self, record))
+
+        if solver is None:
+            solver = SOLVERS[self.solver](
+                self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
+                check_every=self.check_every, averaging=self.averaging,
+                random_state=self.random_state, verbose=self.verbose, callback=callback,
+                validation=validation)
+        else:
+            solver.callback, solver.validation = callback, validation
+            solver.verbose, solver.tol = self.verbose, self.tol
+        self.solver_ = solver
+        solver.fit(data, max_iter=self.max_iter)
+        self._set_weights(solver)
+        return self
+
+    def _set_weights(self, solver):
+        self.coef_ = solver.weights()
+        self.history_ = solver.history
+        self.n_iter_ = solver.passes
+
+    # -- prediction ---------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise ValueError("this StructuredSVM is not fitted yet; call fit first")
+
+    def predict(self, X):
+        """Label sequences (lists of arrays of the training labels) for the sequences ``X``."""
+        self._check_fitted()
+        data = self._pack(X)
+        codes = self.model_.predict(self.coef_, data)
+        return [self.classes_[c] for c in np.split(codes, data.offsets[1:-1])]
+
+    def score(self, X, y):
+        """Token accuracy of ``predict(X)`` against ``y``."""
+        pred = self.predict(X)
+        if len(pred) != len(y):
+            raise ValueError(f"X has {len(pred)} sequences but y has {len(y)}")
+        hits = total = 0
+        for i, (p, t) in enumerate(zip(pred, y)):
+            t = np.asarray(t)
+            if len(t) != len(p):
+                raise ValueError(f"y[{i}] has {len(t)} labels but X[{i}] has {len(p)} tokens")
+            hits += int(np.sum(p == t))
+            total += len(t)
+        return hits / total
+
+    # -- named weights ------------------------------------------------------------------------
+    @property
+    def unigram_weights_(self):
+        """(K, n_features_in_) per-label token weights (without the intercept column)."""
+        self._check_fitted()
+        U = self.model_.unpack(self.coef_).unigram.T
+        return U[:, :self.n_features_in_]
+
+    @property
+    def intercept_(self):
+        """(K,) per-label bias (``intercept_scaling`` × its weight), zeros without intercept."""
+        self._check_fitted()
+        if not self.fit_intercept:
+            return np.zeros(len(self.classes_))
+        return self.model_.unpack(self.coef_).unigram[-1] * self.intercept_scaling
+
+    @property
+    def transition_weights_(self):
+        """(K, K): entry [a, b] scores label ``classes_[a]`` followed by ``classes_[b]``."""
+        self._check_fitted()
+        return self.model_.unpack(self.coef_).transition
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path):
+        """Write the fitted model to ``path`` (``.npz`` arrays + JSON header, no pickle)."""
+        self._check_fitted()
+        classes, kind = _classes_to_json(self.classes_)
+        params = {k: v for k, v in self.get_params().items() if k != "callback"}
+        params["random_state"] = (params["random_state"] if isinstance(
+            params["random_state"], (int, type(None))) else None)
+        if params["loss_weights"] is not None:
+            params["loss_weights"] = [[k.item() if hasattr(k, "item") else k, float(v)]
+                                      for k, v in dict(params["loss_weights"]).items()]
+        last = self.history_.last_checked()
+        header = {
+            "model_type": self.model_.kind,
+            "estimator_params": params,
+            "model": self.model_.params(),
+            "classes": classes,
+            "classes_type": kind,
+            "n_features_in": int(self.n_features_in_),
+            "n_iter": int(self.n_iter_),
+            "stop_reason": self.history_.stop_reason,
+            "final": None if last is None else {
+                "primal": last.primal, "dual": last.dual, "gap": last.gap,
+                "relative_gap": last.relative_gap, "passes": last.passes},
+        }
+        arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
+        for name, col in self.history_.as_arrays().items():
+            arrays["history." + name] = col
+        return io.save_arrays(path, header, arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`; the file's contents are validated."""
+        header, arrays = io.load_arrays(path)
+        try:
+            if header["model_type"] not in MODELS:
+                raise ValueError(f"unknown model type {header['model_type']!r}")
+            params = dict(header["estimator_params"])
+            if params.get("loss_weights") is not None:
+                params["loss_weights"] = {k: v for k, v in params["loss_weights"]}
+            est = cls(**params)
+            est.classes_ = _classes_from_json(header["classes"], header["classes_type"])
+            est.n_features_in_ = int(header["n_features_in"])
+            m = header["model"]
+            est.model_ = ChainModel(m["n_labels"], m["n_features"], start_end=m["start_end"],
+                                    loss_weights=arrays["loss_weights"])
+            if len(est.classes_) != est.model_.n_labels:
+                raise ValueError("the number of classes does not match the model")
+            if est.model_.n_features != est.n_features_in_ + int(bool(est.fit_intercept)):
+                raise ValueError("the feature count does not match the model")
+            coef = arrays["coef"]
+            if coef.shape != (est.model_.size,):
+                raise ValueError(f"coef has shape {coef.shape}, expected ({est.model_.size},)")
+            est.coef_ = coef
+            est.n_iter_ = int(header["n_iter"])
+            hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
+            est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
+                             ) from None
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        return est
+
+
+def load(path) -> StructuredSVM:
+    """Load a model file written by :meth:`StructuredSVM.save`."""
+    return StructuredSVM.load(path)

@@ -1,0 +1,1 @@
+"""Inference kernels: numba functions on plain arrays (no classes, no Python objects)."""

@@ -1,0 +1,129 @@
+"""Exact inference on linear chains (numba kernels).
+
+Score of a labelling ``y`` of a sequence with token features ``x_1..x_T`` (ALGORITHMS.md §1):
+
+    s(x, y) = start[y_1] + Σ_t <W_U[:, y_t], x_t> + Σ_t W_B[y_t, y_{t+1}] + end[y_T]
+
+``W_U`` is stored feature-major, shape (n_features, K), so a sparse token row touches
+contiguous K-vectors. Margin rescaling adds the Hamming loss ``lw[ȳ_t] · [y_t ≠ ȳ_t]`` to the
+unigram scores before Viterbi (loss-augmented decoding).
+"""
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True)
+def unigram_scores(indptr, indices, data, row_start, row_stop, W_U, out):
+    """out[t, k] = <W_U[:, k], x_{row_start + t}> for the rows of one sequence."""
+    K = W_U.shape[1]
+    for t in range(row_stop - row_start):
+        row = row_start + t
+        for k in range(K):
+            out[t, k] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            j = indices[p]
+            v = data[p]
+            for k in range(K):
+                out[t, k] += v * W_U[j, k]
+
+
+@njit(cache=True)
+def add_hamming_loss(scores, T, gold, loss_weights):
+    """scores[t, k] += loss_weights[gold[t]] for every k != gold[t] (loss augmentation)."""
+    K = scores.shape[1]
+    for t in range(T):
+        g = gold[t]
+        lw = loss_weights[g]
+        for k in range(K):
+            if k != g:
+                scores[t, k] += lw
+
+
+@njit(cache=True)
+def viterbi(scores, T, W_B, start, end, backptr, delta, out):
+    """Max-sum Viterbi over the first T rows of ``scores``; writes the argmax into out[:T].
+
+    Returns the best total score. ``backptr`` (≥ T×K ints) and ``delta`` (≥ 2×K floats) are
+    scratch. Ties go to the smallest label index, so the result is deterministic.
+    """
+    K = scores.shape[1]
+    cur = 0
+    for k in range(K):
+        delta[0, k] = start[k] + scores[0, k]
+    for t in range(1, T):
+        nxt = 1 - cur
+        for b in range(K):
+            best = -np.inf
+            arg = 0
+            for a in range(K):
+                v = delta[cur, a] + W_B[a, b]
+                if v > best:
+                    best = v
+                    arg = a
+            delta[nxt, b] = best + scores[t, b]
+            backptr[t, b] = arg
+        cur = nxt
+    best = -np.inf
+    arg = 0
+    for k in range(K):
+        v = delta[cur, k] + end[k]
+        if v > best:
+            best = v
+            arg = k
+    out[T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        out[t - 1] = backptr[t, out[t]]
+    return best
+
+
+@njit(cache=True)
+def labelling_score(scores, T, W_B, start, end, y):
+    """s(x, y) for the labelling y[:T] given the unigram scores of the sequence."""
+    s = start[y[0]] + end[y[T - 1]]
+    for t in range(T):
+        s += scores[t, y[t]]
+    for t in range(T - 1):
+        s += W_B[y[t], y[t + 1]]
+    return s
+
+
+@njit(cache=True, parallel=True)
+def decode_all(indptr, indices, data, offsets, W_U, W_B, start, end, out):
+    """Viterbi prediction for every sequence; out has one label per token."""
+    n = offsets.shape[0] - 1
+    K = W_U.shape[1]
+    for i in prange(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        scores = np.empty((T, K))
+        backptr = np.empty((T, K), dtype=np.int32)
+        delta = np.empty((2, K))
+        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
+        viterbi(scores, T, W_B, start, end, backptr, delta, out[s0:s0 + T])
+
+
+@njit(cache=True, parallel=True)
+def hinge_all(indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, start, end,
+              hinge, out):
+    """Margin-rescaled structured hinge of every sequence (ALGORITHMS.md §1):
+
+        hinge[i] = max_y [ δ(ȳ_i, y) + s(x_i, y) ] − s(x_i, ȳ_i)   (≥ 0)
+
+    and the maximizing labelling in ``out`` (one label per token).
+    """
+    n = offsets.shape[0] - 1
+    K = W_U.shape[1]
+    for i in prange(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        scores = np.empty((T, K))
+        backptr = np.empty((T, K), dtype=np.int32)
+        delta = np.empty((2, K))
+        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
+        gold = labels[s0:s0 + T]
+        gold_score = labelling_score(scores, T, W_B, start, end, gold)
+        add_hamming_loss(scores, T, gold, loss_weights)
+        best = viterbi(scores, T, W_B, start, end, backptr, delta, out[s0:s0 + T])
+        h = best - gold_score
+        hinge[i] = h if h > 0.0 else 0.0

@@ -1,0 +1,83 @@
+"""Safe model files: NumPy ``.npz`` arrays plus a JSON header; loading never unpickles.
+
+The header (stored as the UTF-8 bytes of the array ``__header__``) records the format name and
+version, the model type, hyperparameters, the classes, a training summary, and for every array
+its shape, dtype and SHA-256, so a truncated or altered file is rejected with a clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_NAME = "dualstruct-model"
+FORMAT_VERSION = 1
+_HEADER_KEY = "__header__"
+_ALLOWED_DTYPES = {"float64", "float32", "int64", "int32", "uint8", "bool"}
+
+
+def _digest(arr: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+
+
+def save_arrays(path, header: dict, arrays: dict) -> Path:
+    """Write ``arrays`` (name -> numeric ndarray) and the JSON-able ``header`` to ``path``."""
+    path = Path(path)
+    meta = {}
+    for name, arr in arrays.items():
+        arr = np.asarray(arr)
+        if arr.dtype.name not in _ALLOWED_DTYPES:
+            raise TypeError(f"array {name!r} has dtype {arr.dtype}, not storable in a model file")
+        meta[name] = {"shape": list(arr.shape), "dtype": arr.dtype.name, "sha256": _digest(arr)}
+    full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **header, "arrays": meta}
+    blob = np.frombuffer(json.dumps(full, allow_nan=True).encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as fh:  # a file object: np.savez must not append ".npz"
+        np.savez_compressed(fh, **{_HEADER_KEY: blob}, **arrays)
+    return path
+
+
+def load_arrays(path):
+    """Read a file written by :func:`save_arrays`; returns ``(header, arrays)``.
+
+    Raises ``ValueError`` naming the file if it is not a model file, is truncated, has an
+    unsupported format version, or if any array differs from what the header records.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such model file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if _HEADER_KEY not in npz.files:
+                raise ValueError(f"{path}: not a dualstruct model file (no header)")
+            header = json.loads(npz[_HEADER_KEY].tobytes().decode("utf-8"))
+            arrays = {k: npz[k] for k in npz.files if k != _HEADER_KEY}
+    except ValueError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: not a valid dualstruct model file ({exc})") from None
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: corrupt or truncated model file ({exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path}: not a dualstruct model file")
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: model file format version {version} is not supported by this version of "
+            f"dualstruct (supports {FORMAT_VERSION})")
+    meta = header.get("arrays", {})
+    if set(meta) != set(arrays):
+        raise ValueError(
+            f"{path}: arrays {sorted(arrays)} do not match the header's {sorted(meta)}")
+    for name, m in meta.items():
+        arr = arrays[name]
+        if list(arr.shape) != m["shape"] or arr.dtype.name != m["dtype"]:
+            raise ValueError(
+                f"{path}: array {name!r} has shape {arr.shape} and dtype {arr.dtype}, the header "
+                f"says {tuple(m['shape'])} {m['dtype']}")
+        if _digest(arr) != m["sha256"]:
+            raise ValueError(f"{path}: array {name!r} does not match its checksum (file altered)")
+    return header, arrays

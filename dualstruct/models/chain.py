@@ -1,0 +1,154 @@
+"""Linear-chain model: unigram inner-product factors and bigram indicator factors.
+
+Parameters live in one flat vector ``w`` (so the objective, the solvers and the model file see
+a single array) laid out as
+
+    [ W_U (n_features × K, feature-major) | W_B (K × K) | start (K) | end (K) ]
+
+``start``/``end`` are present only when ``start_end=True``. ``ChainModel.unpack`` returns named
+views into ``w``. The joint feature map is
+
+    φ(x, y) = ( Σ_t x_t ⊗ e_{y_t},  Σ_t e_{y_t} e_{y_{t+1}}^T,  e_{y_1},  e_{y_T} )
+
+and the loss is the (optionally per-label weighted) Hamming loss
+``δ(ȳ, y) = Σ_t loss_weights[ȳ_t] · [y_t ≠ ȳ_t]``, not normalised by length.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..inference import chain as kernels
+from ..sequences import PackedSequences
+
+
+class ChainWeights(NamedTuple):
+    """Named views into the flat parameter vector of a :class:`ChainModel`."""
+
+    unigram: np.ndarray  # (n_features, K), feature-major
+    transition: np.ndarray  # (K, K): transition[a, b] scores label a followed by b
+    start: np.ndarray  # (K,)
+    end: np.ndarray  # (K,)
+
+
+class ChainModel:
+    """Linear-chain structured model with K labels over n_features token features.
+
+    Parameters
+    ----------
+    n_labels : int
+        K, the number of labels.
+    n_features : int
+        d, the width of a token's feature vector.
+    start_end : bool, default True
+        Learn a score for the first and for the last label of a sequence.
+    loss_weights : array of shape (K,), optional
+        Per-label Hamming loss weights: mislabelling a token whose true label is ``a`` costs
+        ``loss_weights[a]``. Default 1 for every label.
+    """
+
+    kind = "chain"
+
+    def __init__(self, n_labels: int, n_features: int, *, start_end: bool = True,
+                 loss_weights=None):
+        if n_labels < 1:
+            raise ValueError(f"n_labels must be >= 1, got {n_labels}")
+        if n_features < 1:
+            raise ValueError(f"n_features must be >= 1, got {n_features}")
+        self.n_labels = int(n_labels)
+        self.n_features = int(n_features)
+        self.start_end = bool(start_end)
+        if loss_weights is None:
+            loss_weights = np.ones(self.n_labels)
+        loss_weights = np.ascontiguousarray(loss_weights, dtype=np.float64)
+        if loss_weights.shape != (self.n_labels,):
+            raise ValueError(
+                f"loss_weights must have shape ({self.n_labels},), got {loss_weights.shape}"
+            )
+        if np.any(loss_weights < 0) or not np.all(np.isfinite(loss_weights)):
+            raise ValueError("loss_weights must be finite and non-negative")
+        self.loss_weights = loss_weights
+        self._zeros = np.zeros(self.n_labels)
+
+    # -- parameter layout ---------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        K, d = self.n_labels, self.n_features
+        return d * K + K * K + (2 * K if self.start_end else 0)
+
+    def init_weights(self) -> np.ndarray:
+        return np.zeros(self.size)
+
+    def unpack(self, w: np.ndarray) -> ChainWeights:
+        """Views of ``w`` (writes through). Without start/end the two are read-only zeros."""
+        K, d = self.n_labels, self.n_features
+        if w.shape != (self.size,):
+            raise ValueError(f"weight vector must have shape ({self.size},), got {w.shape}")
+        a = d * K
+        b = a + K * K
+        unigram = w[:a].reshape(d, K)
+        transition = w[a:b].reshape(K, K)
+        if self.start_end:
+            start, end = w[b:b + K], w[b + K:b + 2 * K]
+        else:
+            start = end = self._zeros
+        return ChainWeights(unigram, transition, start, end)
+
+    def params(self) -> dict:
+        return {"n_labels": self.n_labels, "n_features": self.n_features,
+                "start_end": self.start_end}
+
+    # -- oracles ------------------------------------------------------------------------------
+    def _check_data(self, data: PackedSequences):
+        if data.n_features != self.n_features:
+            raise ValueError(
+                f"data has {data.n_features} feature columns but the model expects "
+                f"{self.n_features}"
+            )
+
+    def predict(self, w: np.ndarray, data: PackedSequences) -> np.ndarray:
+        """Viterbi labels (codes) for every token of ``data``."""
+        self._check_data(data)
+        W = self.unpack(w)
+        indptr, indices, values, offsets = data.kernel_arrays()
+        out = np.empty(data.n_tokens, dtype=np.int32)
+        kernels.decode_all(indptr, indices, values, offsets, np.ascontiguousarray(W.unigram),
+                           np.ascontiguousarray(W.transition), W.start, W.end, out)
+        return out
+
+    def hinge(self, w: np.ndarray, data: PackedSequences):
+        """Per-sequence margin-rescaled hinge ``H_i(w)`` and the loss-augmented argmax labels."""
+        self._check_data(data)
+        if data.labels is None:
+            raise ValueError("the hinge loss needs labelled data")
+        W = self.unpack(w)
+        indptr, indices, values, offsets = data.kernel_arrays()
+        hinge = np.empty(data.n_sequences)
+        out = np.empty(data.n_tokens, dtype=np.int32)
+        kernels.hinge_all(indptr, indices, values, offsets, data.labels, self.loss_weights,
+                          np.ascontiguousarray(W.unigram), np.ascontiguousarray(W.transition),
+                          W.start, W.end, hinge, out)
+        return hinge, out
+
+    # -- loss and features (reference implementations, used by tests and tools) ---------------
+    def loss(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
+        """Weighted Hamming loss δ(ȳ, y) summed over the given tokens."""
+        y_true = np.asarray(y_true)
+        return float(np.sum(self.loss_weights[y_true] * (y_true != np.asarray(y_pred))))
+
+    def joint_feature(self, x, y) -> np.ndarray:
+        """φ(x, y) as a flat vector in the layout of ``w`` (one sequence; x dense or sparse)."""
+        x = x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=np.float64)
+        y = np.asarray(y)
+        phi = self.init_weights()
+        P = self.unpack(phi)
+        for t in range(len(y)):
+            P.unigram[:, y[t]] += x[t]
+        for t in range(len(y) - 1):
+            P.transition[y[t], y[t + 1]] += 1.0
+        if self.start_end:
+            P.start[y[0]] += 1.0
+            P.end[y[-1]] += 1.0
+        return phi

@@ -1,0 +1,11 @@
+"""Solvers: HOW a model is trained. All share :mod:`dualstruct.solvers.objective`."""
+
+from .bcfw import BCFW
+from .history import History, Record
+from .objective import dual_objective, duality_gap, primal_objective
+from .ssg import SSG
+
+SOLVERS = {"bcfw": BCFW, "ssg": SSG}
+
+__all__ = ["BCFW", "SSG", "SOLVERS", "History", "Record", "primal_objective",
+           "dual_objective", "duality_gap"]

@@ -1,0 +1,259 @@
+"""Numba kernels of one training pass of BCFW and SSG on a linear chain.
+
+Everything is C-form (ALGORITHMS.md §1): ``w = C Σ_i (φ(x_i, ȳ_i) − E_{q_i} φ(x_i, ·))`` and the
+loss term ``ℓ = C Σ_i E_{q_i} δ(ȳ_i, ·)``. The λ-form of Lacoste-Julien et al. (2013) maps to it by
+``w_λ = w`` and ``ℓ_λ = ℓ / (C n)``, so every formula below is theirs multiplied through by C n.
+
+BCFW dual state in factor form
+------------------------------
+A block's dual point ``q_i`` (a distribution over labellings) enters ``w`` only through its
+unigram marginals ``μ_t = E_{q_i} e_{y_t}`` (T × K) and its summed bigram marginals
+``B_i = E_{q_i} Σ_t e_{y_t} e_{y_{t+1}}^T`` (K × K); start/end marginals are μ_1 and μ_T. So the
+state is ``mu`` (n_tokens × K) and ``bigram`` (n_sequences × K × K), never a dense n × d matrix.
+With ``D_t = e_{ŷ_t} − μ_t`` and ``B̂ − B_i`` for the Viterbi corner ``ŷ``,
+
+    w_i − w_s = C ( Σ_t x_t ⊗ D_t,  B̂ − B_i,  D_1,  D_T )
+    g_i  = <w_i − w_s, w> + ℓ_s − ℓ_i = C [ Σ_t <D_t, θ̃_t> + <B̂ − B_i, W_B> + <D_1, start> + <D_T, end> ]
+    ‖w_i − w_s‖² = C² [ Σ_{t,t'} <x_t, x_t'> <D_t, D_t'> + ‖B̂ − B_i‖² + ‖D_1‖² + ‖D_T‖² ]
+
+where ``θ̃_t`` are the loss-augmented unigram scores (the loss enters through ``ℓ_s − ℓ_i =
+−C Σ_t lw[ȳ_t] D_t[ȳ_t]``, which is the loss-augmentation term of ``<D_t, θ̃_t>`` because
+Σ_k D_t[k] = 0). The step is ``γ = clip(g_i / ‖w_i − w_s‖², 0, 1)`` (slides, exact line search),
+and the token Gram matrices ``<x_t, x_t'>`` are precomputed once per data set.
+
+Weighted averaging ``w̄_m = Σ_{j≤m} j w_j / A_m`` with ``A_m = m(m+1)/2`` is kept lazily: with
+``Δ_m = w_m − w_{m−1}`` one has ``w̄_m = w_m − R_m / A_m`` where ``R_m = Σ_{j≤m} A_{j−1} Δ_j``,
+so ``R`` receives exactly the sparse updates ``w`` does and a step never touches all of ``w``.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ..inference.chain import add_hamming_loss, unigram_scores, viterbi
+
+
+@njit(cache=True)
+def _sparse_row_dot(indptr, indices, data, r1, r2):
+    p, q = indptr[r1], indptr[r2]
+    pe, qe = indptr[r1 + 1], indptr[r2 + 1]
+    s = 0.0
+    while p < pe and q < qe:
+        a, b = indices[p], indices[q]
+        if a == b:
+            s += data[p] * data[q]
+            p += 1
+            q += 1
+        elif a < b:
+            p += 1
+        else:
+            q += 1
+    return s
+
+
+@njit(cache=True, parallel=True)
+def sequence_grams(indptr, indices, data, offsets, gram_offsets, gram):
+    """gram[gram_offsets[i] + T*t + u] = <x_t, x_u> for each sequence i (rows sorted)."""
+    n = offsets.shape[0] - 1
+    for i in prange(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        g0 = gram_offsets[i]
+        for t in range(T):
+            for u in range(t, T):
+                v = _sparse_row_dot(indptr, indices, data, s0 + t, s0 + u)
+                gram[g0 + T * t + u] = v
+                gram[g0 + T * u + t] = v
+
+
+@njit(cache=True)
+def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_offsets,
+              order, C, start_end,
+              W_U, W_B, start, end, mu, bigram, scalars,
+              averaging, R_U, R_B, R_start, R_end, block_gaps):
+    """One BCFW pass over the blocks in ``order`` (see the module docstring for the math).
+
+    ``scalars`` holds ``[ℓ, m (steps taken so far), R_ℓ]`` and is updated in place, as are the
+    weights, the dual state and the averaging accumulators. ``block_gaps[i]`` receives g_i
+    measured before block i's step. Returns the number of oracle calls made.
+    """
+    K = W_U.shape[1]
+    max_T = 0
+    for i in range(offsets.shape[0] - 1):
+        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    scores = np.empty((max_T, K))
+    backptr = np.empty((max_T, K), dtype=np.int32)
+    delta = np.empty((2, K))
+    yhat = np.empty(max_T, dtype=np.int32)
+    D = np.empty((max_T, K))
+    Bd = np.empty((K, K))
+    loss_term = scalars[0]
+    m = scalars[1]
+    R_loss = scalars[2]
+
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        gold = labels[s0:s0 + T]
+
+        # loss-augmented Viterbi corner ŷ
+        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
+        add_hamming_loss(scores, T, gold, loss_weights)
+        viterbi(scores, T, W_B, start, end, backptr, delta, yhat)
+
+        # D_t = e_ŷt − μ_t and B̂ − B_i, with the block gap's linear part
+        lin = 0.0
+        dloss = 0.0
+        for t in range(T):
+            for k in range(K):
+                D[t, k] = -mu[s0 + t, k]
+            D[t, yhat[t]] += 1.0
+            for k in range(K):
+                lin += D[t, k] * scores[t, k]
+            dloss -= loss_weights[gold[t]] * D[t, gold[t]]
+        for a in range(K):
+            for b in range(K):
+                Bd[a, b] = -bigram[i, a, b]
+        for t in range(T - 1):
+            Bd[yhat[t], yhat[t + 1]] += 1.0
+        sq = 0.0
+        for a in range(K):
+            for b in range(K):
+                lin += Bd[a, b] * W_B[a, b]
+                sq += Bd[a, b] * Bd[a, b]
+        if start_end:
+            for k in range(K):
+                lin += D[0, k] * start[k] + D[T - 1, k] * end[k]
+                sq += D[0, k] * D[0, k] + D[T - 1, k] * D[T - 1, k]
+        g0 = gram_offsets[i]
+        for t in range(T):
+            for u in range(t, T):
+                gtu = gram[g0 + T * t + u]
+                if gtu == 0.0:
+                    continue
+                dd = 0.0
+                for k in range(K):
+                    dd += D[t, k] * D[u, k]
+                sq += gtu * dd if u == t else 2.0 * gtu * dd
+        gap_i = C * lin
+        block_gaps[i] = gap_i
+        norm2 = C * C * sq
+        if norm2 <= 0.0 or gap_i <= 0.0:
+            continue
+        gamma = gap_i / norm2
+        if gamma > 1.0:
+            gamma = 1.0
+
+        # w ← w − γ (w_i − w_s);  μ, B_i, ℓ follow;  R ← R + A_{m−1} Δ_m
+        m += 1.0
+        A_prev = 0.5 * (m - 1.0) * m
+        f = -gamma * C
+        fr = f * A_prev
+        for t in range(T):
+            row = s0 + t
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                v = data[p]
+                for k in range(K):
+                    dk = D[t, k]
+                    if dk != 0.0:
+                        W_U[j, k] += f * v * dk
+                        if averaging:
+                            R_U[j, k] += fr * v * dk
+            for k in range(K):
+                mu[row, k] += gamma * D[t, k]
+        for a in range(K):
+            for b in range(K):
+                dab = Bd[a, b]
+                if dab != 0.0:
+                    W_B[a, b] += f * dab
+                    bigram[i, a, b] += gamma * dab
+                    if averaging:
+                        R_B[a, b] += fr * dab
+        if start_end:
+            for k in range(K):
+                start[k] += f * D[0, k]
+                end[k] += f * D[T - 1, k]
+                if averaging:
+                    R_start[k] += fr * D[0, k]
+                    R_end[k] += fr * D[T - 1, k]
+        dl = gamma * C * dloss
+        loss_term += dl
+        if averaging:
+            R_loss += A_prev * dl
+
+    scalars[0] = loss_term
+    scalars[1] = m
+    scalars[2] = R_loss
+    return order.shape[0]
+
+
+@njit(cache=True)
+def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_end,
+             V_U, V_B, V_start, V_end, scalars, averaging, R_U, R_B, R_start, R_end):
+    """One pass of Pegasos-style stochastic subgradient (ALGORITHMS.md §2), C-form.
+
+    With step ``η_t = 1/(λ (t+1))`` the iterate is ``w_m = v_m / (λ m) = C n v_m / m`` where
+    ``v_m = Σ_{j≤m} ψ_{i_j}(ŷ_j)`` is the running sum of subgradient directions
+    ``ψ_i(ŷ) = φ(x_i, ȳ_i) − φ(x_i, ŷ)``; so only ``v`` is stored and the step is sparse. The
+    loss-augmented argmax at ``w_m`` is taken on ``v`` with the loss scaled by ``m / (C n)``.
+    Averaging ``w̄_M = Σ_j j w_j / A_M = C n (M v_M − R_M) / A_M`` with ``R_M = Σ_m (m−1) ψ_m``.
+    ``scalars = [m, C n]``. Returns the number of oracle calls.
+    """
+    K = V_U.shape[1]
+    max_T = 0
+    for i in range(offsets.shape[0] - 1):
+        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    scores = np.empty((max_T, K))
+    backptr = np.empty((max_T, K), dtype=np.int32)
+    delta = np.empty((2, K))
+    yhat = np.empty(max_T, dtype=np.int32)
+    lw_scaled = np.empty(K)
+    m = scalars[0]
+    Cn = scalars[1]
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        gold = labels[s0:s0 + T]
+        # argmax δ + (Cn/m) <v, φ>  ==  argmax (m/Cn) δ + <v, φ>   (v = 0 when m = 0)
+        loss_scale = m / Cn if m > 0 else 1.0
+        for k in range(K):
+            lw_scaled[k] = loss_weights[k] * loss_scale
+        unigram_scores(indptr, indices, data, s0, s0 + T, V_U, scores)
+        add_hamming_loss(scores, T, gold, lw_scaled)
+        viterbi(scores, T, V_B, V_start, V_end, backptr, delta, yhat)
+        rm = m  # weight (m+1 − 1) of this step's direction in R
+        m += 1.0
+        for t in range(T):
+            a = gold[t]
+            b = yhat[t]
+            if a == b:
+                continue
+            row = s0 + t
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                v = data[p]
+                V_U[j, a] += v
+                V_U[j, b] -= v
+                if averaging:
+                    R_U[j, a] += rm * v
+                    R_U[j, b] -= rm * v
+        for t in range(T - 1):
+            V_B[gold[t], gold[t + 1]] += 1.0
+            V_B[yhat[t], yhat[t + 1]] -= 1.0
+            if averaging:
+                R_B[gold[t], gold[t + 1]] += rm
+                R_B[yhat[t], yhat[t + 1]] -= rm
+        if start_end:
+            V_start[gold[0]] += 1.0
+            V_start[yhat[0]] -= 1.0
+            V_end[gold[T - 1]] += 1.0
+            V_end[yhat[T - 1]] -= 1.0
+            if averaging:
+                R_start[gold[0]] += rm
+                R_start[yhat[0]] -= rm
+                R_end[gold[T - 1]] += rm
+                R_end[yhat[T - 1]] -= rm
+    scalars[0] = m
+    return order.shape[0]

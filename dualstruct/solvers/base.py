@@ -1,0 +1,154 @@
+"""The training loop every pass-based solver shares: passes in random order, periodic exact
+objective and gap, validation score, progress lines, callbacks, early stop, Ctrl-C.
+
+A concrete solver supplies four things: ``_init_state()``, ``_run(order)`` (a numba pass over the
+examples in ``order``), ``weights()`` (the model it would return now) and ``dual()`` (a lower
+bound on the optimum, or NaN if the solver has none).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from .history import History, Record, format_header, format_record
+from .objective import duality_gap, primal_objective
+
+#: Examples handed to one kernel call: a pass is split so that Ctrl-C is honoured promptly.
+CHUNK_TOKENS = 200_000
+
+
+class PassSolver:
+    """Base class of solvers that sweep over the examples (BCFW, SSG).
+
+    Parameters
+    ----------
+    model : a model object (e.g. :class:`~dualstruct.models.ChainModel`)
+    C : float
+        Regularization constant of the C-form primal ``½‖w‖² + C Σ_i H_i(w)``.
+    max_iter : int
+        Maximum number of passes over the data.
+    tol : float
+        Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (solvers with a
+        dual only).
+    check_every : int
+        Compute the exact primal, the gap and the validation score every this many passes
+        (and after the last pass). Each check costs one loss-augmented decoding of every
+        example, timed separately as ``eval_time``.
+    averaging : bool
+        Return the weighted average of the iterates (usually a lower primal).
+    random_state : int, numpy Generator or None
+        Seeds the order of the examples in each pass.
+    verbose : int
+        0 silent; 1 one line per checked pass; 2 one line per pass.
+    callback : callable ``callback(record) -> bool`` or None
+        Called after every pass with its :class:`Record`; returning True stops training.
+    validation : callable ``validation(w) -> float`` or None
+        Held-out score of the weights ``w``, evaluated at each check.
+    """
+
+    has_dual = True
+    name = "base"
+
+    def __init__(self, model, C=1.0, *, max_iter=100, tol=1e-3, check_every=5,
+                 averaging=True, random_state=None, verbose=0, callback=None, validation=None,
+                 out=None):
+        if not C > 0:
+            raise ValueError(f"C must be positive, got {C}")
+        if int(max_iter) < 0:
+            raise ValueError(f"max_iter must be >= 0, got {max_iter}")
+        if int(check_every) < 1:
+            raise ValueError(f"check_every must be >= 1, got {check_every}")
+        self.model = model
+        self.C = float(C)
+        self.max_iter = int(max_iter)
+        self.tol = float(tol)
+        self.check_every = int(check_every)
+        self.averaging = bool(averaging)
+        self.rng = np.random.default_rng(random_state)
+        self.verbose = int(verbose)
+        self.callback = callback
+        self.validation = validation
+        self.out = out if out is not None else sys.stdout
+        self.history = History()
+        self.passes = 0
+        self.oracle_calls = 0
+        self.train_time = 0.0
+        self.eval_time = 0.0
+        self.data = None
+
+    # -- to be provided by subclasses ---------------------------------------------------------
+    def _init_state(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _run(self, order: np.ndarray) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def weights(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def dual(self) -> float:
+        return math.nan
+
+    # -- the loop -----------------------------------------------------------------------------
+    def fit(self, data, max_iter=None):
+        """Train on ``data`` (a labelled :class:`PackedSequences`); calling again continues
+        from the current state for up to ``max_iter`` more passes."""
+        if self.data is None:
+            self.data = data
+            self._init_state()
+        elif data is not self.data:
+            raise ValueError("a solver continues only on the data it was started with")
+        n = data.n_sequences
+        chunks = max(1, int(math.ceil(data.n_tokens / CHUNK_TOKENS)))
+        max_iter = self.max_iter if max_iter is None else int(max_iter)
+        with_val = self.validation is not None
+        if self.verbose:
+            print(f"[{self.name}] {n} sequences, {data.n_tokens} tokens, C={self.C:g}",
+                  file=self.out)
+            print(format_header(with_val), file=self.out, flush=True)
+        self.history.stop_reason = "max_iter"
+        try:
+            for k in range(max_iter):
+                order = self.rng.permutation(n).astype(np.int64)
+                t0 = time.perf_counter()
+                for part in np.array_split(order, chunks):
+                    self.oracle_calls += self._run(part)
+                self.train_time += time.perf_counter() - t0
+                self.passes += 1
+                last = k == max_iter - 1
+                record = self._record(check=last or self.passes % self.check_every == 0)
+                if self.verbose >= 2 or (self.verbose and not math.isnan(record.primal)):
+                    print(format_record(record, with_val), file=self.out, flush=True)
+                if (not math.isnan(record.relative_gap) and self.has_dual
+                        and record.relative_gap <= self.tol):
+                    self.history.stop_reason = "tol"
+                    break
+                if self.callback is not None and self.callback(record):
+                    self.history.stop_reason = "callback"
+                    break
+        except KeyboardInterrupt:
+            self.history.stop_reason = "interrupted"
+            if self.verbose:
+                print(f"[{self.name}] interrupted after {self.passes} passes; keeping the "
+                      "current model", file=self.out, flush=True)
+        return self
+
+    def _record(self, check: bool) -> Record:
+        rec = Record(passes=self.passes, time=self.train_time, oracle_calls=self.oracle_calls)
+        rec.dual = self.dual()
+        if check:
+            t0 = time.perf_counter()
+            w = self.weights()
+            rec.primal = primal_objective(self.model, self.data, w, self.C)
+            if self.has_dual:
+                rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)
+            if self.validation is not None:
+                rec.validation_score = float(self.validation(w))
+            self.eval_time += time.perf_counter() - t0
+        rec.eval_time = self.eval_time
+        self.history.append(rec)
+        return rec

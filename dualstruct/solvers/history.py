@@ -1,0 +1,98 @@
+"""Training history shared by all solvers: one record per monitored pass."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+FIELDS = ("passes", "time", "eval_time", "oracle_calls", "primal", "dual", "gap",
+          "relative_gap", "validation_score")
+
+
+@dataclass
+class Record:
+    """One row of a training history.
+
+    ``time`` is cumulative training time in seconds, excluding monitoring (``eval_time`` is the
+    cumulative time spent computing primal objectives and validation scores). Quantities a solver
+    does not have (the dual of SSG, the primal on passes without a check) are NaN.
+    """
+
+    passes: float
+    time: float
+    eval_time: float = 0.0
+    oracle_calls: int = 0
+    primal: float = math.nan
+    dual: float = math.nan
+    gap: float = math.nan
+    relative_gap: float = math.nan
+    validation_score: float = math.nan
+
+
+@dataclass
+class History:
+    """A list of :class:`Record` plus the reason training stopped."""
+
+    records: list = field(default_factory=list)
+    stop_reason: str = ""
+
+    def append(self, record: Record) -> None:
+        self.records.append(record)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i):
+        return self.records[i]
+
+    def __iter__(self):
+        return iter(self.records)
+
+    @property
+    def last(self) -> Record | None:
+        return self.records[-1] if self.records else None
+
+    def last_checked(self) -> Record | None:
+        """The latest record whose primal objective was computed."""
+        for r in reversed(self.records):
+            if not math.isnan(r.primal):
+                return r
+        return None
+
+    def as_arrays(self) -> dict:
+        """Column arrays, one per field (for plotting and for model files)."""
+        return {f: np.array([getattr(r, f) for r in self.records], dtype=np.float64)
+                for f in FIELDS}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, stop_reason: str = "") -> History:
+        n = len(arrays["passes"]) if "passes" in arrays else 0
+        records = []
+        for k in range(n):
+            row = {f: float(arrays[f][k]) for f in FIELDS if f in arrays}
+            row["oracle_calls"] = int(row.get("oracle_calls", 0))
+            records.append(Record(**row))
+        return cls(records, stop_reason)
+
+    def to_dicts(self) -> list:
+        return [asdict(r) for r in self.records]
+
+
+def format_header(with_validation: bool) -> str:
+    cols = f"{'pass':>6} {'time(s)':>9} {'primal':>14} {'dual':>14} {'gap':>11} {'rel.gap':>9}"
+    if with_validation:
+        cols += f" {'val.score':>9}"
+    return cols
+
+
+def format_record(r: Record, with_validation: bool) -> str:
+    def num(v, width, fmt):
+        return f"{'—':>{width}}" if math.isnan(v) else f"{v:>{width}{fmt}}"
+
+    line = (f"{r.passes:>6g} {r.time:>9.2f} {num(r.primal, 14, '.6g')} {num(r.dual, 14, '.6g')} "
+            f"{num(r.gap, 11, '.4g')} {num(r.relative_gap, 9, '.2e')}")
+    if with_validation:
+        line += f" {num(r.validation_score, 9, '.4f')}"
+    return line

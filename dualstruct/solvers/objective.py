@@ -1,0 +1,35 @@
+"""The one primal objective, dual objective and duality gap (C-form), used by every solver,
+benchmark and test (ALGORITHMS.md §1).
+
+    P(w) = ½‖w‖² + C Σ_i H_i(w),    H_i(w) = max_y [δ(ȳ_i, y) + s(x_i, y; w) − s(x_i, ȳ_i; w)]
+    D(q) = C Σ_i E_{q_i}[δ(ȳ_i, ·)] − ½‖w(q)‖²  =  loss_term − ½‖w‖²
+    gap  = P(w) − D(q) ≥ 0
+
+The λ-form of the BCFW papers is ``P(w) / (C n)`` with ``λ = 1 / (C n)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def primal_objective(model, data, w: np.ndarray, C: float) -> float:
+    """Exact primal ``P(w)``: one loss-augmented decoding of every training example."""
+    hinge, _ = model.hinge(w, data)
+    return 0.5 * float(w @ w) + C * float(hinge.sum())
+
+
+def dual_objective(w: np.ndarray, loss_term: float) -> float:
+    """Dual value ``D(q) = C Σ_i E_{q_i} δ_i − ½‖w(q)‖²`` given ``w = w(q)`` and the loss term."""
+    return float(loss_term) - 0.5 * float(w @ w)
+
+
+def duality_gap(primal: float, dual: float) -> tuple[float, float]:
+    """Absolute and relative gap ``(P − D, (P − D) / max(|P|, tiny))``."""
+    gap = primal - dual
+    return gap, gap / max(abs(primal), 1e-300)
+
+
+def lambda_form(value: float, C: float, n: int) -> float:
+    """Convert a C-form objective value to the λ-form of the BCFW papers (λ = 1/(C n))."""
+    return value / (C * n)
