@@ -257,3 +257,226 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
                 R_end[yhat[T - 1]] -= rm
     scalars[0] = m
     return order.shape[0]
+
+
+@njit(cache=True)
+def _aug_score(scores, T, W_B, start, end, start_end, y):
+    s = 0.0
+    for t in range(T):
+        s += scores[t, y[t]]
+    for t in range(T - 1):
+        s += W_B[y[t], y[t + 1]]
+    if start_end:
+        s += start[y[0]] + end[y[T - 1]]
+    return s
+
+
+@njit(cache=True)
+def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_offsets,
+               order, C, start_end,
+               W_U, W_B, start, end, atom_labels, atom_weights, atom_count, capacity, scalars,
+               averaging, R_U, R_B, R_start, R_end, block_gaps):
+    """One block-coordinate *pairwise* Frank-Wolfe pass (Osokin et al. 2016, BCPFW), C-form.
+
+    Block i's dual point is kept as its atoms: labellings ``y^a`` with weights ``α_a``
+    (``q_i = Σ_a α_a e_{y^a}``), stored in ``atom_labels[offsets[i]·A + a·T + t]``. A step moves
+    mass γ ∈ [0, α_v] from the away atom ``v = argmin_a s̃(y^a)`` to the Frank-Wolfe corner
+    ``ŷ = argmax_y s̃(y)`` (s̃ = loss-augmented score):
+
+        w ← w − γ C (φ(ŷ) − φ(v)),   ℓ ← ℓ + γ C (δ(ŷ) − δ(v))
+        γ = min( C (s̃(ŷ) − s̃(v)) / ‖C (φ(ŷ) − φ(v))‖²,  α_v )          (exact line search)
+
+    Only tokens where ŷ and v differ are touched. ``block_gaps[i]`` receives the Frank-Wolfe
+    block gap ``C (s̃(ŷ) − Σ_a α_a s̃(y^a))``. The pass stops early, returning the number of
+    blocks done, when a new atom does not fit into ``capacity`` atoms; the caller grows the
+    pool and continues. ``scalars = [ℓ, m, R_ℓ]`` as in :func:`bcfw_pass`.
+    """
+    K = W_U.shape[1]
+    A = capacity
+    max_T = 0
+    for i in range(offsets.shape[0] - 1):
+        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    scores = np.empty((max_T, K))
+    backptr = np.empty((max_T, K), dtype=np.int32)
+    delta = np.empty((2, K))
+    yhat = np.empty(max_T, dtype=np.int32)
+    pair_count = np.zeros((K, K))
+    atom_scores = np.empty(A)
+    loss_term = scalars[0]
+    m = scalars[1]
+    R_loss = scalars[2]
+
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        gold = labels[s0:s0 + T]
+        base = s0 * A
+        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
+        add_hamming_loss(scores, T, gold, loss_weights)
+        best = viterbi(scores, T, W_B, start, end, backptr, delta, yhat)
+
+        # atoms: scores, the away atom, the position of ŷ, the Frank-Wolfe block gap
+        n_atoms = atom_count[i]
+        away = -1
+        fw = -1
+        mean_score = 0.0
+        for a in range(n_atoms):
+            y_a = atom_labels[base + a * T: base + (a + 1) * T]
+            sa = _aug_score(scores, T, W_B, start, end, start_end, y_a)
+            atom_scores[a] = sa
+            mean_score += atom_weights[i, a] * sa
+            if away < 0 or sa < atom_scores[away]:
+                away = a
+            if fw < 0:
+                same = True
+                for t in range(T):
+                    if y_a[t] != yhat[t]:
+                        same = False
+                        break
+                if same:
+                    fw = a
+        block_gaps[i] = C * (best - mean_score)
+        if fw < 0:
+            if n_atoms == A:
+                scalars[0] = loss_term
+                scalars[1] = m
+                scalars[2] = R_loss
+                return idx
+            fw = n_atoms
+            for t in range(T):
+                atom_labels[base + fw * T + t] = yhat[t]
+            atom_weights[i, fw] = 0.0
+            atom_scores[fw] = best
+            atom_count[i] = n_atoms + 1
+        if fw == away:
+            continue
+        pw_gap = C * (best - atom_scores[away])
+        if pw_gap <= 0.0:
+            continue
+        v = atom_labels[base + away * T: base + (away + 1) * T]
+
+        # ‖φ(ŷ) − φ(v)‖²
+        sq = 0.0
+        g0 = gram_offsets[i]
+        for t in range(T):
+            if yhat[t] == v[t]:
+                continue
+            for u in range(T):
+                if yhat[u] == v[u]:
+                    continue
+                e = 0.0
+                if yhat[t] == yhat[u]:
+                    e += 1.0
+                if yhat[t] == v[u]:
+                    e -= 1.0
+                if v[t] == yhat[u]:
+                    e -= 1.0
+                if v[t] == v[u]:
+                    e += 1.0
+                if e != 0.0:
+                    sq += gram[g0 + T * t + u] * e
+        for t in range(T - 1):
+            pair_count[yhat[t], yhat[t + 1]] += 1.0
+            pair_count[v[t], v[t + 1]] -= 1.0
+        for t in range(T - 1):
+            c = pair_count[yhat[t], yhat[t + 1]]
+            sq += c * c
+            pair_count[yhat[t], yhat[t + 1]] = 0.0
+            c = pair_count[v[t], v[t + 1]]
+            sq += c * c
+            pair_count[v[t], v[t + 1]] = 0.0
+        if start_end:
+            if yhat[0] != v[0]:
+                sq += 2.0
+            if yhat[T - 1] != v[T - 1]:
+                sq += 2.0
+        norm2 = C * C * sq
+        alpha_v = atom_weights[i, away]
+        if norm2 <= 0.0:
+            gamma = alpha_v
+        else:
+            gamma = pw_gap / norm2
+            if gamma > alpha_v - 1e-12:
+                gamma = alpha_v  # a drop step: the away atom leaves the active set
+
+        # w ← w − γ C (φ(ŷ) − φ(v)); averaging accumulator R ← R + A_{m−1} Δ
+        m += 1.0
+        A_prev = 0.5 * (m - 1.0) * m
+        f = -gamma * C
+        fr = f * A_prev
+        dloss = 0.0
+        for t in range(T):
+            a_lab = yhat[t]
+            b_lab = v[t]
+            if a_lab == b_lab:
+                continue
+            g = gold[t]
+            if a_lab != g:
+                dloss += loss_weights[g]
+            if b_lab != g:
+                dloss -= loss_weights[g]
+            row = s0 + t
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                x = data[p]
+                W_U[j, a_lab] += f * x
+                W_U[j, b_lab] -= f * x
+                if averaging:
+                    R_U[j, a_lab] += fr * x
+                    R_U[j, b_lab] -= fr * x
+        for t in range(T - 1):
+            W_B[yhat[t], yhat[t + 1]] += f
+            W_B[v[t], v[t + 1]] -= f
+            if averaging:
+                R_B[yhat[t], yhat[t + 1]] += fr
+                R_B[v[t], v[t + 1]] -= fr
+        if start_end:
+            start[yhat[0]] += f
+            start[v[0]] -= f
+            end[yhat[T - 1]] += f
+            end[v[T - 1]] -= f
+            if averaging:
+                R_start[yhat[0]] += fr
+                R_start[v[0]] -= fr
+                R_end[yhat[T - 1]] += fr
+                R_end[v[T - 1]] -= fr
+        dl = gamma * C * dloss
+        loss_term += dl
+        if averaging:
+            R_loss += A_prev * dl
+
+        # move the mass; a drained away atom is dropped (the last atom takes its slot)
+        atom_weights[i, fw] += gamma
+        atom_weights[i, away] -= gamma
+        if gamma == alpha_v:
+            fw_w = atom_weights[i, fw]
+            last = atom_count[i] - 1
+            if away != last:
+                for t in range(T):
+                    atom_labels[base + away * T + t] = atom_labels[base + last * T + t]
+                atom_weights[i, away] = atom_weights[i, last]
+            atom_weights[i, last] = 0.0
+            atom_count[i] = last
+            if fw == last:
+                atom_weights[i, away] = fw_w
+
+    scalars[0] = loss_term
+    scalars[1] = m
+    scalars[2] = R_loss
+    return order.shape[0]
+
+
+@njit(cache=True)
+def grow_atom_pool(offsets, atom_labels, atom_weights, atom_count, old_capacity, new_capacity,
+                   new_labels, new_weights):
+    """Copy the atoms of every block into pools of ``new_capacity`` atoms per block."""
+    n = offsets.shape[0] - 1
+    for i in range(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        cnt = atom_count[i]
+        for q in range(cnt * T):
+            new_labels[s0 * new_capacity + q] = atom_labels[s0 * old_capacity + q]
+        for a in range(cnt):
+            new_weights[i, a] = atom_weights[i, a]

@@ -26,16 +26,65 @@ def sequence_gram_matrices(data):
 
 
 class BCFW(PassSolver):
-    """BCFW for :class:`~dualstruct.models.ChainModel` (see :class:`PassSolver` for the
-    parameters). The returned weights are the weighted average when ``averaging=True``; the
-    dual bound is the better of the current and the averaged dual point."""
+    """BCFW for :class:`~dualstruct.models.ChainModel`.
+
+    Parameters are those of :class:`PassSolver` plus
+
+    step : {"pairwise", "fw"}, default "pairwise"
+        ``"pairwise"``: block-coordinate pairwise Frank-Wolfe (Osokin et al. 2016), which keeps
+        each block's dual point as a few weighted labellings and moves mass from the worst of
+        them to the Viterbi corner; it converges linearly and its memory is O(tokens × atoms),
+        independent of K². ``"fw"``: the classic BCFW step of Lacoste-Julien et al. (2013) on
+        factor marginals (tokens × K plus sequences × K²).
+
+    The returned weights are the weighted average when ``averaging=True``; the dual bound is
+    the better of the current and the averaged dual point.
+    """
 
     name = "bcfw"
+
+    def __init__(self, model, C=1.0, *, step="pairwise", **kwargs):
+        super().__init__(model, C, **kwargs)
+        if step not in ("pairwise", "fw"):
+            raise ValueError(f"step must be 'pairwise' or 'fw', got {step!r}")
+        self.step = step
 
     def _init_state(self):
         model, data = self.model, self.data
         if model.kind != "chain":
             raise ValueError(f"BCFW supports chain models here, got {model.kind!r}")
+        self.arrays = data.kernel_arrays()
+        self.gram_offsets, self.gram = sequence_gram_matrices(data)
+        self.w = model.init_weights()
+        self.W = model.unpack(self.w)
+        self.R = model.init_weights()
+        self.RW = model.unpack(self.R)
+        self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
+        self.block_gaps = np.zeros(data.n_sequences)
+        if self.step == "pairwise":
+            # q_i starts as the single atom ȳ_i with weight 1: w = 0, ℓ = 0
+            self.capacity = 4
+            self.atom_labels = np.zeros(data.n_tokens * self.capacity, dtype=np.int32)
+            rows = np.repeat(data.offsets[:-1] * self.capacity, data.lengths)
+            rows += np.arange(data.n_tokens) - np.repeat(data.offsets[:-1], data.lengths)
+            self.atom_labels[rows] = data.labels
+            self.atom_weights = np.zeros((data.n_sequences, self.capacity))
+            self.atom_weights[:, 0] = 1.0
+            self.atom_count = np.ones(data.n_sequences, dtype=np.int64)
+        else:
+            self._init_marginals()
+
+    def _grow_atoms(self):
+        data, old = self.data, self.capacity
+        new = 2 * old
+        labels = np.zeros(data.n_tokens * new, dtype=np.int32)
+        weights = np.zeros((data.n_sequences, new))
+        kern.grow_atom_pool(data.offsets, self.atom_labels, self.atom_weights, self.atom_count,
+                            old, new, labels, weights)
+        self.capacity, self.atom_labels, self.atom_weights = new, labels, weights
+
+    def _init_marginals(self):
+        model, data = self.model, self.data
         K = model.n_labels
         n = data.n_sequences
         dense_bigram_bytes = 8 * n * K * K
@@ -44,12 +93,6 @@ class BCFW(PassSolver):
                 f"BCFW's bigram marginals would need {dense_bigram_bytes / 2**30:.1f} GiB "
                 f"({n} sequences × {K}² labels); use solver='ssg' for this many labels"
             )
-        self.arrays = data.kernel_arrays()
-        self.gram_offsets, self.gram = sequence_gram_matrices(data)
-        self.w = model.init_weights()
-        self.W = model.unpack(self.w)
-        self.R = model.init_weights()
-        self.RW = model.unpack(self.R)
         # q_i starts as the point mass on ȳ_i: w = 0, ℓ = 0
         labels = data.labels
         self.mu = np.zeros((data.n_tokens, K))
@@ -61,12 +104,22 @@ class BCFW(PassSolver):
         not_last[offsets[1:] - 1] = False
         rows = np.flatnonzero(not_last)
         np.add.at(self.bigram, (seq_of_token[rows], labels[rows], labels[rows + 1]), 1.0)
-        self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
-        self.block_gaps = np.zeros(n)
 
     def _run(self, order):
         indptr, indices, values, offsets = self.arrays
         W, R = self.W, self.RW
+        if self.step == "pairwise":
+            done = 0
+            while done < len(order):
+                done += kern.bcpfw_pass(
+                    indptr, indices, values, offsets, self.data.labels, self.model.loss_weights,
+                    self.gram, self.gram_offsets, order[done:], self.C, self.model.start_end,
+                    W.unigram, W.transition, W.start, W.end, self.atom_labels,
+                    self.atom_weights, self.atom_count, self.capacity, self.scalars,
+                    self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps)
+                if done < len(order):
+                    self._grow_atoms()
+            return len(order)
         return kern.bcfw_pass(
             indptr, indices, values, offsets, self.data.labels, self.model.loss_weights,
             self.gram, self.gram_offsets, order, self.C, self.model.start_end,
