@@ -95,6 +95,8 @@ def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_o
         s0 = offsets[i]
         T = offsets[i + 1] - s0
         gold = labels[s0:s0 + T]
+        m += 1.0  # every visit is an averaging step, also when γ = 0
+        A_prev = 0.5 * (m - 1.0) * m
 
         # loss-augmented Viterbi corner ŷ
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
@@ -145,8 +147,6 @@ def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_o
             gamma = 1.0
 
         # w ← w − γ (w_i − w_s);  μ, B_i, ℓ follow;  R ← R + A_{m−1} Δ_m
-        m += 1.0
-        A_prev = 0.5 * (m - 1.0) * m
         f = -gamma * C
         fr = f * A_prev
         for t in range(T):
@@ -312,6 +312,8 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         T = offsets[i + 1] - s0
         gold = labels[s0:s0 + T]
         base = s0 * A
+        m += 1.0  # every visit is an averaging step, also when γ = 0
+        A_prev = 0.5 * (m - 1.0) * m
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
         add_hamming_loss(scores, T, gold, loss_weights)
         best = viterbi(scores, T, W_B, start, end, backptr, delta, yhat)
@@ -340,7 +342,7 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         if fw < 0:
             if n_atoms == A:
                 scalars[0] = loss_term
-                scalars[1] = m
+                scalars[1] = m - 1.0  # this visit is redone after the pool grows
                 scalars[2] = R_loss
                 return idx
             fw = n_atoms
@@ -401,8 +403,6 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
                 gamma = alpha_v  # a drop step: the away atom leaves the active set
 
         # w ← w − γ C (φ(ŷ) − φ(v)); averaging accumulator R ← R + A_{m−1} Δ
-        m += 1.0
-        A_prev = 0.5 * (m - 1.0) * m
         f = -gamma * C
         fr = f * A_prev
         dloss = 0.0

@@ -37,9 +37,11 @@ class PassSolver:
     check_every : int
         Compute the exact primal, the gap and the validation score every this many passes
         (and after the last pass). Each check costs one loss-augmented decoding of every
-        example, timed separately as ``eval_time``.
+        example per candidate model, timed separately as ``eval_time``.
     averaging : bool
-        Return the weighted average of the iterates (usually a lower primal).
+        Keep the weighted average of the iterates as well; each check keeps whichever of the
+        average and the last iterate has the lower primal (the average usually wins early,
+        the iterate once it has converged).
     random_state : int, numpy Generator or None
         Seeds the order of the examples in each pass.
     verbose : int
@@ -79,6 +81,7 @@ class PassSolver:
         self.train_time = 0.0
         self.eval_time = 0.0
         self.data = None
+        self._chosen = 0
 
     # -- to be provided by subclasses ---------------------------------------------------------
     def _init_state(self):  # pragma: no cover - abstract
@@ -87,8 +90,15 @@ class PassSolver:
     def _run(self, order: np.ndarray) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def weights(self) -> np.ndarray:  # pragma: no cover - abstract
+    def candidates(self) -> list:  # pragma: no cover - abstract
+        """Weight vectors the solver could return: [averaged, last iterate] with averaging,
+        [last iterate] without. Each check keeps the one with the lower primal."""
         raise NotImplementedError
+
+    def weights(self) -> np.ndarray:
+        """The model to return: the candidate with the lower primal at the last check."""
+        cands = self.candidates()
+        return cands[min(self._chosen, len(cands) - 1)]
 
     def dual(self) -> float:
         return math.nan
@@ -142,8 +152,11 @@ class PassSolver:
         rec.dual = self.dual()
         if check:
             t0 = time.perf_counter()
+            primals = [primal_objective(self.model, self.data, w, self.C)
+                       for w in self.candidates()]
+            self._chosen = int(np.argmin(primals))
+            rec.primal = primals[self._chosen]
             w = self.weights()
-            rec.primal = primal_objective(self.model, self.data, w, self.C)
             if self.has_dual:
                 rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)
             if self.validation is not None:

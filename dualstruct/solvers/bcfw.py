@@ -133,10 +133,10 @@ class BCFW(PassSolver):
         A = 0.5 * m * (m + 1.0)
         return self.w - self.R / A, self.scalars[0] - self.scalars[2] / A
 
-    def weights(self):
+    def candidates(self):
         if self.averaging:
-            return self._averaged()[0]
-        return self.w.copy()
+            return [self._averaged()[0], self.w.copy()]
+        return [self.w.copy()]
 
     def dual(self):
         d = dual_objective(self.w, self.scalars[0])

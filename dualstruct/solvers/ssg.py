@@ -37,13 +37,14 @@ class SSG(PassSolver):
             self.model.start_end, V.unigram, V.transition, V.start, V.end, self.scalars,
             self.averaging, R.unigram, R.transition, R.start, R.end)
 
-    def weights(self):
+    def candidates(self):
         m, Cn = self.scalars
         if m == 0:
-            return np.zeros_like(self.v)
+            return [np.zeros_like(self.v)]
+        last = (Cn / m) * self.v
         if self.averaging:
-            return Cn * (m * self.v - self.R) / (0.5 * m * (m + 1.0))
-        return (Cn / m) * self.v
+            return [Cn * (m * self.v - self.R) / (0.5 * m * (m + 1.0)), last]
+        return [last]
 
     def dual(self):
         return math.nan

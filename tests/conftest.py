@@ -1,0 +1,51 @@
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _require_data() -> bool:
+    return os.environ.get("DUALSTRUCT_REQUIRE_DATA", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The benchmark data folder ($DUALSTRUCT_DATA). Missing data skips the test, unless
+    DUALSTRUCT_REQUIRE_DATA=1 (as in CI), where it fails."""
+    env = os.environ.get("DUALSTRUCT_DATA")
+    path = Path(env) if env else None
+    if path is None or not path.is_dir():
+        msg = f"benchmark data folder not found (DUALSTRUCT_DATA={env!r})"
+        if _require_data():
+            pytest.fail(msg + " and DUALSTRUCT_REQUIRE_DATA is set")
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def ocr_data(data_dir):
+    from dualstruct.datasets import load_ocr
+
+    path = data_dir / "ocr" / "letter.data.gz"
+    if not path.is_file():
+        if _require_data():
+            pytest.fail(f"{path} is missing and DUALSTRUCT_REQUIRE_DATA is set")
+        pytest.skip(f"{path} is missing")
+    return load_ocr(path)
+
+
+def random_chain_problem(rng, n, K, d, max_len=5, sparse=False, density=0.5):
+    """Random sequences with random labels (features dense or sparse)."""
+    import scipy.sparse as sp
+
+    X, Y = [], []
+    for _ in range(n):
+        T = int(rng.integers(1, max_len + 1))
+        x = rng.normal(size=(T, d))
+        if sparse:
+            x = x * (rng.random((T, d)) < density)
+            x = sp.csr_matrix(x)
+        X.append(x)
+        Y.append(rng.integers(0, K, size=T))
+    return X, Y

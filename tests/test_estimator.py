@@ -1,0 +1,203 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+import dualstruct
+from conftest import random_chain_problem
+from dualstruct import PackedSequences, StructuredSVM
+
+
+def _letters(Y):
+    return [np.array(list("abcd"))[y] for y in Y]
+
+
+@pytest.fixture
+def problem():
+    rng = np.random.default_rng(0)
+    X, Y = random_chain_problem(rng, n=30, K=4, d=5, max_len=6)
+    # make the labels learnable: shift the feature of the true label
+    for x, y in zip(X, Y):
+        x[np.arange(len(y)), y] += 3.0
+    return X, _letters(Y)
+
+
+def test_fit_predict_score_string_labels(problem):
+    X, y = problem
+    est = StructuredSVM(C=1.0, max_iter=200, random_state=0).fit(X, y)
+    assert list(est.classes_) == ["a", "b", "c", "d"]
+    pred = est.predict(X)
+    assert [len(p) for p in pred] == [len(t) for t in y]
+    assert pred[0].dtype.kind == "U"
+    assert est.score(X, y) > 0.9
+    assert est.history_.stop_reason in ("tol", "max_iter")
+    assert est.unigram_weights_.shape == (4, 5)
+    assert est.transition_weights_.shape == (4, 4)
+    assert est.intercept_.shape == (4,)
+
+
+@pytest.mark.parametrize("solver", ["bcfw", "ssg"])
+def test_sparse_and_packed_input(problem, solver):
+    X, y = problem
+    Xs = [sp.csr_matrix(x) for x in X]
+    a = StructuredSVM(solver=solver, max_iter=20, random_state=1).fit(X, y)
+    b = StructuredSVM(solver=solver, max_iter=20, random_state=1).fit(Xs, y)
+    assert np.allclose(a.coef_, b.coef_)
+    packed = dualstruct.pack_sequences(X)
+    assert isinstance(packed, PackedSequences)
+    assert all(np.array_equal(p, q) for p, q in zip(a.predict(packed), a.predict(X)))
+
+
+def test_save_load_round_trip(problem, tmp_path):
+    X, y = problem
+    est = StructuredSVM(max_iter=30, loss_weights={"a": 2.0}, random_state=0).fit(X, y)
+    path = est.save(tmp_path / "model.dsm")
+    loaded = dualstruct.load(path)
+    assert np.array_equal(loaded.coef_, est.coef_)
+    assert all(np.array_equal(p, q) for p, q in zip(loaded.predict(X), est.predict(X)))
+    assert loaded.get_params() == {**est.get_params(), "loss_weights": {"a": 2.0}}
+    assert len(loaded.history_) == len(est.history_)
+    assert loaded.history_.last_checked().primal == est.history_.last_checked().primal
+    assert list(loaded.classes_) == list(est.classes_)
+
+
+def test_saved_objective_equals_independent_recomputation(problem, tmp_path):
+    from dualstruct.solvers import primal_objective
+
+    X, y = problem
+    est = StructuredSVM(C=0.5, max_iter=40, check_every=40, random_state=0).fit(X, y)
+    loaded = dualstruct.load(est.save(tmp_path / "m.npz"))
+    data = loaded._pack(X, y)
+    p = primal_objective(loaded.model_, data, loaded.coef_, loaded.C)
+    assert p == pytest.approx(loaded.history_.last_checked().primal, rel=1e-12)
+
+
+def test_int_labels_and_clone(problem):
+    X, y = problem
+    yi = [np.searchsorted(["a", "b", "c", "d"], t) + 10 for t in y]
+    est = StructuredSVM(C=2.0, max_iter=10)
+    c = clone(est)
+    assert c.get_params() == est.get_params()
+    c.set_params(C=3.0)
+    assert c.C == 3.0 and est.C == 2.0
+    c.fit(X, yi)
+    assert set(np.concatenate(c.predict(X))) <= {10, 11, 12, 13}
+
+
+def test_validation_data_and_verbose(problem, capsys):
+    X, y = problem
+    est = StructuredSVM(max_iter=10, check_every=5, verbose=1, random_state=0)
+    est.fit(X[:20], y[:20], validation_data=(X[20:], y[20:]))
+    out = capsys.readouterr().out
+    assert "primal" in out and "val.score" in out
+    scores = [r.validation_score for r in est.history_ if r.validation_score == r.validation_score]
+    assert len(scores) == 2 and all(0 <= s <= 1 for s in scores)
+
+
+def test_callback_checkpoint_and_stop(problem, tmp_path):
+    X, y = problem
+    saved = []
+
+    def checkpoint(estimator, record):
+        saved.append(estimator.save(tmp_path / f"ckpt{int(record.passes)}.npz"))
+        return record.passes >= 3
+
+    est = StructuredSVM(max_iter=50, callback=checkpoint, random_state=0).fit(X, y)
+    assert est.n_iter_ == 3 and est.history_.stop_reason == "callback"
+    assert len(saved) == 3
+    assert dualstruct.load(saved[-1]).score(X, y) == est.score(X, y)
+
+
+def test_keyboard_interrupt_leaves_usable_model_and_warm_start_resumes(problem):
+    X, y = problem
+
+    def interrupt(estimator, record):
+        if record.passes == 2:
+            raise KeyboardInterrupt
+
+    est = StructuredSVM(max_iter=50, tol=0, callback=interrupt, warm_start=True,
+                        random_state=0).fit(X, y)
+    assert est.history_.stop_reason == "interrupted" and est.n_iter_ == 2
+    assert len(est.predict(X)) == len(X)
+    est.set_params(callback=None, max_iter=3)
+    est.fit(X, y)
+    assert est.n_iter_ == 5
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda X, y: (X[:-1], y), "sequences but y has"),
+    (lambda X, y: (X, [t[:-1] if i == 2 else t for i, t in enumerate(y)]),
+     r"sequence 2: X\[2\] has \d+ token rows but y\[2\] has"),
+    (lambda X, y: (X[:3] + [np.zeros((0, 5))], y[:3] + [np.array([], dtype=str)]),
+     "empty sequence"),
+    (lambda X, y: ([x.copy() if i != 1 else np.full_like(x, np.nan) for i, x in enumerate(X)],
+                   y), r"X\[1\] contains NaN"),
+    (lambda X, y: ([x if i != 1 else np.full_like(x, np.inf) for i, x in enumerate(X)], y),
+     "infinite"),
+    (lambda X, y: ([x if i != 4 else x[:, :3] for i, x in enumerate(X)], y),
+     r"X\[4\] has 3 feature columns"),
+    (lambda X, y: ([x[0] for x in X], y), "is 1-D"),
+])
+def test_bad_training_input(problem, bad, match):
+    X, y = problem
+    Xb, yb = bad(list(X), list(y))
+    with pytest.raises(ValueError, match=match):
+        StructuredSVM(max_iter=1).fit(Xb, yb)
+
+
+def test_bad_prediction_input(problem):
+    X, y = problem
+    est = StructuredSVM(max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match=r"X\[0\] has 4 feature columns, expected 5"):
+        est.predict([x[:, :4] for x in X])
+    with pytest.raises(ValueError, match="not seen in training"):
+        est.fit(X, y)._encode_labels([np.array(["z"])], fit=False)
+    with pytest.raises(ValueError, match="not fitted"):
+        StructuredSVM().predict(X)
+    with pytest.raises(TypeError, match="list of per-sequence"):
+        est.predict(np.zeros((3, 5)))
+
+
+@pytest.mark.parametrize("param, value", [("C", 0), ("C", -1.0), ("solver", "sgd"),
+                                          ("model", "crf"), ("max_iter", -1)])
+def test_bad_parameters(problem, param, value):
+    X, y = problem
+    with pytest.raises(ValueError, match=param):
+        StructuredSVM(**{param: value}).fit(X, y)
+
+
+def test_truncated_and_tampered_model_files(problem, tmp_path):
+    X, y = problem
+    path = StructuredSVM(max_iter=3).fit(X, y).save(tmp_path / "m.npz")
+    blob = path.read_bytes()
+    (tmp_path / "trunc.npz").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ValueError, match="trunc.npz"):
+        dualstruct.load(tmp_path / "trunc.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="junk.npz"):
+        dualstruct.load(tmp_path / "junk.npz")
+    # rewrite one array with other values but keep the header: the checksum catches it
+    import zipfile
+
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(tmp_path / "tamper.npz", "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "coef.npy":
+                arr = np.load(path)["coef"] + 1.0
+                import io as _io
+
+                buf = _io.BytesIO()
+                np.save(buf, arr)
+                data = buf.getvalue()
+            zout.writestr(item, data)
+    with pytest.raises(ValueError, match="checksum"):
+        dualstruct.load(tmp_path / "tamper.npz")
+    with pytest.raises(FileNotFoundError):
+        dualstruct.load(tmp_path / "missing.npz")
+
+
+def test_pickled_object_arrays_are_refused(tmp_path):
+    evil = tmp_path / "evil.npz"
+    np.savez(evil, __header__=np.array([{"format": "dualstruct-model"}], dtype=object))
+    with pytest.raises(ValueError, match="evil.npz"):
+        dualstruct.load(evil)

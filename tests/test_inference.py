@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+
+from brute import brute_hinge, brute_scores
+from conftest import random_chain_problem
+from dualstruct.models import ChainModel
+from dualstruct.sequences import pack_sequences
+
+
+def _dense(x):
+    return x.toarray() if hasattr(x, "toarray") else x
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("start_end", [True, False])
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+def test_viterbi_equals_brute_force(K, start_end, sparse):
+    rng = np.random.default_rng(100 * K + 10 * start_end + sparse)
+    d = 3
+    X, Y = random_chain_problem(rng, n=12, K=K, d=d, max_len=5, sparse=sparse)
+    model = ChainModel(K, d, start_end=start_end)
+    w = rng.normal(size=model.size)
+    data = pack_sequences(X, Y)
+    pred = np.split(model.predict(w, data), data.offsets[1:-1])
+    for x, p in zip(X, pred):
+        rows = brute_scores(model, w, _dense(x))
+        best = max(r[1] for r in rows)
+        got = float(w @ model.joint_feature(x, p))
+        assert got == pytest.approx(best, abs=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+def test_loss_augmented_viterbi_equals_brute_force(K, sparse):
+    rng = np.random.default_rng(7 + K + 100 * sparse)
+    d = 4
+    X, Y = random_chain_problem(rng, n=12, K=K, d=d, max_len=5, sparse=sparse)
+    lw = rng.uniform(0.5, 2.0, size=K)
+    model = ChainModel(K, d, loss_weights=lw)
+    w = rng.normal(size=model.size)
+    data = pack_sequences(X, Y)
+    hinge, argmax = model.hinge(w, data)
+    argmax = np.split(argmax, data.offsets[1:-1])
+    for i, (x, y) in enumerate(zip(X, Y)):
+        ref = brute_hinge(model, w, _dense(x), y)
+        assert hinge[i] == pytest.approx(max(ref, 0.0), abs=1e-10)
+        aug = float(w @ model.joint_feature(x, argmax[i])) + model.loss(y, argmax[i])
+        gold = float(w @ model.joint_feature(x, y))
+        assert aug - gold == pytest.approx(ref, abs=1e-10)
+
+
+def test_ties_are_deterministic():
+    model = ChainModel(3, 2)
+    w = np.zeros(model.size)
+    data = pack_sequences([np.ones((4, 2))], [np.array([2, 1, 0, 1])])
+    assert np.array_equal(model.predict(w, data), [0, 0, 0, 0])
+
+
+def test_weight_layout_views_write_through():
+    model = ChainModel(3, 5)
+    w = model.init_weights()
+    W = model.unpack(w)
+    assert W.unigram.shape == (5, 3) and W.transition.shape == (3, 3)
+    W.transition[1, 2] = 7.0
+    W.end[0] = 2.0
+    assert w[5 * 3 + 1 * 3 + 2] == 7.0 and w[-3] == 2.0
+    assert model.size == 5 * 3 + 9 + 6
+    with pytest.raises(ValueError, match="shape"):
+        model.unpack(np.zeros(3))

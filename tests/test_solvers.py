@@ -1,0 +1,165 @@
+import math
+
+import numpy as np
+import pytest
+
+from brute import brute_primal
+from conftest import random_chain_problem
+from dualstruct.models import ChainModel
+from dualstruct.sequences import pack_sequences
+from dualstruct.solvers import BCFW, SSG, primal_objective
+from dualstruct.solvers.objective import dual_objective, duality_gap, lambda_form
+
+
+def _problem(seed, n=8, K=3, d=4, sparse=False, start_end=True):
+    rng = np.random.default_rng(seed)
+    X, Y = random_chain_problem(rng, n=n, K=K, d=d, max_len=5, sparse=sparse)
+    return X, Y, pack_sequences(X, Y), ChainModel(K, d, start_end=start_end)
+
+
+def _gaps(history):
+    return np.array([r.gap for r in history if not math.isnan(r.gap)])
+
+
+def test_primal_objective_matches_brute_force():
+    X, Y, data, model = _problem(0)
+    w = np.random.default_rng(1).normal(size=model.size)
+    assert primal_objective(model, data, w, 0.7) == pytest.approx(
+        brute_primal(model, w, X, Y, 0.7), rel=1e-12)
+
+
+def test_objective_helpers():
+    w = np.array([3.0, 4.0])
+    assert dual_objective(w, 20.0) == 7.5
+    assert duality_gap(10.0, 7.5) == (2.5, 0.25)
+    assert lambda_form(10.0, 2.0, 5) == 1.0
+
+
+@pytest.mark.parametrize("start_end", [True, False])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("C", [0.1, 1.0, 10.0])
+def test_pairwise_bcfw_gap_goes_to_zero(C, sparse, start_end):
+    _, _, data, model = _problem(int(C * 10) + sparse, sparse=sparse, start_end=start_end)
+    solver = BCFW(model, C, max_iter=20000, tol=1e-6, check_every=10, random_state=0)
+    solver.fit(data)
+    gaps = _gaps(solver.history)
+    primal = solver.history.last.primal
+    assert np.all(gaps >= -1e-9 * abs(primal))
+    assert solver.history.stop_reason == "tol"
+    assert solver.history.last.relative_gap <= 1e-6
+    # the dual state is a convex combination of labellings
+    assert np.allclose(solver.atom_weights.sum(axis=1), 1.0)
+    assert np.all(solver.atom_weights >= 0)
+
+
+def test_fw_bcfw_gap_positive_and_decreasing():
+    _, _, data, model = _problem(3)
+    solver = BCFW(model, 1.0, step="fw", max_iter=3000, tol=0, check_every=100,
+                  random_state=0).fit(data)
+    gaps = _gaps(solver.history)
+    assert np.all(gaps >= -1e-9 * solver.history.last.primal)
+    assert gaps[-1] < 0.05 * gaps[0]
+    assert solver.history.last.relative_gap < 2e-3
+    # factor-form state is consistent: marginals are distributions
+    assert np.allclose(solver.mu.sum(axis=1), 1.0)
+    assert np.allclose(solver.bigram.sum(axis=(1, 2)), data.lengths - 1)
+
+
+def _weights_from_atoms(solver, model, data):
+    """w(q) = C Σ_i (φ(ȳ_i) − Σ_a α_a φ(y^a)) recomputed from the atoms with joint_feature."""
+    w = np.zeros(model.size)
+    A = solver.capacity
+    for i in range(data.n_sequences):
+        x, gold = data.sequence(i)
+        T = len(gold)
+        w += solver.C * model.joint_feature(x, gold)
+        s0 = data.offsets[i]
+        for a in range(solver.atom_count[i]):
+            y = solver.atom_labels[s0 * A + a * T: s0 * A + (a + 1) * T]
+            w -= solver.C * solver.atom_weights[i, a] * model.joint_feature(x, y)
+    return w
+
+
+def test_pairwise_state_reproduces_weights_and_dual():
+    _, Y, data, model = _problem(5)
+    solver = BCFW(model, 1.0, max_iter=50, check_every=50, averaging=False,
+                  random_state=0).fit(data)
+    assert np.allclose(_weights_from_atoms(solver, model, data), solver.w, atol=1e-10)
+    A = solver.capacity
+    loss = 0.0
+    for i in range(data.n_sequences):
+        gold = Y[i]
+        T = len(gold)
+        s0 = data.offsets[i]
+        for a in range(solver.atom_count[i]):
+            y = solver.atom_labels[s0 * A + a * T: s0 * A + (a + 1) * T]
+            loss += solver.C * solver.atom_weights[i, a] * model.loss(gold, y)
+    assert loss == pytest.approx(solver.scalars[0], abs=1e-10)
+
+
+def test_all_solvers_reach_the_same_primal():
+    _, _, data, model = _problem(11, n=10)
+    C = 1.0
+    pw = BCFW(model, C, max_iter=20000, tol=1e-7, check_every=20, random_state=0).fit(data)
+    fw = BCFW(model, C, step="fw", max_iter=20000, tol=1e-4, check_every=50,
+              random_state=1).fit(data)
+    ssg = SSG(model, C, max_iter=20000, check_every=20000, random_state=2).fit(data)
+    p_opt = pw.history.last.primal
+    assert fw.history.last.primal == pytest.approx(p_opt, rel=1e-3)
+    assert ssg.history.last.primal == pytest.approx(p_opt, rel=1e-3)
+    # no solver's primal goes below the certified optimum
+    for s in (fw, ssg):
+        assert s.history.last.primal >= p_opt * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("averaging", [True, False])
+def test_ssg_decreases_primal(averaging):
+    _, _, data, model = _problem(2)
+    s = SSG(model, 1.0, max_iter=2000, check_every=100, averaging=averaging,
+            random_state=0).fit(data)
+    p = [r.primal for r in s.history if not math.isnan(r.primal)]
+    assert p[-1] < p[0]
+    assert all(math.isnan(r.dual) for r in s.history)
+
+
+@pytest.mark.parametrize("cls", [BCFW, SSG])
+def test_same_seed_same_model(cls):
+    _, _, data, model = _problem(4)
+    a = cls(model, 1.0, max_iter=30, random_state=3).fit(data)
+    b = cls(model, 1.0, max_iter=30, random_state=3).fit(data)
+    assert np.array_equal(a.weights(), b.weights())
+
+
+def test_continue_training_and_callback_stop():
+    _, _, data, model = _problem(6)
+    seen = []
+    s = BCFW(model, 1.0, max_iter=10, check_every=2, random_state=0,
+             callback=lambda r: seen.append(r.passes) or r.passes >= 4)
+    s.fit(data)
+    assert s.passes == 4 and s.history.stop_reason == "callback"
+    s.callback = None
+    s.fit(data, max_iter=3)
+    assert s.passes == 7 and len(s.history) == 7
+
+
+def test_keyboard_interrupt_keeps_model():
+    _, _, data, model = _problem(6)
+
+    def interrupt(record):
+        if record.passes == 3:
+            raise KeyboardInterrupt
+
+    s = BCFW(model, 1.0, max_iter=100, check_every=1, random_state=0, callback=interrupt)
+    s.fit(data)
+    assert s.history.stop_reason == "interrupted" and s.passes == 3
+    assert np.any(s.weights() != 0)
+
+
+def test_solver_argument_errors():
+    model = ChainModel(2, 2)
+    with pytest.raises(ValueError, match="C must be positive"):
+        BCFW(model, 0.0)
+    with pytest.raises(ValueError, match="step"):
+        BCFW(model, 1.0, step="away")
+    with pytest.raises(ValueError, match="check_every"):
+        SSG(model, 1.0, check_every=0)
