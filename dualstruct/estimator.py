@@ -77,6 +77,9 @@ class StructuredSVM(BaseEstimator):
         to stop.
     warm_start : bool
         A new ``fit`` on the same data continues from the previous solver state.
+    solver_options : dict, optional
+        Extra keyword arguments of the solver class, e.g. ``{"step": "fw"}`` for the classic
+        BCFW step (see :class:`~dualstruct.solvers.BCFW`).
 
     Attributes
     ----------
@@ -90,7 +93,7 @@ class StructuredSVM(BaseEstimator):
     def __init__(self, model="chain", solver="bcfw", C=1.0, max_iter=500, tol=1e-2,
                  check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
                  start_end=True, loss_weights=None, random_state=None, verbose=0,
-                 callback=None, warm_start=False):
+                 callback=None, warm_start=False, solver_options=None):
         self.model = model
         self.solver = solver
         self.C = C
@@ -106,6 +109,7 @@ class StructuredSVM(BaseEstimator):
         self.verbose = verbose
         self.callback = callback
         self.warm_start = warm_start
+        self.solver_options = solver_options
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
@@ -224,7 +228,7 @@ class StructuredSVM(BaseEstimator):
                 self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation)
+                validation=validation, **(self.solver_options or {}))
         else:
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol

@@ -33,6 +33,14 @@ from ..inference.chain import add_hamming_loss, unigram_scores, viterbi
 
 
 @njit(cache=True)
+def _max_length(offsets):
+    longest = 0
+    for i in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    return longest
+
+
+@njit(cache=True)
 def _sparse_row_dot(indptr, indices, data, r1, r2):
     p, q = indptr[r1], indptr[r2]
     pe, qe = indptr[r1 + 1], indptr[r2 + 1]
@@ -77,9 +85,7 @@ def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_o
     measured before block i's step. Returns the number of oracle calls made.
     """
     K = W_U.shape[1]
-    max_T = 0
-    for i in range(offsets.shape[0] - 1):
-        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    max_T = _max_length(offsets)
     scores = np.empty((max_T, K))
     backptr = np.empty((max_T, K), dtype=np.int32)
     delta = np.empty((2, K))
@@ -201,9 +207,7 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
     ``scalars = [m, C n]``. Returns the number of oracle calls.
     """
     K = V_U.shape[1]
-    max_T = 0
-    for i in range(offsets.shape[0] - 1):
-        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    max_T = _max_length(offsets)
     scores = np.empty((max_T, K))
     backptr = np.empty((max_T, K), dtype=np.int32)
     delta = np.empty((2, K))
@@ -293,9 +297,7 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
     """
     K = W_U.shape[1]
     A = capacity
-    max_T = 0
-    for i in range(offsets.shape[0] - 1):
-        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    max_T = _max_length(offsets)
     scores = np.empty((max_T, K))
     backptr = np.empty((max_T, K), dtype=np.int32)
     delta = np.empty((2, K))
