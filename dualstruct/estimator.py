@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
 from . import io
 from .models import ChainModel
@@ -113,16 +115,35 @@ class StructuredSVM(BaseEstimator):
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
+        def real(name, value, low, low_ok):
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not math.isfinite(value) or value < low or (value == low and not low_ok)):
+                bound = ">=" if low_ok else ">"
+                raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
+
+        def integer(name, value, low):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {self.solver!r}")
-        if not (isinstance(self.C, (int, float)) and self.C > 0 and math.isfinite(self.C)):
-            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
-        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 0):
-            raise ValueError(f"max_iter must be a non-negative integer, got {self.max_iter!r}")
-        if not (self.tol >= 0):
-            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+        real("C", self.C, 0, False)
+        real("tol", self.tol, 0, True)
+        real("intercept_scaling", self.intercept_scaling, 0, False)
+        integer("max_iter", self.max_iter, 0)
+        integer("check_every", self.check_every, 1)
+        integer("verbose", self.verbose, 0)
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback must be callable, got {self.callback!r}")
+        if self.solver_options is not None and not isinstance(self.solver_options, dict):
+            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
+
+    #: parameters that define the optimization problem and the solver state; a warm start
+    #: continues only if none of them changed
+    _STATE_PARAMS = ("model", "solver", "C", "averaging", "fit_intercept", "intercept_scaling",
+                     "start_end", "loss_weights", "solver_options")
 
     def _encode_labels(self, y, fit):
         try:
@@ -197,11 +218,21 @@ class StructuredSVM(BaseEstimator):
         (``history_.stop_reason == "interrupted"``).
         """
         self._validate_params()
+        if y is None and not isinstance(X, PackedSequences):
+            raise ValueError("fit needs the label sequences y")
+        state = {k: getattr(self, k) for k in self._STATE_PARAMS}
         continuing = self.warm_start and hasattr(self, "solver_")
         if continuing:
+            changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
+            if changed:
+                raise ValueError(
+                    f"warm_start: parameters {changed} changed since the last fit; the solver "
+                    "state belongs to the old problem (set warm_start=False to start anew)")
             data = self.solver_.data
             new = self._pack(X, y, fit=False)
-            if new.n_tokens != data.n_tokens or not np.array_equal(new.labels, data.labels):
+            if not (new.X.shape == data.X.shape and np.array_equal(new.offsets, data.offsets)
+                    and np.array_equal(new.labels, data.labels)
+                    and (new.X != data.X).nnz == 0):
                 raise ValueError("warm_start continues only on the same training data")
             solver = self.solver_
         else:
@@ -233,6 +264,7 @@ class StructuredSVM(BaseEstimator):
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol
         self.solver_ = solver
+        self._state_params = state
         solver.fit(data, max_iter=self.max_iter)
         self._set_weights(solver)
         return self
@@ -245,7 +277,7 @@ class StructuredSVM(BaseEstimator):
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
-            raise ValueError("this StructuredSVM is not fitted yet; call fit first")
+            raise NotFittedError("this StructuredSVM is not fitted yet; call fit first")
 
     def predict(self, X):
         """Label sequences (lists of arrays of the training labels) for the sequences ``X``."""
@@ -340,14 +372,24 @@ class StructuredSVM(BaseEstimator):
                 raise ValueError("the number of classes does not match the model")
             if est.model_.n_features != est.n_features_in_ + int(bool(est.fit_intercept)):
                 raise ValueError("the feature count does not match the model")
+            est._validate_params()
+            if est.classes_.ndim != 1 or not np.array_equal(est.classes_,
+                                                            np.unique(est.classes_)):
+                raise ValueError("classes must be distinct and sorted")
             coef = arrays["coef"]
-            if coef.shape != (est.model_.size,):
-                raise ValueError(f"coef has shape {coef.shape}, expected ({est.model_.size},)")
+            if coef.shape != (est.model_.size,) or coef.dtype != np.float64:
+                raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
+                                 f"({est.model_.size},) float64")
+            if not np.all(np.isfinite(coef)):
+                raise ValueError("coef holds NaN or infinite values")
             est.coef_ = coef
             est.n_iter_ = int(header["n_iter"])
             hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
+            if len({v.shape for v in hist.values()}) > 1 or any(v.ndim != 1
+                                                                 for v in hist.values()):
+                raise ValueError("history columns differ in shape")
             est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
             raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
                              ) from None
         except ValueError as exc:

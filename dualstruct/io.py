@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,12 @@ def _digest(arr: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
 
 
+def _json_scalar(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"{type(obj).__name__} is not storable in a model file header")
+
+
 def save_arrays(path, header: dict, arrays: dict) -> Path:
     """Write ``arrays`` (name -> numeric ndarray) and the JSON-able ``header`` to ``path``."""
     path = Path(path)
@@ -34,7 +41,8 @@ def save_arrays(path, header: dict, arrays: dict) -> Path:
             raise TypeError(f"array {name!r} has dtype {arr.dtype}, not storable in a model file")
         meta[name] = {"shape": list(arr.shape), "dtype": arr.dtype.name, "sha256": _digest(arr)}
     full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **header, "arrays": meta}
-    blob = np.frombuffer(json.dumps(full, allow_nan=True).encode("utf-8"), dtype=np.uint8)
+    text = json.dumps(full, allow_nan=True, default=_json_scalar)
+    blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     with open(path, "wb") as fh:  # a file object: np.savez must not append ".npz"
         np.savez_compressed(fh, **{_HEADER_KEY: blob}, **arrays)
     return path
@@ -59,7 +67,8 @@ def load_arrays(path):
         if str(exc).startswith(str(path)):
             raise
         raise ValueError(f"{path}: not a valid dualstruct model file ({exc})") from None
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError, UnicodeDecodeError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, KeyError,
+            UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: corrupt or truncated model file ({exc})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ValueError(f"{path}: not a dualstruct model file")
@@ -68,16 +77,25 @@ def load_arrays(path):
         raise ValueError(
             f"{path}: model file format version {version} is not supported by this version of "
             f"dualstruct (supports {FORMAT_VERSION})")
-    meta = header.get("arrays", {})
+    try:
+        _check_arrays(header["arrays"], arrays)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: malformed array table in the header ({exc!r})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return header, arrays
+
+
+def _check_arrays(meta: dict, arrays: dict) -> None:
     if set(meta) != set(arrays):
-        raise ValueError(
-            f"{path}: arrays {sorted(arrays)} do not match the header's {sorted(meta)}")
+        raise ValueError(f"arrays {sorted(arrays)} do not match the header's {sorted(meta)}")
     for name, m in meta.items():
         arr = arrays[name]
-        if list(arr.shape) != m["shape"] or arr.dtype.name != m["dtype"]:
+        if arr.dtype.name not in _ALLOWED_DTYPES:
+            raise ValueError(f"array {name!r} has the unsupported dtype {arr.dtype}")
+        if list(arr.shape) != list(m["shape"]) or arr.dtype.name != m["dtype"]:
             raise ValueError(
-                f"{path}: array {name!r} has shape {arr.shape} and dtype {arr.dtype}, the header "
-                f"says {tuple(m['shape'])} {m['dtype']}")
+                f"array {name!r} has shape {arr.shape} and dtype {arr.dtype}, the header says "
+                f"{tuple(m['shape'])} {m['dtype']}")
         if _digest(arr) != m["sha256"]:
-            raise ValueError(f"{path}: array {name!r} does not match its checksum (file altered)")
-    return header, arrays
+            raise ValueError(f"array {name!r} does not match its checksum (file altered)")

@@ -43,10 +43,24 @@ class PackedSequences:
             )
         if np.any(np.diff(offsets) <= 0):
             raise ValueError("every sequence must have at least one token (empty sequence found)")
-        if self.labels is not None and len(self.labels) != self.X.shape[0]:
-            raise ValueError(
-                f"labels has {len(self.labels)} entries but X has {self.X.shape[0]} token rows"
-            )
+        if self.labels is not None:
+            labels = np.asarray(self.labels)
+            if labels.ndim != 1 or len(labels) != self.X.shape[0]:
+                raise ValueError(
+                    f"labels must be 1-D with one entry per token row ({self.X.shape[0]}), got "
+                    f"shape {labels.shape}")
+            if labels.dtype.kind not in "iu":
+                raise ValueError(f"labels must be integer codes, got dtype {labels.dtype}")
+            if len(labels) and labels.min() < 0:
+                raise ValueError("labels must be codes >= 0")
+            object.__setattr__(self, "labels", labels.astype(np.int32, copy=False))
+        if not np.all(np.isfinite(self.X.data)):
+            raise ValueError("X contains NaN or infinite feature values")
+        if not self.X.has_canonical_format:
+            X = self.X.copy()
+            X.sum_duplicates()  # also sorts the indices: kernels rely on sorted rows
+            object.__setattr__(self, "X", X)
+        object.__setattr__(self, "offsets", offsets.astype(np.int64, copy=False))
 
     # -- sizes ---------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -201,3 +201,57 @@ def test_pickled_object_arrays_are_refused(tmp_path):
     np.savez(evil, __header__=np.array([{"format": "dualstruct-model"}], dtype=object))
     with pytest.raises(ValueError, match="evil.npz"):
         dualstruct.load(evil)
+
+
+def test_warm_start_refuses_a_changed_problem(problem):
+    X, y = problem
+    est = StructuredSVM(max_iter=2, warm_start=True).fit(X, y)
+    est.set_params(C=100.0)
+    with pytest.raises(ValueError, match=r"parameters \['C'\] changed"):
+        est.fit(X, y)
+    est.set_params(C=1.0)
+    with pytest.raises(ValueError, match="same training data"):
+        est.fit([x * 5 for x in X], y)
+    est.fit(X, y)
+    assert est.n_iter_ == 4
+
+
+def test_fit_without_labels_and_numpy_scalar_params(problem, tmp_path):
+    X, y = problem
+    with pytest.raises(ValueError, match="needs the label sequences"):
+        StructuredSVM().fit(X)
+    est = StructuredSVM(C=np.float32(0.5), max_iter=np.int64(2)).fit(X, y)
+    assert dualstruct.load(est.save(tmp_path / "m.npz")).max_iter == 2
+    with pytest.raises(ValueError, match="intercept_scaling"):
+        StructuredSVM(intercept_scaling=float("nan")).fit(X, y)
+    with pytest.raises(ValueError, match="C must be"):
+        StructuredSVM(C=True).fit(X, y)
+
+
+def test_corrupted_compressed_payload(problem, tmp_path):
+    X, y = problem
+    path = StructuredSVM(max_iter=2).fit(X, y).save(tmp_path / "m.npz")
+    blob = bytearray(path.read_bytes())
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("coef.npy")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + 20
+    for k in range(start, start + 40):
+        blob[k] ^= 0xFF
+    (tmp_path / "bad.npz").write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match="bad.npz"):
+        dualstruct.load(tmp_path / "bad.npz")
+
+
+def test_packed_sequences_validation():
+    X = sp.csr_matrix(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="codes >= 0"):
+        PackedSequences(X, np.array([0, 3]), np.array([0, -1, 1]))
+    with pytest.raises(ValueError, match="integer codes"):
+        PackedSequences(X, np.array([0, 3]), np.array([0.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="empty sequence"):
+        PackedSequences(X, np.array([0, 0, 3]))
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([1, 0]), np.array([0, 2, 2, 2])),
+                             shape=(3, 2))
+    assert PackedSequences(unsorted, np.array([0, 3])).X.has_sorted_indices

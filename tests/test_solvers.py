@@ -163,3 +163,17 @@ def test_solver_argument_errors():
         BCFW(model, 1.0, step="away")
     with pytest.raises(ValueError, match="check_every"):
         SSG(model, 1.0, check_every=0)
+
+
+def test_fw_step_with_zero_features_still_converges():
+    # no intercept, no start/end, all-zero features: only transitions carry signal, and a
+    # corner can have ‖w_i − w_s‖ = 0 with a positive gap (the step must then be γ = 1)
+    rng = np.random.default_rng(0)
+    X = [np.zeros((1, 2)) for _ in range(6)]
+    Y = [rng.integers(0, 3, size=1) for _ in range(6)]
+    data = pack_sequences(X, Y)
+    model = ChainModel(3, 2, start_end=False)
+    for step in ("fw", "pairwise"):
+        s = BCFW(model, 1.0, step=step, max_iter=20, tol=1e-9, check_every=1,
+                 random_state=0).fit(data)
+        assert s.history.last.gap == pytest.approx(0.0, abs=1e-12)

@@ -146,11 +146,11 @@ def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_o
         gap_i = C * lin
         block_gaps[i] = gap_i
         norm2 = C * C * sq
-        if norm2 <= 0.0 or gap_i <= 0.0:
+        if gap_i <= 0.0:
             continue
-        gamma = gap_i / norm2
-        if gamma > 1.0:
-            gamma = 1.0
+        gamma = 1.0
+        if norm2 > 0.0 and gap_i < norm2:
+            gamma = gap_i / norm2
 
         # w ← w − γ (w_i − w_s);  μ, B_i, ℓ follow;  R ← R + A_{m−1} Δ_m
         f = -gamma * C
@@ -330,7 +330,7 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
             sa = _aug_score(scores, T, W_B, start, end, start_end, y_a)
             atom_scores[a] = sa
             mean_score += atom_weights[i, a] * sa
-            if away < 0 or sa < atom_scores[away]:
+            if atom_weights[i, a] > 0.0 and (away < 0 or sa < atom_scores[away]):
                 away = a
             if fw < 0:
                 same = True
@@ -353,7 +353,7 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
             atom_weights[i, fw] = 0.0
             atom_scores[fw] = best
             atom_count[i] = n_atoms + 1
-        if fw == away:
+        if fw == away or away < 0:
             continue
         pw_gap = C * (best - atom_scores[away])
         if pw_gap <= 0.0:

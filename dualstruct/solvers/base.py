@@ -109,7 +109,11 @@ class PassSolver:
         from the current state for up to ``max_iter`` more passes."""
         if self.data is None:
             self.data = data
-            self._init_state()
+            try:
+                self._init_state()
+            except BaseException:
+                self.data = None
+                raise
         elif data is not self.data:
             raise ValueError("a solver continues only on the data it was started with")
         n = data.n_sequences
