@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import random_chain_problem
 from sklearn.base import clone
 
 import dualstruct
-from conftest import random_chain_problem
 from dualstruct import PackedSequences, StructuredSVM
 
 

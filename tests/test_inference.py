@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-
 from brute import brute_hinge, brute_scores
 from conftest import random_chain_problem
+
 from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
 

@@ -2,9 +2,9 @@ import math
 
 import numpy as np
 import pytest
-
 from brute import brute_primal
 from conftest import random_chain_problem
+
 from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW, SSG, primal_objective

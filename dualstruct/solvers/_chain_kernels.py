@@ -13,7 +13,8 @@ state is ``mu`` (n_tokens × K) and ``bigram`` (n_sequences × K × K), never a 
 With ``D_t = e_{ŷ_t} − μ_t`` and ``B̂ − B_i`` for the Viterbi corner ``ŷ``,
 
     w_i − w_s = C ( Σ_t x_t ⊗ D_t,  B̂ − B_i,  D_1,  D_T )
-    g_i  = <w_i − w_s, w> + ℓ_s − ℓ_i = C [ Σ_t <D_t, θ̃_t> + <B̂ − B_i, W_B> + <D_1, start> + <D_T, end> ]
+    g_i  = <w_i − w_s, w> + ℓ_s − ℓ_i
+         = C [ Σ_t <D_t, θ̃_t> + <B̂ − B_i, W_B> + <D_1, start> + <D_T, end> ]
     ‖w_i − w_s‖² = C² [ Σ_{t,t'} <x_t, x_t'> <D_t, D_t'> + ‖B̂ − B_i‖² + ‖D_1‖² + ‖D_T‖² ]
 
 where ``θ̃_t`` are the loss-augmented unigram scores (the loss enters through ``ℓ_s − ℓ_i =
