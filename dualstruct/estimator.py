@@ -222,7 +222,17 @@ class StructuredSVM(BaseEstimator):
             raise ValueError("fit needs the label sequences y")
         state = {k: getattr(self, k) for k in self._STATE_PARAMS}
         continuing = self.warm_start and hasattr(self, "solver_")
-        if continuing:
+        resume = getattr(self, "_saved_state", None) if self.warm_start else None
+        if resume is not None and not continuing:
+            changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
+            if changed:
+                raise ValueError(
+                    f"resume: parameters {changed} differ from the checkpoint's; the saved "
+                    "solver state belongs to the old problem")
+            data = self._pack(X, y, fit=False)
+            self._saved_state = None
+            solver = None
+        elif continuing:
             changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
             if changed:
                 raise ValueError(
@@ -239,6 +249,7 @@ class StructuredSVM(BaseEstimator):
             data = self._pack(X, y, fit=True)
             self.model_ = self._make_model(data.n_features)
             solver = None
+            resume = None
         validation = None
         if validation_data is not None:
             Xv, yv = validation_data
@@ -260,6 +271,9 @@ class StructuredSVM(BaseEstimator):
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
                 validation=validation, **(self.solver_options or {}))
+            if resume is not None:
+                solver.load_state(data, *resume)
+                solver.history = self.history_
         else:
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol
@@ -323,8 +337,17 @@ class StructuredSVM(BaseEstimator):
         return self.model_.unpack(self.coef_).transition
 
     # -- persistence --------------------------------------------------------------------------
-    def save(self, path):
-        """Write the fitted model to ``path`` (``.npz`` arrays + JSON header, no pickle)."""
+    def save(self, path, include_solver_state=False):
+        """Write the fitted model to ``path`` (``.npz`` arrays + JSON header, no pickle).
+
+        ``include_solver_state=True`` also stores the solver's dual state, so that
+        ``load(path)`` followed by ``fit`` with ``warm_start=True`` on the same data resumes
+        training exactly where it stopped (a checkpoint).
+        """
+        return io.save_arrays(path, *self.to_arrays(include_solver_state))
+
+    def to_arrays(self, include_solver_state=False):
+        """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
         self._check_fitted()
         classes, kind = _classes_to_json(self.classes_)
         params = {k: v for k, v in self.get_params().items() if k != "callback"}
@@ -350,12 +373,20 @@ class StructuredSVM(BaseEstimator):
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
         for name, col in self.history_.as_arrays().items():
             arrays["history." + name] = col
-        return io.save_arrays(path, header, arrays)
+        if include_solver_state and getattr(self, "solver_", None) is not None:
+            meta, state = self.solver_.state_dict()
+            header["solver_state"] = meta
+            arrays.update({"state." + k: v for k, v in state.items()})
+        return header, arrays
 
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; the file's contents are validated."""
         header, arrays = io.load_arrays(path)
+        return cls.from_arrays(header, arrays, path)
+
+    @classmethod
+    def from_arrays(cls, header, arrays, path="model file"):
         try:
             if header["model_type"] not in MODELS:
                 raise ValueError(f"unknown model type {header['model_type']!r}")
@@ -389,6 +420,11 @@ class StructuredSVM(BaseEstimator):
                                                                  for v in hist.values()):
                 raise ValueError("history columns differ in shape")
             est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+            if "solver_state" in header:
+                state = {k.split(".", 1)[1]: v for k, v in arrays.items()
+                         if k.startswith("state.")}
+                est._saved_state = (header["solver_state"], state)
+                est._state_params = {k: getattr(est, k) for k in cls._STATE_PARAMS}
         except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
             raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
                              ) from None
@@ -397,6 +433,12 @@ class StructuredSVM(BaseEstimator):
         return est
 
 
-def load(path) -> StructuredSVM:
-    """Load a model file written by :meth:`StructuredSVM.save`."""
-    return StructuredSVM.load(path)
+def load(path):
+    """Load a model file: a :class:`StructuredSVM` or a
+    :class:`~dualstruct.tagger.SequenceTagger`, whichever the file holds."""
+    header, arrays = io.load_arrays(path)
+    if header.get("model_type") == "tagger":
+        from .tagger import SequenceTagger
+
+        return SequenceTagger.from_arrays(header, arrays, path)
+    return StructuredSVM.from_arrays(header, arrays, path)

@@ -255,3 +255,25 @@ def test_packed_sequences_validation():
     unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([1, 0]), np.array([0, 2, 2, 2])),
                              shape=(3, 2))
     assert PackedSequences(unsorted, np.array([0, 3])).X.has_sorted_indices
+
+
+@pytest.mark.parametrize("solver", ["bcfw", "ssg"])
+def test_checkpoint_resume_equals_uninterrupted_training(problem, tmp_path, solver):
+    X, y = problem
+    full = StructuredSVM(solver=solver, max_iter=12, tol=0, random_state=3).fit(X, y)
+    part = StructuredSVM(solver=solver, max_iter=5, tol=0, random_state=3).fit(X, y)
+    path = part.save(tmp_path / "ckpt.npz", include_solver_state=True)
+    resumed = dualstruct.load(path)
+    resumed.set_params(warm_start=True, max_iter=7)
+    resumed.fit(X, y)
+    assert resumed.n_iter_ == 12 and len(resumed.history_) == 12
+    assert np.allclose(resumed.coef_, full.coef_, rtol=1e-10, atol=1e-12)
+    # the checkpoint refuses other data and other parameters
+    other = dualstruct.load(path)
+    other.set_params(warm_start=True)
+    with pytest.raises(ValueError, match="different training data"):
+        other.fit([x * 2 for x in X], y)
+    other = dualstruct.load(path)
+    other.set_params(warm_start=True, C=5.0)
+    with pytest.raises(ValueError, match=r"parameters \['C'\] differ"):
+        other.fit(X, y)

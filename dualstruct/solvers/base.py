@@ -8,6 +8,7 @@ bound on the optimum, or NaN if the solver has none).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 import time
@@ -103,6 +104,59 @@ class PassSolver:
     def dual(self) -> float:
         return math.nan
 
+    #: names of the array attributes that make up the solver state (set by subclasses)
+    state_arrays: tuple = ()
+    state_scalars: tuple = ()
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def state_dict(self):
+        """``(meta, arrays)``: everything needed to resume training exactly (JSON + arrays)."""
+        if self.data is None:
+            raise ValueError("the solver has not started; there is no state to save")
+        meta = {
+            "solver": self.name,
+            "data_fingerprint": data_fingerprint(self.data),
+            "passes": self.passes, "oracle_calls": self.oracle_calls,
+            "train_time": self.train_time, "eval_time": self.eval_time,
+            "chosen": self._chosen, "rng": self.rng.bit_generator.state,
+            "scalars": {k: getattr(self, k) for k in self.state_scalars},
+        }
+        return meta, {k: getattr(self, k) for k in self.state_arrays}
+
+    def load_state(self, data, meta, arrays):
+        """Restore a :meth:`state_dict` for training on ``data`` (which must be the same)."""
+        if meta.get("solver") != self.name:
+            raise ValueError(f"the saved state is of solver {meta.get('solver')!r}, "
+                             f"not {self.name!r}")
+        if meta.get("data_fingerprint") != data_fingerprint(data):
+            raise ValueError("the saved solver state belongs to different training data")
+        self.data = data
+        self._init_state()
+        for k in self.state_arrays:
+            cur = getattr(self, k, None)
+            arr = arrays[k]
+            if cur is not None and (cur.dtype != arr.dtype or (
+                    k not in self.growable_arrays and cur.shape != arr.shape)):
+                raise ValueError(f"saved solver array {k!r} has shape {arr.shape} "
+                                 f"{arr.dtype}, expected {cur.shape} {cur.dtype}")
+            setattr(self, k, np.array(arr))
+        for k, v in meta["scalars"].items():
+            if k not in self.state_scalars:
+                raise ValueError(f"unknown solver state field {k!r}")
+            setattr(self, k, v)
+        self.passes = int(meta["passes"])
+        self.oracle_calls = int(meta["oracle_calls"])
+        self.train_time = float(meta["train_time"])
+        self.eval_time = float(meta["eval_time"])
+        self._chosen = int(meta["chosen"])
+        self.rng.bit_generator.state = meta["rng"]
+        self._after_load()
+
+    growable_arrays: tuple = ()
+
+    def _after_load(self):
+        """Rebuild views into restored arrays (subclasses)."""
+
     # -- the loop -----------------------------------------------------------------------------
     def fit(self, data, max_iter=None):
         """Train on ``data`` (a labelled :class:`PackedSequences`); calling again continues
@@ -169,3 +223,13 @@ class PassSolver:
         rec.eval_time = self.eval_time
         self.history.append(rec)
         return rec
+
+
+def data_fingerprint(data) -> str:
+    """SHA-256 of a labelled PackedSequences (offsets, labels and the CSR arrays)."""
+    h = hashlib.sha256()
+    for arr in (data.offsets, data.labels, data.X.indptr, data.X.indices, data.X.data):
+        a = np.ascontiguousarray(arr)
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

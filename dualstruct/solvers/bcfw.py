@@ -61,6 +61,7 @@ class BCFW(PassSolver):
         self.RW = model.unpack(self.R)
         self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
         self.block_gaps = np.zeros(data.n_sequences)
+        self.capacity = 0
         if self.step == "pairwise":
             # q_i starts as the single atom ȳ_i with weight 1: w = 0, ℓ = 0
             self.capacity = 4
@@ -73,6 +74,26 @@ class BCFW(PassSolver):
             self.atom_count = np.ones(data.n_sequences, dtype=np.int64)
         else:
             self._init_marginals()
+
+    @property
+    def state_arrays(self):
+        common = ("w", "R", "scalars", "block_gaps")
+        if self.step == "pairwise":
+            return common + ("atom_labels", "atom_weights", "atom_count")
+        return common + ("mu", "bigram")
+
+    state_scalars = ("capacity",)
+    growable_arrays = ("atom_labels", "atom_weights")
+
+    def _after_load(self):
+        self.W = self.model.unpack(self.w)
+        self.RW = self.model.unpack(self.R)
+        if self.step == "pairwise":
+            self.capacity = int(self.capacity)
+            if (self.atom_weights.shape != (self.data.n_sequences, self.capacity)
+                    or self.atom_labels.shape != (self.data.n_tokens * self.capacity,)
+                    or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
+                raise ValueError("saved atom pool is inconsistent with its capacity")
 
     def _grow_atoms(self):
         data, old = self.data, self.capacity

@@ -29,6 +29,12 @@ class SSG(PassSolver):
         self.RW = self.model.unpack(self.R)
         self.scalars = np.array([0.0, self.C * self.data.n_sequences])  # m, C n
 
+    state_arrays = ("v", "R", "scalars")
+
+    def _after_load(self):
+        self.V = self.model.unpack(self.v)
+        self.RW = self.model.unpack(self.R)
+
     def _run(self, order):
         indptr, indices, values, offsets = self.arrays
         V, R = self.V, self.RW

@@ -1,0 +1,262 @@
+"""Token features for text: sentences of tokens -> one sparse CSR matrix (a PackedSequences).
+
+Input is either CoNLL-style (each token a tuple of strings: the word first, then other input
+columns such as the POS tag) or sklearn-crfsuite style (each token a dict of feature name ->
+value; strings become ``name=value`` indicators, numbers are used as values, booleans as 0/1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils import murmurhash3_32
+
+from .sequences import PackedSequences
+
+BOS, EOS = "<s>", "</s>"
+
+
+def word_shape(word: str) -> str:
+    """``Xxxx-dd`` style shape: upper X, lower x, digit d, other characters kept."""
+    out = []
+    for ch in word:
+        if ch.isupper():
+            out.append("X")
+        elif ch.islower():
+            out.append("x")
+        elif ch.isdigit():
+            out.append("d")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_shape(shape: str) -> str:
+    """The shape with runs of one character collapsed (``Xxxx-dd`` -> ``Xx-d``)."""
+    out = []
+    for ch in shape:
+        if not out or out[-1] != ch:
+            out.append(ch)
+    return "".join(out)
+
+
+class TokenFeatures(BaseEstimator):
+    """Fit a vocabulary of token features and turn sentences into a sparse token matrix.
+
+    Parameters
+    ----------
+    window : int
+        Neighbouring words (lowercased) and neighbouring values of the other columns within
+        ±window are features of a token.
+    affixes : int
+        Prefixes and suffixes of length 1..affixes of the word.
+    min_count : int
+        Keep features seen at least this often in the training data (ignored when hashing).
+    hashing : int or None
+        Hash features into this many columns instead of keeping a vocabulary.
+    conjunctions : bool
+        Add conjunctions of neighbouring words (w-1|w0, w0|w+1) and of neighbouring other-column
+        values (p-2|p-1, p-1|p0, p0|p+1, p+1|p+2, p-1|p+1, p-2|p-1|p0, p-1|p0|p+1, p0|p+1|p+2).
+    """
+
+    def __init__(self, window=2, affixes=4, min_count=1, hashing=None, conjunctions=True):
+        self.window = window
+        self.affixes = affixes
+        self.min_count = min_count
+        self.hashing = hashing
+        self.conjunctions = conjunctions
+
+    # -- feature strings ----------------------------------------------------------------------
+    def _sentence_features(self, sent):
+        """A list (one per token) of lists of (feature name, value)."""
+        if not sent:
+            return []
+        if isinstance(sent[0], dict):
+            return [_dict_features(tok) for tok in sent]
+        T = len(sent)
+        W = self.window
+        words = [tok[0] for tok in sent]
+        lowers = [w.lower() for w in words]
+        n_other = len(sent[0]) - 1
+        others = [[tok[c] for tok in sent] for c in range(1, n_other + 1)]
+
+        def at(seq, i, pad_low=BOS, pad_high=EOS):
+            if i < 0:
+                return pad_low
+            if i >= T:
+                return pad_high
+            return seq[i]
+
+        feats_all = []
+        for t in range(T):
+            w = words[t]
+            lw = lowers[t]
+            shape = word_shape(w)
+            f = ["bias", "w=" + w, "lw=" + lw, "shape=" + shape, "sshape=" + short_shape(shape)]
+            for k in range(1, self.affixes + 1):
+                if len(w) >= k:
+                    f.append(f"pre{k}=" + w[:k])
+                    f.append(f"suf{k}=" + lw[-k:])
+            if w[:1].isupper():
+                f.append("title")
+            if w.isupper():
+                f.append("upper")
+            if w.isdigit():
+                f.append("digit")
+            elif any(ch.isdigit() for ch in w):
+                f.append("hasdigit")
+            if "-" in w:
+                f.append("hyphen")
+            if t == 0:
+                f.append("first")
+            if t == T - 1:
+                f.append("last")
+            for d in range(1, W + 1):
+                f.append(f"lw-{d}=" + at(lowers, t - d))
+                f.append(f"lw+{d}=" + at(lowers, t + d))
+            if self.conjunctions:
+                f.append("lw-1|lw0=" + at(lowers, t - 1) + "|" + lw)
+                f.append("lw0|lw+1=" + lw + "|" + at(lowers, t + 1))
+                f.append("lw-1|lw+1=" + at(lowers, t - 1) + "|" + at(lowers, t + 1))
+                if W >= 2:
+                    f.append("lw-2|lw-1=" + at(lowers, t - 2) + "|" + at(lowers, t - 1))
+                    f.append("lw+1|lw+2=" + at(lowers, t + 1) + "|" + at(lowers, t + 2))
+            for c, col in enumerate(others):
+                p = [at(col, t + d) for d in range(-W, W + 1)]  # p[W] is the token's own
+                for d in range(-W, W + 1):
+                    f.append(f"c{c}[{d}]=" + p[W + d])
+                if self.conjunctions and W >= 1:
+                    f.append(f"lw0|c{c}[0]=" + lw + "|" + p[W])
+                    f.append(f"lw-1|c{c}[0]=" + at(lowers, t - 1) + "|" + p[W])
+                    f.append(f"lw+1|c{c}[0]=" + at(lowers, t + 1) + "|" + p[W])
+                    f.append(f"c{c}[-1|0]=" + p[W - 1] + "|" + p[W])
+                    f.append(f"c{c}[0|1]=" + p[W] + "|" + p[W + 1])
+                    f.append(f"c{c}[-1|1]=" + p[W - 1] + "|" + p[W + 1])
+                    f.append(f"c{c}[-1|0|1]=" + p[W - 1] + "|" + p[W] + "|" + p[W + 1])
+                    if W >= 2:
+                        f.append(f"c{c}[-2|-1]=" + p[W - 2] + "|" + p[W - 1])
+                        f.append(f"c{c}[1|2]=" + p[W + 1] + "|" + p[W + 2])
+                        f.append(f"c{c}[-2|-1|0]=" + p[W - 2] + "|" + p[W - 1] + "|" + p[W])
+                        f.append(f"c{c}[0|1|2]=" + p[W] + "|" + p[W + 1] + "|" + p[W + 2])
+            feats_all.append([(name, 1.0) for name in f])
+        return feats_all
+
+    def _check_sentences(self, sentences):
+        if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__len__"):
+            raise TypeError("sentences must be a list of sentences (lists of tokens)")
+        width = None
+        for i, sent in enumerate(sentences):
+            if len(sent) == 0:
+                raise ValueError(f"sentence {i} is empty")
+            tok = sent[0]
+            if isinstance(tok, dict):
+                continue
+            if isinstance(tok, str) or not isinstance(tok, (tuple, list)):
+                raise TypeError(
+                    f"sentence {i}: a token must be a tuple of column strings or a feature dict, "
+                    f"got {type(tok).__name__}")
+            for j, t in enumerate(sent):
+                if width is None:
+                    width = len(t)
+                if len(t) != width:
+                    raise ValueError(
+                        f"sentence {i}, token {j}: {len(t)} columns, expected {width}")
+
+    # -- fit / transform ----------------------------------------------------------------------
+    def fit(self, sentences, y=None):
+        self._check_sentences(sentences)
+        if self.hashing is None:
+            counts = Counter()
+            for sent in sentences:
+                for tok in self._sentence_features(sent):
+                    counts.update(name for name, _ in tok)
+            names = sorted(n for n, c in counts.items() if c >= self.min_count)
+            self.vocabulary_ = {n: k for k, n in enumerate(names)}
+            self.n_features_ = len(names)
+        else:
+            if int(self.hashing) < 1:
+                raise ValueError(f"hashing must be a positive number of columns, got {self.hashing}")
+            self.vocabulary_ = None
+            self.n_features_ = int(self.hashing)
+        return self
+
+    def transform(self, sentences) -> PackedSequences:
+        """The token feature matrix of ``sentences`` (features unseen in fit are ignored)."""
+        if not hasattr(self, "n_features_"):
+            raise ValueError("TokenFeatures is not fitted yet")
+        self._check_sentences(sentences)
+        vocab = self.vocabulary_
+        n_hash = self.n_features_
+        indptr = [0]
+        indices, values = [], []
+        lengths = []
+        for sent in sentences:
+            lengths.append(len(sent))
+            for tok in self._sentence_features(sent):
+                row = {}
+                for name, val in tok:
+                    if vocab is not None:
+                        j = vocab.get(name)
+                        if j is None:
+                            continue
+                    else:
+                        j = murmurhash3_32(name, positive=True) % n_hash
+                    row[j] = row.get(j, 0.0) + val
+                indices.extend(row.keys())
+                values.extend(row.values())
+                indptr.append(len(indices))
+        X = sp.csr_matrix((np.asarray(values, dtype=np.float64),
+                           np.asarray(indices, dtype=np.int64),
+                           np.asarray(indptr, dtype=np.int64)),
+                          shape=(len(indptr) - 1, n_hash))
+        X.sort_indices()
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return PackedSequences(X, offsets)
+
+    def fit_transform(self, sentences, y=None) -> PackedSequences:
+        return self.fit(sentences).transform(sentences)
+
+    # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
+    def to_arrays(self) -> tuple[dict, dict]:
+        header = {"params": self.get_params(), "n_features": self.n_features_}
+        names = [] if self.vocabulary_ is None else sorted(self.vocabulary_,
+                                                           key=self.vocabulary_.get)
+        blob = np.frombuffer(json.dumps(names).encode("utf-8"), dtype=np.uint8)
+        return header, {"vocabulary": blob}
+
+    @classmethod
+    def from_arrays(cls, header: dict, arrays: dict) -> TokenFeatures:
+        feats = cls(**header["params"])
+        names = json.loads(arrays["vocabulary"].tobytes().decode("utf-8"))
+        feats.n_features_ = int(header["n_features"])
+        if feats.hashing is None:
+            if len(names) != feats.n_features_:
+                raise ValueError("the feature vocabulary does not match its recorded size")
+            feats.vocabulary_ = {n: k for k, n in enumerate(names)}
+        else:
+            feats.vocabulary_ = None
+        return feats
+
+
+def _dict_features(tok: dict):
+    out = []
+    for name, val in tok.items():
+        if isinstance(val, bool):
+            if val:
+                out.append((str(name), 1.0))
+        elif isinstance(val, (int, float, np.integer, np.floating)):
+            if not np.isfinite(val):
+                raise ValueError(f"feature {name!r} has the non-finite value {val!r}")
+            if val != 0:
+                out.append((str(name), float(val)))
+        elif isinstance(val, str):
+            out.append((f"{name}={val}", 1.0))
+        else:
+            raise TypeError(f"feature {name!r} has a value of type {type(val).__name__}; "
+                            "use str, number or bool")
+    return out

@@ -1,0 +1,109 @@
+"""Evaluation of sequence labelings: token accuracy, per-label and chunk-level P/R/F1.
+
+Chunks follow the conventions of the CoNLL shared tasks' ``conlleval`` script: tags are
+``B-TYPE``, ``I-TYPE`` (also ``E-``/``S-`` for IOBES) or ``O``; a chunk starts at a ``B``, at an
+``I`` whose type differs from the previous tag's (or after ``O``), and ends before the next
+start or ``O``. IOB1, IOB2/BIO and IOBES input all work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _split(tag):
+    if tag == "O" or tag == "" or tag is None:
+        return "O", ""
+    if len(tag) > 1 and tag[1] in "-_":
+        return tag[0], tag[2:]
+    return "I", tag  # a bare type counts as inside a chunk of that type
+
+
+def _end_of_chunk(prev_tag, tag, prev_type, type_):
+    if prev_tag in ("E", "S"):
+        return True
+    if prev_tag in ("B", "I") and tag in ("B", "S", "O"):
+        return True
+    return prev_tag != "O" and prev_type != type_
+
+
+def _start_of_chunk(prev_tag, tag, prev_type, type_):
+    if tag in ("B", "S"):
+        return True
+    if prev_tag in ("E", "S", "O") and tag in ("E", "I"):
+        return True
+    return tag != "O" and prev_type != type_
+
+
+def chunks(tags) -> set:
+    """The chunks of one tag sequence as a set of ``(type, start, end)`` (end exclusive)."""
+    out = set()
+    prev_tag, prev_type, begin = "O", "", 0
+    for i, raw in enumerate(list(tags) + ["O"]):
+        tag, type_ = _split(str(raw))
+        if prev_tag != "O" and _end_of_chunk(prev_tag, tag, prev_type, type_):
+            out.add((prev_type, begin, i))
+        if tag != "O" and _start_of_chunk(prev_tag, tag, prev_type, type_):
+            begin = i
+        prev_tag, prev_type = tag, type_
+    return out
+
+
+def _prf(tp, n_pred, n_true):
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_true if n_true else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return p, r, f
+
+
+def chunk_scores(y_true, y_pred) -> dict:
+    """Phrase-level precision, recall and F1 (percent-free fractions), overall and per type.
+
+    ``y_true``/``y_pred``: lists of tag sequences. Returns ``{"overall": {...}, "types":
+    {type: {"precision", "recall", "f1", "support"}}}``.
+    """
+    _check_pairs(y_true, y_pred)
+    tp, n_pred, n_true = {}, {}, {}
+    for t, p in zip(y_true, y_pred):
+        ct, cp = chunks(t), chunks(p)
+        for c in ct:
+            n_true[c[0]] = n_true.get(c[0], 0) + 1
+        for c in cp:
+            n_pred[c[0]] = n_pred.get(c[0], 0) + 1
+        for c in ct & cp:
+            tp[c[0]] = tp.get(c[0], 0) + 1
+    types = {}
+    for typ in sorted(set(n_true) | set(n_pred)):
+        p, r, f = _prf(tp.get(typ, 0), n_pred.get(typ, 0), n_true.get(typ, 0))
+        types[typ] = {"precision": p, "recall": r, "f1": f, "support": n_true.get(typ, 0)}
+    p, r, f = _prf(sum(tp.values()), sum(n_pred.values()), sum(n_true.values()))
+    return {"overall": {"precision": p, "recall": r, "f1": f, "support": sum(n_true.values())},
+            "types": types}
+
+
+def token_accuracy(y_true, y_pred) -> float:
+    _check_pairs(y_true, y_pred)
+    hits = sum(int(np.sum(np.asarray(t) == np.asarray(p))) for t, p in zip(y_true, y_pred))
+    return hits / max(1, sum(len(t) for t in y_true))
+
+
+def label_scores(y_true, y_pred) -> dict:
+    """Per-label token precision, recall, F1 and support."""
+    _check_pairs(y_true, y_pred)
+    t = np.concatenate([np.asarray(a, dtype=object) for a in y_true])
+    p = np.concatenate([np.asarray(a, dtype=object) for a in y_pred])
+    out = {}
+    for lab in sorted(set(t.tolist()) | set(p.tolist()), key=str):
+        tp = int(np.sum((t == lab) & (p == lab)))
+        prec, rec, f = _prf(tp, int(np.sum(p == lab)), int(np.sum(t == lab)))
+        out[str(lab)] = {"precision": prec, "recall": rec, "f1": f,
+                         "support": int(np.sum(t == lab))}
+    return out
+
+
+def _check_pairs(y_true, y_pred):
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"{len(y_true)} true sequences but {len(y_pred)} predicted")
+    for i, (t, p) in enumerate(zip(y_true, y_pred)):
+        if len(t) != len(p):
+            raise ValueError(f"sequence {i}: {len(t)} true labels but {len(p)} predicted")
