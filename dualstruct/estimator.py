@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from . import io
+from .metrics import token_accuracy
 from .models import ChainModel
 from .sequences import PackedSequences, pack_sequences
 from .solvers import SOLVERS, History
@@ -209,12 +210,13 @@ class StructuredSVM(BaseEstimator):
         return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw)
 
     # -- training -----------------------------------------------------------------------------
-    def fit(self, X, y=None, validation_data=None):
+    def fit(self, X, y=None, validation_data=None, validation_scorer=None):
         """Train on sequences ``X`` (list of (T_i, d) arrays or sparse matrices, or a
         :class:`PackedSequences`) with label sequences ``y``.
 
-        ``validation_data=(X_val, y_val)`` adds a held-out token accuracy to the history at
-        every check. Ctrl-C stops training and keeps the model trained so far
+        ``validation_data=(X_val, y_val)`` adds a held-out score to the history at every
+        check: token accuracy, or ``validation_scorer(y_val, y_pred)`` (lists of label arrays)
+        if given. Ctrl-C stops training and keeps the model trained so far
         (``history_.stop_reason == "interrupted"``).
         """
         self._validate_params()
@@ -253,11 +255,17 @@ class StructuredSVM(BaseEstimator):
         validation = None
         if validation_data is not None:
             Xv, yv = validation_data
-            val = self._pack(Xv, yv)
-            gold = val.labels
+            val = self._pack(Xv)  # labels unseen in training are allowed: they count as errors
+            yv = [np.asarray(t) for t in yv]
+            if len(yv) != val.n_sequences or any(
+                    len(t) != n for t, n in zip(yv, val.lengths)):
+                raise ValueError("validation_data: X and y differ in sequences or lengths")
+            scorer = validation_scorer or token_accuracy
 
             def validation(w):
-                return float(np.mean(self.model_.predict(w, val) == gold))
+                codes = self.model_.predict(w, val)
+                pred = [self.classes_[c] for c in np.split(codes, val.offsets[1:-1])]
+                return float(scorer(yv, pred))
 
         def callback(record):
             if self.callback is None:

@@ -8,7 +8,6 @@ value; strings become ``name=value`` indicators, numbers are used as values, boo
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
@@ -167,59 +166,73 @@ class TokenFeatures(BaseEstimator):
                         f"sentence {i}, token {j}: {len(t)} columns, expected {width}")
 
     # -- fit / transform ----------------------------------------------------------------------
+    def _matrix(self, sentences, vocab, grow):
+        """CSR rows of ``sentences``; with ``grow`` unseen names get new ids in ``vocab``."""
+        hashed = vocab is None
+        n_hash = int(self.hashing) if hashed else 0
+        indptr = [0]
+        indices, values, lengths = [], [], []
+        for sent in sentences:
+            lengths.append(len(sent))
+            for tok in self._sentence_features(sent):
+                row = {}
+                for name, val in tok:
+                    if hashed:
+                        j = murmurhash3_32(name, positive=True) % n_hash
+                    else:
+                        j = vocab.get(name)
+                        if j is None:
+                            if not grow:
+                                continue  # a feature never seen in training has no weight
+                            j = vocab[name] = len(vocab)
+                    row[j] = row.get(j, 0.0) + val
+                indices.extend(row.keys())
+                values.extend(row.values())
+                indptr.append(len(indices))
+        width = n_hash if hashed else len(vocab)
+        X = sp.csr_matrix((np.asarray(values, dtype=np.float64),
+                           np.asarray(indices, dtype=np.int64),
+                           np.asarray(indptr, dtype=np.int64)), shape=(len(indptr) - 1, width))
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return X, offsets
+
     def fit(self, sentences, y=None):
+        self.fit_transform(sentences)
+        return self
+
+    def fit_transform(self, sentences, y=None) -> PackedSequences:
+        """Fit the vocabulary and return the training matrix, in one pass over the text."""
         self._check_sentences(sentences)
-        if self.hashing is None:
-            counts = Counter()
-            for sent in sentences:
-                for tok in self._sentence_features(sent):
-                    counts.update(name for name, _ in tok)
-            names = sorted(n for n, c in counts.items() if c >= self.min_count)
-            self.vocabulary_ = {n: k for k, n in enumerate(names)}
-            self.n_features_ = len(names)
-        else:
+        if self.hashing is not None:
             if int(self.hashing) < 1:
-                raise ValueError(f"hashing must be a positive number of columns, got {self.hashing}")
+                raise ValueError(f"hashing must be a positive number of columns, got "
+                                 f"{self.hashing}")
             self.vocabulary_ = None
             self.n_features_ = int(self.hashing)
-        return self
+            X, offsets = self._matrix(sentences, None, grow=False)
+        else:
+            vocab = {}
+            X, offsets = self._matrix(sentences, vocab, grow=True)
+            counts = np.bincount(X.indices, minlength=len(vocab))
+            keep = np.flatnonzero(counts >= self.min_count)
+            names = np.empty(len(vocab), dtype=object)
+            names[list(vocab.values())] = list(vocab.keys())
+            order = keep[np.argsort(names[keep].astype(str), kind="stable")]
+            self.vocabulary_ = {names[j]: k for k, j in enumerate(order)}
+            self.n_features_ = len(order)
+            X = X[:, order].tocsr()  # drop rare columns and sort the vocabulary by name
+        X.sort_indices()
+        return PackedSequences(X, offsets)
 
     def transform(self, sentences) -> PackedSequences:
         """The token feature matrix of ``sentences`` (features unseen in fit are ignored)."""
         if not hasattr(self, "n_features_"):
             raise ValueError("TokenFeatures is not fitted yet")
         self._check_sentences(sentences)
-        vocab = self.vocabulary_
-        n_hash = self.n_features_
-        indptr = [0]
-        indices, values = [], []
-        lengths = []
-        for sent in sentences:
-            lengths.append(len(sent))
-            for tok in self._sentence_features(sent):
-                row = {}
-                for name, val in tok:
-                    if vocab is not None:
-                        j = vocab.get(name)
-                        if j is None:
-                            continue
-                    else:
-                        j = murmurhash3_32(name, positive=True) % n_hash
-                    row[j] = row.get(j, 0.0) + val
-                indices.extend(row.keys())
-                values.extend(row.values())
-                indptr.append(len(indices))
-        X = sp.csr_matrix((np.asarray(values, dtype=np.float64),
-                           np.asarray(indices, dtype=np.int64),
-                           np.asarray(indptr, dtype=np.int64)),
-                          shape=(len(indptr) - 1, n_hash))
+        X, offsets = self._matrix(sentences, self.vocabulary_, grow=False)
         X.sort_indices()
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
         return PackedSequences(X, offsets)
-
-    def fit_transform(self, sentences, y=None) -> PackedSequences:
-        return self.fit(sentences).transform(sentences)
 
     # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
     def to_arrays(self) -> tuple[dict, dict]:

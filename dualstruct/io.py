@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import zipfile
 import zlib
 from pathlib import Path
@@ -31,8 +32,9 @@ def _json_scalar(obj):
     raise TypeError(f"{type(obj).__name__} is not storable in a model file header")
 
 
-def save_arrays(path, header: dict, arrays: dict) -> Path:
-    """Write ``arrays`` (name -> numeric ndarray) and the JSON-able ``header`` to ``path``."""
+def save_arrays(path, header: dict, arrays: dict, compress: bool = True) -> Path:
+    """Write ``arrays`` (name -> numeric ndarray) and the JSON-able ``header`` to ``path``
+    (zip-compressed unless ``compress=False``, which is faster for large checkpoints)."""
     path = Path(path)
     meta = {}
     for name, arr in arrays.items():
@@ -43,8 +45,16 @@ def save_arrays(path, header: dict, arrays: dict) -> Path:
     full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **header, "arrays": meta}
     text = json.dumps(full, allow_nan=True, default=_json_scalar)
     blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    with open(path, "wb") as fh:  # a file object: np.savez must not append ".npz"
-        np.savez_compressed(fh, **{_HEADER_KEY: blob}, **arrays)
+    # write a temporary file and rename it: an interrupted save never leaves a broken model
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:  # a file object: np.savez must not append ".npz"
+            writer = np.savez_compressed if compress else np.savez
+            writer(fh, **{_HEADER_KEY: blob}, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return path
 
 

@@ -114,6 +114,17 @@ def conllu_label(cols, label):
     return cols[3] + "|" + cols[5]
 
 
+_HIDDEN = {"upos": (3,), "xpos": (4,), "feats": (5,), "upos+feats": (3, 5)}
+
+
+def conllu_sentence(rows, label):
+    """Token tuples ``(form, lemma, upos, xpos, feats)`` with the label's column(s) blanked to
+    ``"_"`` (features never see the answer), and the labels, of one sentence's word rows."""
+    hidden = _HIDDEN[label]
+    toks = [tuple("_" if k in hidden else cols[k] for k in range(1, 6)) for cols in rows]
+    return toks, [conllu_label(cols, label) for cols in rows]
+
+
 def load_conllu(path, label="upos"):
     """Read a CoNLL-U file (multiword ranges and empty nodes skipped).
 
@@ -123,16 +134,12 @@ def load_conllu(path, label="upos"):
     """
     if label not in CONLLU_LABELS:
         raise ValueError(f"label must be one of {CONLLU_LABELS}, got {label!r}")
-    hidden = {"upos": (3,), "xpos": (4,), "feats": (5,), "upos+feats": (3, 5)}[label]
     sentences, labels = [], []
     for numbers, rows in iter_conll_blocks(path, "conllu"):
-        toks, labs = [], []
-        for lineno, cols in zip(numbers, rows):
-            lab = conllu_label(cols, label)
+        toks, labs = conllu_sentence(rows, label)
+        for lineno, lab in zip(numbers, labs):
             if lab in ("", "_"):
                 raise ValueError(f"{path}:{lineno}: the {label.upper()} column is empty")
-            labs.append(lab)
-            toks.append(tuple("_" if k in hidden else cols[k] for k in range(1, 6)))
         sentences.append(toks)
         labels.append(np.array(labs))
     if not sentences:

@@ -1,0 +1,395 @@
+"""The ``dualstruct`` command line: train, predict, evaluate and inspect sequence taggers.
+
+    dualstruct train train.txt.gz -o chunker.npz --label-column 2 --dev test.txt.gz
+    dualstruct predict chunker.npz test.txt.gz -o predicted.txt
+    dualstruct evaluate chunker.npz test.txt.gz
+    dualstruct info chunker.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
+from .estimator import StructuredSVM
+from .features import TokenFeatures
+from .metrics import chunk_scores, label_scores, token_accuracy
+from .tagger import SequenceTagger
+from .tags import is_chunk_tagset
+
+
+class CLIError(Exception):
+    """A user error: printed as ``dualstruct: error: ...`` with exit status 2."""
+
+
+# -- reading and writing files ------------------------------------------------------------------
+def read_tagged(path, fmt, label_column=None, label=None, n_columns=None, need_labels=True):
+    """Sentences (token tuples of feature columns), labels (or None) and the line numbers.
+
+    For CoNLL files, a file with ``n_columns`` columns carries labels in ``label_column``; one
+    with ``n_columns - 1`` columns has none (prediction input).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"no such file: {path}")
+    sentences, labels, lines = [], [], []
+    try:
+        for numbers, rows in iter_conll_blocks(path, fmt):
+            if fmt == "conllu":
+                toks, labs = conllu_sentence(rows, label)
+                has_labels = all(lab not in ("", "_") for lab in labs)
+                if need_labels and not has_labels:
+                    bad = next(n for n, lab in zip(numbers, labs) if lab in ("", "_"))
+                    raise CLIError(f"{path}:{bad}: the {label.upper()} column is empty")
+                sentences.append(toks)
+                labels.append(np.array(labs) if has_labels else None)
+            else:
+                width = len(rows[0])
+                expected = width if n_columns is None else n_columns
+                col = label_column % expected
+                if width == expected:
+                    sentences.append([tuple(r[:col] + r[col + 1:]) for r in rows])
+                    labels.append(np.array([r[col] for r in rows]))
+                elif width == expected - 1 and not need_labels:
+                    sentences.append([tuple(r) for r in rows])
+                    labels.append(None)
+                else:
+                    want = f"{expected}" if need_labels else f"{expected} or {expected - 1}"
+                    raise CLIError(f"{path}:{numbers[0]}: {width} columns, the model expects "
+                                   f"{want}")
+            lines.append(numbers)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if not sentences:
+        raise CLIError(f"{path}: no sentences found")
+    if any(lab is None for lab in labels):
+        labels = None
+    return sentences, labels, lines
+
+
+def write_predictions(src, out, fmt, predictions, lines, label=None):
+    """Copy ``src`` to ``out`` with the predicted label appended (CoNLL) or filled in the
+    chosen column (CoNLL-U)."""
+    by_line = {}
+    for numbers, pred in zip(lines, predictions):
+        by_line.update(zip(numbers, pred))
+    from .datasets._base import open_text
+
+    col = {"upos": 3, "xpos": 4, "feats": 5}.get(label)
+    with open_text(src) as fin:
+        for lineno, line in enumerate(fin, 1):
+            line = line.rstrip("\r\n")
+            if lineno in by_line:
+                tag = str(by_line[lineno])
+                if fmt == "conllu":
+                    cols = line.split("\t")
+                    if label == "upos+feats":
+                        upos, _, feats = tag.partition("|")
+                        cols[3], cols[5] = upos, feats or "_"
+                    else:
+                        cols[col] = tag
+                    line = "\t".join(cols)
+                else:
+                    line = line + ("\t" if "\t" in line else " ") + tag
+            out.write(line + "\n")
+
+
+# -- progress -----------------------------------------------------------------------------------
+class Progress:
+    """One line per pass: pass, objective, gap, dev score, elapsed time, estimated time left."""
+
+    def __init__(self, max_iter, tol, out, checkpoint_every=0, checkpoint=None, tagger=None):
+        self.max_iter, self.tol, self.out = max_iter, tol, out
+        self.checkpoint_every, self.checkpoint, self.tagger = checkpoint_every, checkpoint, tagger
+        self.start = time.perf_counter()
+        self.checks = []
+
+    def eta(self, record):
+        # training plus monitoring seconds per pass so far (feature extraction excluded)
+        per_pass = (record.time + record.eval_time) / max(1, record.passes)
+        left = self.max_iter - record.passes
+        if len(self.checks) >= 2 and self.tol > 0:
+            (p0, g0), (p1, g1) = self.checks[-2], self.checks[-1]
+            if 0 < g1 < g0 and p1 > p0:
+                rate = (math.log(g0) - math.log(g1)) / (p1 - p0)
+                need = max(0.0, (math.log(g1) - math.log(self.tol)) / rate)
+                left = min(left, need)
+        return left * per_pass
+
+    def __call__(self, estimator, record):
+        if not math.isnan(record.relative_gap):
+            self.checks.append((record.passes, record.relative_gap))
+        elapsed = time.perf_counter() - self.start
+
+        def fmt(v, spec):
+            return "—" if math.isnan(v) else format(v, spec)
+
+        print(f"pass {int(record.passes):>4}/{self.max_iter}"
+              f"  primal {fmt(record.primal, '.6g'):>10}  dual {fmt(record.dual, '.6g'):>10}  gap {fmt(record.relative_gap, '.2%'):>7}"
+              f"  dev {fmt(record.validation_score, '.4f'):>6}  elapsed {elapsed:7.1f}s"
+              f"  eta {self.eta(record):6.0f}s", file=self.out, flush=True)
+        if self.checkpoint_every and record.passes % self.checkpoint_every == 0:
+            self.tagger.svm_ = estimator
+            self.tagger.save(self.checkpoint, include_solver_state=True, compress=False)
+        return False
+
+
+# -- commands -----------------------------------------------------------------------------------
+def _input_format(args, n_columns=None):
+    if args.format == "conllu":
+        return {"format": "conllu", "label": args.label}
+    return {"format": "conll", "label_column": args.label_column, "n_columns": n_columns}
+
+
+def cmd_train(args, out):
+    fmt = args.format
+    if fmt == "conllu" and args.label not in CONLLU_LABELS:
+        raise CLIError(f"--label must be one of {', '.join(CONLLU_LABELS)}")
+    sentences, labels, _ = read_tagged(args.train, fmt, args.label_column, args.label)
+    n_columns = None if fmt == "conllu" else len(sentences[0][0]) + 1
+    dev = None
+    if args.dev:
+        ds, dl, _ = read_tagged(args.dev, fmt, args.label_column, args.label, n_columns)
+        dev = (ds, dl)
+    model_path = Path(args.output)
+    checkpoint = Path(str(model_path) + ".ckpt")
+    if args.resume:
+        tagger = _load_tagger(args.resume)
+        if tagger.input_format != _input_format(args, n_columns):
+            raise CLIError(f"{args.resume} was trained on input read as {tagger.input_format}, "
+                           f"not {_input_format(args, n_columns)}")
+        done = tagger.svm_.n_iter_
+        if args.max_iter <= done:
+            raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
+        tagger.svm_.set_params(max_iter=args.max_iter - done, tol=args.tol)
+    else:
+        svm = StructuredSVM(solver=args.solver, C=args.C, max_iter=args.max_iter, tol=args.tol,
+                            check_every=args.check_every, fit_intercept=False,
+                            random_state=args.seed)
+        feats = TokenFeatures(window=args.window, min_count=args.min_count,
+                              hashing=args.hashing)
+        scheme = None if args.tag_scheme == "none" else args.tag_scheme
+        tagger = SequenceTagger(feats, svm, tag_scheme=scheme,
+                                input_format=_input_format(args, n_columns))
+    progress = Progress(args.max_iter, args.tol, out, args.checkpoint_every, checkpoint, tagger)
+    if args.resume:
+        tagger.svm_.set_params(callback=progress)
+    else:
+        tagger.svm.set_params(callback=progress)
+    n_tok = sum(len(s) for s in sentences)
+    print(f"training on {len(sentences)} sentences, {n_tok} tokens "
+          f"({args.train}); model -> {model_path}", file=out, flush=True)
+    t0 = time.perf_counter()
+    tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume))
+    svm = tagger.svm_
+    svm.set_params(callback=None)
+    stop = svm.history_.stop_reason
+    interrupted = stop == "interrupted"
+    tagger.save(model_path, include_solver_state=interrupted or args.save_state)
+    if checkpoint.exists():
+        checkpoint.unlink()
+    last = svm.history_.last_checked()
+    summary = (f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}")
+    if last is not None:
+        summary += f", primal {last.primal:.6g}, relative gap {last.relative_gap:.3%}"
+    if interrupted:
+        print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
+              f"resume with: dualstruct train {args.train} -o {model_path} --resume "
+              f"{model_path} ...", file=out, flush=True)
+        return 130
+    print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
+    return 0
+
+
+def _load_tagger(path):
+    from . import load
+
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"no such model file: {path}")
+    try:
+        model = load(path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if not isinstance(model, SequenceTagger):
+        raise CLIError(f"{path} holds a bare StructuredSVM, not a tagger trained on text")
+    return model
+
+
+def _read_for_model(tagger, path, need_labels):
+    f = tagger.input_format or {"format": "conll", "label_column": -1, "n_columns": None}
+    if f["format"] == "conllu":
+        return read_tagged(path, "conllu", label=f["label"], need_labels=need_labels)
+    return read_tagged(path, "conll", f["label_column"], n_columns=f["n_columns"],
+                       need_labels=need_labels)
+
+
+def cmd_predict(args, out):
+    tagger = _load_tagger(args.model)
+    sentences, _, lines = _read_for_model(tagger, args.input, need_labels=False)
+    pred = tagger.predict(sentences)
+    f = tagger.input_format or {"format": "conll"}
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            write_predictions(args.input, fh, f["format"], pred, lines, f.get("label"))
+        print(f"wrote {sum(len(p) for p in pred)} predicted labels to {args.output}", file=out)
+    else:
+        write_predictions(args.input, out, f["format"], pred, lines, f.get("label"))
+    return 0
+
+
+def evaluate_labels(gold, pred) -> dict:
+    result = {"tokens": int(sum(len(g) for g in gold)), "sentences": len(gold),
+              "token_accuracy": token_accuracy(gold, pred), "labels": label_scores(gold, pred)}
+    if is_chunk_tagset(np.concatenate([np.asarray(g) for g in gold]).tolist()):
+        result["chunks"] = chunk_scores(gold, pred)
+    return result
+
+
+def cmd_evaluate(args, out):
+    tagger = _load_tagger(args.model)
+    sentences, gold, _ = _read_for_model(tagger, args.test, need_labels=True)
+    result = evaluate_labels(gold, tagger.predict(sentences))
+    if args.json:
+        json.dump(result, out, indent=1)
+        out.write("\n")
+        return 0
+    print(f"{args.test}: {result['sentences']} sentences, {result['tokens']} tokens", file=out)
+    print(f"token accuracy: {100 * result['token_accuracy']:.2f}%\n", file=out)
+    _table(out, "label", result["labels"])
+    if "chunks" in result:
+        o = result["chunks"]["overall"]
+        print(f"\nchunks (conlleval): precision {100 * o['precision']:.2f}  recall "
+              f"{100 * o['recall']:.2f}  F1 {100 * o['f1']:.2f}  ({o['support']} chunks)\n",
+              file=out)
+        _table(out, "chunk type", result["chunks"]["types"])
+    return 0
+
+
+def _table(out, title, rows):
+    width = max([len(title)] + [len(k) for k in rows])
+    print(f"{title:<{width}}  {'precision':>9} {'recall':>7} {'F1':>7} {'support':>8}", file=out)
+    for name, r in rows.items():
+        print(f"{name:<{width}}  {100 * r['precision']:>9.2f} {100 * r['recall']:>7.2f} "
+              f"{100 * r['f1']:>7.2f} {r['support']:>8}", file=out)
+
+
+def cmd_info(args, out):
+    from . import load
+
+    path = Path(args.model)
+    if not path.is_file():
+        raise CLIError(f"no such model file: {path}")
+    try:
+        model = load(path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    svm = model.svm_ if isinstance(model, SequenceTagger) else model
+    info = {
+        "file": str(path),
+        "kind": "tagger" if isinstance(model, SequenceTagger) else "structured_svm",
+        "labels": [str(c) for c in svm.classes_],
+        "n_features": int(svm.n_features_in_),
+        "params": {k: v for k, v in svm.get_params().items() if k != "callback"},
+        "passes": int(svm.n_iter_),
+        "stop_reason": svm.history_.stop_reason,
+        "resumable": getattr(svm, "_saved_state", None) is not None,
+    }
+    last = svm.history_.last_checked()
+    if last is not None:
+        info["final"] = {"primal": last.primal, "dual": last.dual, "gap": last.gap,
+                         "relative_gap": last.relative_gap, "train_seconds": last.time}
+    if isinstance(model, SequenceTagger):
+        info["tag_scheme"] = model.tag_scheme
+        info["input_format"] = model.input_format
+        info["feature_params"] = model.features_.get_params()
+    if args.json:
+        json.dump(info, out, indent=1, default=str)
+        out.write("\n")
+        return 0
+    for k, v in info.items():
+        if k == "labels":
+            v = f"{len(v)}: " + " ".join(v)
+        print(f"{k:>14}: {v}", file=out)
+    return 0
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="dualstruct", description="Structural SVM taggers.")
+    ap.add_argument("--version", action="version", version=f"dualstruct {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a tagger on a CoNLL or CoNLL-U file")
+    t.add_argument("train", help="training file (CoNLL columns or CoNLL-U; .gz allowed)")
+    t.add_argument("-o", "--output", required=True, help="model file to write")
+    t.add_argument("--format", choices=("conll", "conllu"), default="conll")
+    t.add_argument("--label-column", type=int, default=-1,
+                   help="CoNLL: 0-based label column (negative counts from the end; default -1)")
+    t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
+    t.add_argument("--solver", choices=("bcfw", "ssg"), default="bcfw")
+    t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
+    t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
+    t.add_argument("--tol", type=float, default=0.01,
+                   help="stop at this relative duality gap (default 0.01)")
+    t.add_argument("--check-every", type=int, default=5,
+                   help="passes between exact objective/gap/dev evaluations (default 5)")
+    t.add_argument("--dev", help="held-out file scored at every check")
+    t.add_argument("--tag-scheme", choices=("iobes", "none"), default="none",
+                   help="train chunk tags re-tagged as IOBES (output stays BIO)")
+    t.add_argument("--window", type=int, default=2)
+    t.add_argument("--min-count", type=int, default=1)
+    t.add_argument("--hashing", type=int, default=None, help="hash features into N columns")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--checkpoint-every", type=int, default=0,
+                   help="save a resumable checkpoint to MODEL.ckpt every N passes")
+    t.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
+    t.add_argument("--save-state", action="store_true",
+                   help="keep the solver state in the final model so training can continue")
+
+    p = sub.add_parser("predict", help="append (CoNLL) or fill (CoNLL-U) predicted labels")
+    p.add_argument("model")
+    p.add_argument("input")
+    p.add_argument("-o", "--output", help="output file (default: standard output)")
+
+    e = sub.add_parser("evaluate", help="accuracy, per-label and chunk P/R/F1 on a labelled file")
+    e.add_argument("model")
+    e.add_argument("test")
+    e.add_argument("--json", action="store_true")
+
+    i = sub.add_parser("info", help="labels, features, hyperparameters, final objective and gap")
+    i.add_argument("model")
+    i.add_argument("--json", action="store_true")
+    return ap
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.command == "train":
+        for name in ("max_iter", "check_every"):
+            if getattr(args, name) < 1:
+                ap.error(f"--{name.replace('_', '-')} must be >= 1")
+        if not args.C > 0:
+            ap.error("-C must be positive")
+    commands = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate,
+                "info": cmd_info}
+    try:
+        return commands[args.command](args, out)
+    except CLIError as exc:
+        print(f"dualstruct: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

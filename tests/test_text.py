@@ -1,0 +1,238 @@
+"""CoNLL / CoNLL-U loaders, token features, chunk metrics, the tagger and the command line."""
+
+import gzip
+import io
+import json
+
+import numpy as np
+import pytest
+
+import dualstruct
+from dualstruct.cli import main
+from dualstruct.datasets.conll import fetch_conll2000, load_conll, load_conllu, split_column
+from dualstruct.features import TokenFeatures, short_shape, word_shape
+from dualstruct.metrics import chunk_scores, chunks, label_scores, token_accuracy
+from dualstruct.tags import is_chunk_tagset, to_bio, to_iobes
+
+CONLL = """-DOCSTART- -X- O
+
+He PRP B-NP
+reckons VBZ B-VP
+the DT B-NP
+current JJ I-NP
+account NN I-NP
+. . O
+
+Confidence NN B-NP
+in IN B-PP
+the DT B-NP
+pound NN I-NP
+"""
+
+CONLLU = """# sent_id = 1
+# text = Vidím psa.
+1-2\tVidím\t_\t_\t_\t_\t_\t_\t_\t_
+1\tVidí\tvidět\tVERB\tVB-S---3P-AA---\tNumber=Sing\t0\troot\t_\t_
+2\tm\tjá\tPRON\tPP-S1--1-------\tCase=Nom\t1\tnsubj\t_\t_
+3\tpsa\tpes\tNOUN\tNNMS4-----A----\tCase=Acc\t1\tobj\t_\t_
+3.1\tx\tx\tX\tX--------------\t_\t_\t_\t_\t_
+4\t.\t.\tPUNCT\tZ:-------------\t_\t1\tpunct\t_\t_
+
+"""
+
+
+@pytest.fixture
+def conll_file(tmp_path):
+    p = tmp_path / "train.txt.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write(CONLL)
+    return p
+
+
+def test_load_conll(conll_file):
+    sents, labels = load_conll(conll_file)
+    assert len(sents) == 2 and sents[0][0] == ("He", "PRP")
+    assert list(labels[1]) == ["B-NP", "B-PP", "B-NP", "I-NP"]
+    sents, labels = load_conll(conll_file, label_column=1)
+    assert sents[0][1] == ("reckons", "B-VP") and labels[0][1] == "VBZ"
+    raw, none = load_conll(conll_file, label_column=None)
+    assert none is None and raw[0][0] == ("He", "PRP", "B-NP")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("a B\nb C D\n", r":2: expected 2 columns"),
+    ("word\n", r":1: a token line needs at least 2 columns"),
+    ("\n\n", "no sentences"),
+])
+def test_load_conll_errors(tmp_path, text, match):
+    p = tmp_path / "bad.txt"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_conll(p)
+
+
+def test_load_conllu(tmp_path):
+    p = tmp_path / "a.conllu"
+    p.write_text(CONLLU)
+    sents, labels = load_conllu(p, "xpos")
+    assert list(labels[0]) == ["VB-S---3P-AA---", "PP-S1--1-------", "NNMS4-----A----",
+                               "Z:-------------"]
+    assert sents[0][0] == ("Vidí", "vidět", "VERB", "_", "Number=Sing")
+    _, lab = load_conllu(p, "upos+feats")
+    assert lab[0][0] == "VERB|Number=Sing"
+    p.write_text(CONLLU.replace("\tobj\t_\t_", "\tobj\t_"))
+    with pytest.raises(ValueError, match=r"a\.conllu:6: a CoNLL-U word line needs 10"):
+        load_conllu(p)
+    with pytest.raises(ValueError, match="label must be one of"):
+        load_conllu(p, "lemma")
+
+
+def test_features_shapes_and_vocabulary():
+    assert word_shape("McDonald's-99") == "XxXxxxxx'x-dd" and short_shape("XXxxdd") == "Xxd"
+    sents = [[("The", "DT"), ("cat", "NN")], [("A", "DT"), ("dog", "NN"), ("barks", "VBZ")]]
+    f = TokenFeatures(min_count=1)
+    D = f.fit_transform(sents)
+    assert D.n_tokens == 5 and D.n_sequences == 2
+    assert "w=cat" in f.vocabulary_ and "c0[0]=NN" in f.vocabulary_
+    assert "c0[-1|0]=DT|NN" in f.vocabulary_ and "suf2=at" in f.vocabulary_
+    assert np.array_equal(D.X.toarray(), f.transform(sents).X.toarray())
+    f2 = TokenFeatures(min_count=2).fit(sents)
+    assert "w=cat" not in f2.vocabulary_ and "c0[0]=NN" in f2.vocabulary_
+    # unseen words map to no column, the bias is always there
+    X = f2.transform([[("zebra", "NN")]]).X
+    assert X[0, f2.vocabulary_["bias"]] == 1.0
+    # hashing keeps a fixed width
+    assert TokenFeatures(hashing=64).fit_transform(sents).X.shape == (5, 64)
+    # persistence
+    header, arrays = f.to_arrays()
+    g = TokenFeatures.from_arrays(header, arrays)
+    assert g.vocabulary_ == f.vocabulary_
+
+
+def test_crfsuite_style_dict_features():
+    sents = [[{"word": "a", "len": 1, "upper": False}, {"word": "b", "len": 2.5, "upper": True}]]
+    f = TokenFeatures()
+    X = f.fit_transform(sents).X.toarray()
+    assert X[1, f.vocabulary_["len"]] == 2.5 and X[1, f.vocabulary_["upper"]] == 1.0
+    assert "upper" in f.vocabulary_ and X[0, f.vocabulary_["upper"]] == 0.0
+    with pytest.raises(TypeError, match="value of type list"):
+        f.transform([[{"word": [1]}]])
+    with pytest.raises(ValueError, match="sentence 0 is empty"):
+        f.transform([[]])
+
+
+def test_chunks_follow_conlleval():
+    assert chunks(["B-NP", "I-NP", "O", "B-VP"]) == {("NP", 0, 2), ("VP", 3, 4)}
+    # IOB1: I- starts a chunk after O or a different type; B- splits two adjacent chunks
+    assert chunks(["I-NP", "I-NP", "B-NP", "I-VP"]) == {("NP", 0, 2), ("NP", 2, 3),
+                                                        ("VP", 3, 4)}
+    assert chunks(["S-NP", "B-VP", "E-VP"]) == {("NP", 0, 1), ("VP", 1, 3)}
+    t = [np.array(["B-NP", "I-NP", "O", "B-VP"])]
+    p = [np.array(["B-NP", "B-NP", "O", "B-VP"])]
+    s = chunk_scores(t, p)["overall"]
+    assert s["precision"] == pytest.approx(1 / 3) and s["recall"] == pytest.approx(1 / 2)
+    assert token_accuracy(t, p) == 0.75
+    assert label_scores(t, p)["B-NP"]["precision"] == 0.5
+
+
+def test_tag_schemes_round_trip():
+    rng = np.random.default_rng(0)
+    tags = ["O", "B-NP", "I-NP", "B-VP", "I-PP"]
+    for _ in range(200):
+        seq = list(rng.choice(tags, size=rng.integers(1, 8)))
+        assert chunks(to_iobes(seq)) == chunks(seq)
+        assert chunks(to_bio(to_iobes(seq))) == chunks(seq)
+    assert list(to_iobes(["B-NP", "I-NP", "B-NP", "O"])) == ["B-NP", "E-NP", "S-NP", "O"]
+    assert is_chunk_tagset(["B-NP", "O"]) and not is_chunk_tagset(["NN", "B-NP"])
+
+
+def _run(argv):
+    out = io.StringIO()
+    code = main(argv, out=out)
+    return code, out.getvalue()
+
+
+def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
+    model = tmp_path / "chunker.npz"
+    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "6",
+                      "--check-every", "3", "--dev", str(conll_file), "--tag-scheme", "iobes",
+                      "--save-state"])
+    assert code == 0 and "pass    6/6" in out and "model saved to" in out
+    tagger = dualstruct.load(model)
+    assert isinstance(tagger, dualstruct.tagger.SequenceTagger)
+
+    code, out = _run(["evaluate", str(model), str(conll_file), "--json"])
+    res = json.loads(out)
+    assert code == 0 and res["chunks"]["overall"]["f1"] == 1.0 and res["token_accuracy"] == 1
+
+    code, out = _run(["evaluate", str(model), str(conll_file)])
+    assert "chunks (conlleval)" in out and "token accuracy: 100.00%" in out
+
+    pred = tmp_path / "pred.txt"
+    code, out = _run(["predict", str(model), str(conll_file), "-o", str(pred)])
+    lines = pred.read_text().splitlines()
+    assert lines[0] == "-DOCSTART- -X- O" and lines[2] == "He PRP B-NP B-NP"
+    # input without the label column
+    nolab = tmp_path / "nolab.txt"
+    nolab.write_text("He PRP\nreckons VBZ\n")
+    code, out = _run(["predict", str(model), str(nolab)])
+    assert out.splitlines() == ["He PRP B-NP", "reckons VBZ B-VP"]
+
+    code, out = _run(["info", str(model), "--json"])
+    info = json.loads(out)
+    assert info["passes"] == 6 and info["tag_scheme"] == "iobes" and info["resumable"]
+
+    code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "m2.npz"),
+                      "--resume", str(model), "--max-iter", "9", "--tag-scheme", "iobes"])
+    assert code == 0 and "pass    9/9" in out
+    assert dualstruct.load(tmp_path / "m2.npz").svm_.n_iter_ == 9
+
+
+def test_cli_conllu(tmp_path):
+    p = tmp_path / "a.conllu"
+    p.write_text(CONLLU * 3)
+    model = tmp_path / "pos.npz"
+    code, _ = _run(["train", str(p), "-o", str(model), "--format", "conllu", "--label", "upos",
+                    "--max-iter", "5"])
+    assert code == 0
+    code, out = _run(["predict", str(model), str(p)])
+    rows = [r.split("\t") for r in out.splitlines() if r and r[0].isdigit()]
+    assert [r[3] for r in rows[:5]] == ["_", "VERB", "PRON", "NOUN", "X"]
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["train", "missing.txt", "-o", "m.npz"], "no such file: missing.txt"),
+    (["evaluate", "missing.npz", "x"], "no such model file"),
+    (["info", "missing.npz"], "no such model file"),
+])
+def test_cli_errors(argv, match, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_cli_bad_file_names_line(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a B-NP\nb I-NP extra\n")
+    assert main(["train", str(bad), "-o", str(tmp_path / "m.npz")]) == 2
+    assert "bad.txt:2: expected 2 columns" in capsys.readouterr().err
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"junk")
+    assert main(["info", str(junk)]) == 2
+    with pytest.raises(SystemExit):
+        main(["train", str(bad), "-o", "m.npz", "-C", "-1"])
+
+
+def test_conll2000_real_files(data_dir):
+    train = fetch_conll2000("train", data_home=data_dir)
+    test = fetch_conll2000("test", data_home=data_dir)
+    assert len(train) == 8936 and sum(len(s) for s in train) == 211727
+    assert len(test) == 2012 and sum(len(s) for s in test) == 47377
+    X, y = split_column(train, 1, drop=(2,))
+    assert X[0][0] == ("Confidence",) and y[0][0] == "NN"
+
+
+def test_czech_conllu_real_files(data_dir):
+    sents, labels = load_conllu(data_dir / "ud_czech" / "cs_cltt-ud-train.conllu.gz", "xpos")
+    assert len(sents) == 467 and sum(len(s) for s in sents) == 13894
+    assert len(set(np.concatenate(labels))) == 304
