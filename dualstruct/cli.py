@@ -133,7 +133,8 @@ class Progress:
             return "—" if math.isnan(v) else format(v, spec)
 
         print(f"pass {int(record.passes):>4}/{self.max_iter}"
-              f"  primal {fmt(record.primal, '.6g'):>10}  dual {fmt(record.dual, '.6g'):>10}  gap {fmt(record.relative_gap, '.2%'):>7}"
+              f"  primal {fmt(record.primal, '.6g'):>10}  dual {fmt(record.dual, '.6g'):>10}"
+              f"  gap {fmt(record.relative_gap, '.2%'):>7}"
               f"  dev {fmt(record.validation_score, '.4f'):>6}  elapsed {elapsed:7.1f}s"
               f"  eta {self.eta(record):6.0f}s", file=self.out, flush=True)
         if self.checkpoint_every and record.passes % self.checkpoint_every == 0:
