@@ -53,16 +53,20 @@ def viterbi(scores, T, W_B, start, end, backptr, delta, out):
         delta[0, k] = start[k] + scores[0, k]
     for t in range(1, T):
         nxt = 1 - cur
+        # a outer, b inner: rows of W_B are read contiguously (ties keep the smallest a)
+        d0 = delta[cur, 0]
         for b in range(K):
-            best = -np.inf
-            arg = 0
-            for a in range(K):
-                v = delta[cur, a] + W_B[a, b]
-                if v > best:
-                    best = v
-                    arg = a
-            delta[nxt, b] = best + scores[t, b]
-            backptr[t, b] = arg
+            delta[nxt, b] = d0 + W_B[0, b]
+            backptr[t, b] = 0
+        for a in range(1, K):
+            da = delta[cur, a]
+            for b in range(K):
+                v = da + W_B[a, b]
+                if v > delta[nxt, b]:
+                    delta[nxt, b] = v
+                    backptr[t, b] = a
+        for b in range(K):
+            delta[nxt, b] += scores[t, b]
         cur = nxt
     best = -np.inf
     arg = 0

@@ -86,6 +86,7 @@ class BCFW(PassSolver):
     growable_arrays = ("atom_labels", "atom_weights")
 
     def _after_load(self):
+        self._avg_cache = None
         self.W = self.model.unpack(self.w)
         self.RW = self.model.unpack(self.R)
         if self.step == "pairwise":
@@ -148,16 +149,28 @@ class BCFW(PassSolver):
             self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps)
 
     def _averaged(self):
+        """(w̄, ℓ̄), memoized per step count: at a check it is needed several times."""
         m = self.scalars[1]
+        cached = getattr(self, "_avg_cache", None)
+        if cached is not None and cached[0] == m:
+            return cached[1], cached[2]
         if m == 0:
-            return self.w.copy(), self.scalars[0]
-        A = 0.5 * m * (m + 1.0)
-        return self.w - self.R / A, self.scalars[0] - self.scalars[2] / A
+            w_avg, loss_avg = self.w.copy(), self.scalars[0]
+        else:
+            A = 0.5 * m * (m + 1.0)
+            w_avg = self.w - self.R / A
+            loss_avg = self.scalars[0] - self.scalars[2] / A
+        self._avg_cache = (m, w_avg, loss_avg)
+        return w_avg, loss_avg
 
     def candidates(self):
+        # read-only views: callers copy what they keep (the estimator's coef_)
         if self.averaging:
-            return [self._averaged()[0], self.w.copy()]
-        return [self.w.copy()]
+            return [self._averaged()[0], self.w]
+        return [self.w]
+
+    def current_dual(self):
+        return dual_objective(self.w, self.scalars[0])
 
     def dual(self):
         d = dual_objective(self.w, self.scalars[0])
