@@ -236,3 +236,31 @@ def test_czech_conllu_real_files(data_dir):
     sents, labels = load_conllu(data_dir / "ud_czech" / "cs_cltt-ud-train.conllu.gz", "xpos")
     assert len(sents) == 467 and sum(len(s) for s in sents) == 13894
     assert len(set(np.concatenate(labels))) == 304
+
+
+@pytest.mark.realdata
+def test_chunker_on_conll2000_subset(data_dir):
+    from dualstruct import StructuredSVM
+    from dualstruct.tagger import SequenceTagger
+
+    Xtr, ytr = split_column(fetch_conll2000("train", data_home=data_dir)[:1500], 2)
+    Xte, yte = split_column(fetch_conll2000("test", data_home=data_dir)[:400], 2)
+    tagger = SequenceTagger(TokenFeatures(), StructuredSVM(C=0.1, fit_intercept=False,
+                                                            max_iter=15, random_state=0),
+                            tag_scheme="iobes").fit(Xtr, ytr)
+    f1 = chunk_scores(yte, tagger.predict(Xte))["overall"]["f1"]
+    assert 0.88 < f1 < 0.97
+    last = tagger.svm_.history_.last_checked()
+    assert 0 < last.dual <= last.primal
+
+
+@pytest.mark.realdata
+def test_cli_on_czech_treebank(data_dir, tmp_path):
+    train = data_dir / "ud_czech" / "cs_cltt-ud-train.conllu.gz"
+    dev = data_dir / "ud_czech" / "cs_cltt-ud-dev.conllu.gz"
+    model = tmp_path / "upos.npz"
+    code, out = _run(["train", str(train), "-o", str(model), "--format", "conllu",
+                      "--label", "upos", "--max-iter", "10", "--dev", str(dev)])
+    assert code == 0
+    code, out = _run(["evaluate", str(model), str(dev), "--json"])
+    assert code == 0 and json.loads(out)["token_accuracy"] > 0.9
