@@ -335,7 +335,7 @@ def build_parser():
     t.add_argument("--label-column", type=int, default=-1,
                    help="CoNLL: 0-based label column (negative counts from the end; default -1)")
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
-    t.add_argument("--solver", choices=("bcfw", "ssg"), default="bcfw")
+    t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane"), default="bcfw")
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
     t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     t.add_argument("--tol", type=float, default=0.01,

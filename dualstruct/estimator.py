@@ -51,8 +51,9 @@ class StructuredSVM(BaseEstimator):
     ----------
     model : {"chain"}
         Linear chain: per-label token weights, label transitions, start and end weights.
-    solver : {"bcfw", "ssg"}
-        Block-coordinate Frank-Wolfe (dual, gap certificate) or Pegasos subgradient.
+    solver : {"bcfw", "ssg", "cutting_plane"}
+        Block-coordinate Frank-Wolfe (dual, gap certificate), Pegasos subgradient, or the
+        1-slack cutting-plane method (dual, gap certificate; the classic SVM^struct solver).
     C : float
         Regularization constant (larger fits the training data harder).
     max_iter : int

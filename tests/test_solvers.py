@@ -177,3 +177,56 @@ def test_fw_step_with_zero_features_still_converges():
         s = BCFW(model, 1.0, step=step, max_iter=20, tol=1e-9, check_every=1,
                  random_state=0).fit(data)
         assert s.history.last.gap == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("start_end", [True, False])
+@pytest.mark.parametrize("C", [0.1, 1.0, 10.0])
+def test_cutting_plane_reaches_the_bcfw_optimum(C, start_end):
+    from dualstruct.solvers import CuttingPlane
+
+    _, _, data, model = _problem(int(C * 7) + start_end, n=10, start_end=start_end)
+    bcfw = BCFW(model, C, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
+    cp = CuttingPlane(model, C, max_iter=3000, tol=1e-6).fit(data)
+    assert cp.history.stop_reason == "tol"
+    gaps = _gaps(cp.history)
+    assert np.all(gaps >= -1e-9 * cp.history.last.primal)
+    assert cp.history.last.primal == pytest.approx(bcfw.history.last.primal, rel=1e-5)
+    # the dual bound never exceeds the certified optimum, the reported primal never below it
+    assert cp.history.last.dual <= bcfw.history.last.primal * (1 + 1e-8)
+    assert cp.weights() @ cp.weights() > 0
+
+
+def test_simplex_qp_matches_a_reference_solution():
+    from scipy.optimize import minimize
+
+    from dualstruct.solvers._chain_kernels import simplex_qp
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(6, 4))
+    G = A @ A.T
+    b = rng.normal(size=6)
+    alpha = np.full(6, 2.0 / 6)
+    simplex_qp(G, b, alpha, 2.0, 1e-12, 100_000)
+
+    def f(a):
+        return 0.5 * a @ G @ a - b @ a
+
+    ref = minimize(f, np.full(6, 2.0 / 6), jac=lambda a: G @ a - b, method="SLSQP",
+                   bounds=[(0, None)] * 6,
+                   constraints=[{"type": "eq", "fun": lambda a: a.sum() - 2.0}],
+                   options={"ftol": 1e-14, "maxiter": 1000})
+    assert alpha.sum() == pytest.approx(2.0) and np.all(alpha >= 0)
+    assert f(alpha) <= ref.fun + 1e-9
+
+
+def test_cutting_plane_estimator_and_checkpoint(tmp_path):
+    import dualstruct
+    from dualstruct import StructuredSVM
+
+    X, Y, _, _ = _problem(8, n=12)
+    full = StructuredSVM(solver="cutting_plane", max_iter=15, tol=0).fit(X, Y)
+    part = StructuredSVM(solver="cutting_plane", max_iter=6, tol=0).fit(X, Y)
+    resumed = dualstruct.load(part.save(tmp_path / "cp.npz", include_solver_state=True))
+    resumed.set_params(warm_start=True, max_iter=9)
+    resumed.fit(X, Y)
+    assert np.allclose(resumed.coef_, full.coef_)

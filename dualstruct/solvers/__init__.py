@@ -1,11 +1,12 @@
 """Solvers: HOW a model is trained. All share :mod:`dualstruct.solvers.objective`."""
 
 from .bcfw import BCFW
+from .cutting_plane import CuttingPlane
 from .history import History, Record
 from .objective import dual_objective, duality_gap, primal_objective
 from .ssg import SSG
 
-SOLVERS = {"bcfw": BCFW, "ssg": SSG}
+SOLVERS = {"bcfw": BCFW, "ssg": SSG, "cutting_plane": CuttingPlane}
 
-__all__ = ["BCFW", "SSG", "SOLVERS", "History", "Record", "primal_objective",
+__all__ = ["BCFW", "SSG", "CuttingPlane", "SOLVERS", "History", "Record", "primal_objective",
            "dual_objective", "duality_gap"]

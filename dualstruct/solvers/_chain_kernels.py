@@ -483,3 +483,73 @@ def grow_atom_pool(offsets, atom_labels, atom_weights, atom_count, old_capacity,
             new_labels[s0 * new_capacity + q] = atom_labels[s0 * old_capacity + q]
         for a in range(cnt):
             new_weights[i, a] = atom_weights[i, a]
+
+
+@njit(cache=True)
+def aggregate_joint_feature_difference(indptr, indices, data, offsets, gold, pred, weights,
+                                       start_end, out_U, out_B, out_start, out_end):
+    """out += Σ_i weights[i] (φ(x_i, ȳ_i) − φ(x_i, ŷ_i)) in the chain layout (the 1-slack
+    cutting plane's aggregated constraint direction). Only tokens where ŷ and ȳ differ touch
+    the unigram block."""
+    n = offsets.shape[0] - 1
+    for i in range(n):
+        c = weights[i]
+        if c == 0.0:
+            continue
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        for t in range(T):
+            a = gold[s0 + t]
+            b = pred[s0 + t]
+            if a != b:
+                row = s0 + t
+                for p in range(indptr[row], indptr[row + 1]):
+                    out_U[indices[p], a] += c * data[p]
+                    out_U[indices[p], b] -= c * data[p]
+        for t in range(T - 1):
+            out_B[gold[s0 + t], gold[s0 + t + 1]] += c
+            out_B[pred[s0 + t], pred[s0 + t + 1]] -= c
+        if start_end:
+            out_start[gold[s0]] += c
+            out_start[pred[s0]] -= c
+            out_end[gold[s0 + T - 1]] += c
+            out_end[pred[s0 + T - 1]] -= c
+
+
+@njit(cache=True)
+def simplex_qp(G, b, alpha, total, tol, max_steps):
+    """Minimize ½ αᵀGα − bᵀα over {α ≥ 0, Σ α = total} by pairwise coordinate steps with exact
+    line search (SMO on the simplex), warm-started from ``alpha`` (updated in place).
+
+    The 1-slack dual ``max Σ α_c δ_c − ½‖Σ α_c ψ_c‖², α ≥ 0, Σ α ≤ C`` is this problem with an
+    extra coordinate for the zero constraint (ψ = 0, δ = 0) that takes up the slack of Σ α ≤ C.
+    Stops when the largest pairwise gap ``max_{α_j>0} ∇_j − min_i ∇_i`` is below ``tol``.
+    Returns the number of steps.
+    """
+    m = alpha.shape[0]
+    grad = G @ alpha - b
+    steps = 0
+    while steps < max_steps:
+        i_best = 0
+        for i in range(1, m):
+            if grad[i] < grad[i_best]:
+                i_best = i
+        j_away = -1
+        for j in range(m):
+            if alpha[j] > 0.0 and (j_away < 0 or grad[j] > grad[j_away]):
+                j_away = j
+        if j_away < 0 or grad[j_away] - grad[i_best] <= tol or j_away == i_best:
+            break
+        i, j = i_best, j_away
+        curv = G[i, i] + G[j, j] - 2.0 * G[i, j]
+        step = alpha[j]
+        if curv > 0.0:
+            step = min(step, (grad[j] - grad[i]) / curv)
+        alpha[i] += step
+        alpha[j] -= step
+        if alpha[j] < 1e-15 * total:
+            alpha[j] = 0.0
+        for k in range(m):
+            grad[k] += step * (G[k, i] - G[k, j])
+        steps += 1
+    return steps

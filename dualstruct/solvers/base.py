@@ -166,6 +166,10 @@ class PassSolver:
     def _after_load(self):
         """Rebuild views into restored arrays (subclasses)."""
 
+    def _one_pass(self, order, chunks) -> int:
+        """One pass over the examples, in kernel calls of about CHUNK_TOKENS tokens."""
+        return sum(self._run(part) for part in np.array_split(order, chunks))
+
     # -- the loop -----------------------------------------------------------------------------
     def fit(self, data, max_iter=None):
         """Train on ``data`` (a labelled :class:`PackedSequences`); calling again continues
@@ -192,14 +196,13 @@ class PassSolver:
             for k in range(max_iter):
                 order = self.rng.permutation(n).astype(np.int64)
                 t0 = time.perf_counter()
-                for part in np.array_split(order, chunks):
-                    self.oracle_calls += self._run(part)
+                self.oracle_calls += self._one_pass(order, chunks)
                 self.train_time += time.perf_counter() - t0
                 self.passes += 1
                 last = k == max_iter - 1
-                record = self._record(check=last or self.passes % self.check_every == 0,
-                                      final=last)
-                if self.verbose >= 2 or (self.verbose and not math.isnan(record.primal)):
+                checked = last or self.passes % self.check_every == 0
+                record = self._record(check=checked, final=last)
+                if self.verbose >= 2 or (self.verbose and checked):
                     print(format_record(record, with_val), file=self.out, flush=True)
                 if (not math.isnan(record.relative_gap) and self.has_dual
                         and record.relative_gap <= self.tol):

@@ -1,0 +1,182 @@
+"""The 1-slack cutting-plane method (Joachims, Finley, Yu 2009; ALGORITHMS.md §4), C-form.
+
+    min_w ½‖w‖² + C ξ   s.t.  Σ_i [δ_i(y_i) − <w, ψ_i(y_i)>] ≤ ξ   for every (y_1 … y_n)
+
+has the same optimum as the n-slack primal ``½‖w‖² + C Σ_i H_i(w)``. Each iteration calls the
+loss-augmented oracle once per example at the current ``w`` — which also gives the exact
+primal ``P(w)`` — and adds the aggregated constraint ``(ψ_c, δ_c) = (Σ_i ψ_i(ŷ_i), Σ_i δ_i(ŷ_i))``
+when it is violated by more than ``epsilon`` beyond the working set's slack. The dual over the
+working set,
+
+    max_α Σ_c α_c δ_c − ½ ‖Σ_c α_c ψ_c‖²,   α ≥ 0,  Σ_c α_c ≤ C,    w = Σ_c α_c ψ_c,
+
+is re-solved warm-started (:func:`simplex_qp`); its value is a lower bound on the optimum
+(a relaxation of the 1-slack problem), so ``P(w) − D`` is a duality gap as for BCFW.
+Constraints whose multiplier stayed zero for ``prune_after`` iterations are dropped.
+The working set stores each ψ_c densely, so memory is (constraints × parameters).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _chain_kernels as kern
+from .base import PassSolver
+
+
+class CuttingPlane(PassSolver):
+    """1-slack cutting plane for chain models; one "pass" is one iteration (n oracle calls).
+
+    Extra parameters: ``epsilon`` (minimum violation, C-form units, default 1e-6 × n),
+    ``prune_after`` (iterations, default 50), ``max_constraints`` (default 1000),
+    ``qp_tol`` (default 1e-10 relative).
+    """
+
+    name = "cutting_plane"
+
+    def __init__(self, model, C=1.0, *, epsilon=None, prune_after=50, max_constraints=1000,
+                 qp_tol=1e-10, **kwargs):
+        kwargs["averaging"] = False
+        super().__init__(model, C, **kwargs)
+        self.epsilon = epsilon
+        self.prune_after = int(prune_after)
+        self.max_constraints = int(max_constraints)
+        self.qp_tol = float(qp_tol)
+
+    def _init_state(self):
+        model, data = self.model, self.data
+        if model.kind != "chain":
+            raise ValueError(f"the cutting plane supports chain models here, got {model.kind!r}")
+        bytes_needed = 8 * model.size * (self.max_constraints + 1)
+        if bytes_needed > 4 * 2**30:
+            raise MemoryError(
+                f"the cutting-plane working set would need up to {bytes_needed / 2**30:.1f} GiB "
+                f"({self.max_constraints} constraints × {model.size} parameters); lower "
+                "max_constraints or use solver='bcfw'")
+        self.arrays = data.kernel_arrays()
+        self.w = model.init_weights()
+        self.psi = np.zeros((0, model.size))   # working set directions ψ_c
+        self.delta = np.zeros(0)               # their losses δ_c
+        self.alpha = np.zeros(0)
+        self.idle = np.zeros(0, dtype=np.int64)  # iterations with α_c = 0
+        self.gram = np.zeros((0, 0))
+        self.best_w = self.w.copy()
+        self.best_primal = math.inf
+        self.best_dual = 0.0
+        self.last_primal = math.nan
+        self.eps = (1e-6 * data.n_sequences if self.epsilon is None else float(self.epsilon))
+
+    state_arrays = ("w", "psi", "delta", "alpha", "idle", "gram", "best_w")
+    state_scalars = ("best_primal", "best_dual", "last_primal", "eps")
+    growable_arrays = ("psi", "delta", "alpha", "idle", "gram")
+
+    def _after_load(self):
+        m = len(self.delta)
+        if (self.psi.shape != (m, self.model.size) or self.alpha.shape != (m,)
+                or self.idle.shape != (m,) or self.gram.shape != (m, m)):
+            raise ValueError("saved cutting-plane working set is inconsistent")
+
+    def _one_pass(self, order, chunks):
+        return self._iterate()
+
+    def _iterate(self):
+        model, data, C = self.model, self.data, self.C
+        hinge, yhat = model.hinge(self.w, data)
+        primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
+        self.last_primal = primal
+        if primal < self.best_primal:
+            self.best_primal, self.best_w = primal, self.w.copy()
+        # ξ of the working set at w; the new constraint's violation is Σ_i H_i(w)
+        xi = 0.0
+        if len(self.delta):
+            xi = max(0.0, float(np.max(self.delta - self.psi @ self.w)))
+        if float(hinge.sum()) > xi + self.eps / C:
+            self._add_constraint(yhat)
+        self._solve()
+        return data.n_sequences
+
+    def _add_constraint(self, yhat):
+        model, data = self.model, self.data
+        psi = model.init_weights()
+        P = model.unpack(psi)
+        start = P.start if model.start_end else np.zeros(model.n_labels)
+        end = P.end if model.start_end else np.zeros(model.n_labels)
+        indptr, indices, values, offsets = self.arrays
+        kern.aggregate_joint_feature_difference(
+            indptr, indices, values, offsets, data.labels, yhat, np.ones(data.n_sequences),
+            model.start_end, P.unigram, P.transition, start, end)
+        delta = model.loss(data.labels, yhat)
+        if len(self.delta) >= self.max_constraints:  # drop the longest-idle constraint
+            drop = int(np.argmax(self.idle))
+            self._remove(np.array([drop]))
+        row = self.psi @ psi
+        self.psi = np.vstack([self.psi, psi])
+        self.delta = np.append(self.delta, delta)
+        self.alpha = np.append(self.alpha, 0.0)
+        self.idle = np.append(self.idle, 0)
+        m = len(self.delta)
+        gram = np.zeros((m, m))
+        gram[:m - 1, :m - 1] = self.gram
+        gram[m - 1, :m - 1] = gram[:m - 1, m - 1] = row
+        gram[m - 1, m - 1] = psi @ psi
+        self.gram = gram
+
+    def _remove(self, drop):
+        keep = np.setdiff1d(np.arange(len(self.delta)), drop)
+        self.psi, self.delta = self.psi[keep], self.delta[keep]
+        self.alpha, self.idle = self.alpha[keep], self.idle[keep]
+        self.gram = self.gram[np.ix_(keep, keep)]
+
+    def _solve(self):
+        m = len(self.delta)
+        if m == 0:
+            return
+        # coordinate 0 is the zero constraint that absorbs the slack of Σ α ≤ C
+        G = np.zeros((m + 1, m + 1))
+        G[1:, 1:] = self.gram
+        b = np.concatenate([[0.0], self.delta])
+        alpha = np.concatenate([[max(0.0, self.C - self.alpha.sum())], self.alpha])
+        scale = max(1.0, float(np.max(np.abs(b))), float(np.max(np.abs(G))) * self.C)
+        kern.simplex_qp(G, b, alpha, self.C, self.qp_tol * scale, 100_000)
+        self.alpha = alpha[1:]
+        self.w = self.alpha @ self.psi
+        dual = float(self.alpha @ self.delta) - 0.5 * float(self.w @ self.w)
+        self.best_dual = max(self.best_dual, dual)
+        self.idle = np.where(self.alpha > 0, 0, self.idle + 1)
+        stale = np.flatnonzero(self.idle > self.prune_after)
+        if len(stale):
+            self._remove(stale)
+
+    # -- what the shared loop reports ---------------------------------------------------------
+    def _record(self, check, final=False):
+        from .history import Record
+        from .objective import duality_gap
+
+        rec = Record(passes=self.passes, time=self.train_time, oracle_calls=self.oracle_calls)
+        # the primal of the best weights seen comes free with the oracle calls
+        rec.primal, rec.dual = self.best_primal, self.best_dual
+        rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)
+        if self.validation is not None and (check or final):
+            import time
+
+            t0 = time.perf_counter()
+            rec.validation_score = float(self.validation(self.best_w))
+            self.eval_time += time.perf_counter() - t0
+        rec.eval_time = self.eval_time
+        self.history.append(rec)
+        return rec
+
+    def candidates(self):
+        return [self.best_w]
+
+    def current_dual(self):
+        return self.best_dual
+
+    def dual(self):
+        return self.best_dual
+
+    @property
+    def n_constraints(self):
+        return len(self.delta)
