@@ -67,3 +67,32 @@ def test_weight_layout_views_write_through():
     assert model.size == 5 * 3 + 9 + 6
     with pytest.raises(ValueError, match="shape"):
         model.unpack(np.zeros(3))
+
+
+@pytest.mark.parametrize("start_end", [True, False])
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+def test_exact_slack_oracle_equals_brute_force(K, start_end):
+    rng = np.random.default_rng(50 + K + 10 * start_end)
+    d = 3
+    X, Y = random_chain_problem(rng, n=15, K=K, d=d, max_len=5, sparse=K % 2 == 0)
+    model = ChainModel(K, d, start_end=start_end)
+    data = pack_sequences(X, Y)
+    for scale in (0.3, 1.0, 3.0):
+        w = scale * rng.normal(size=model.size)
+        hinge, argmax = model.slack_hinge(w, data)
+        argmax = np.split(argmax, data.offsets[1:-1])
+        for i, (x, y) in enumerate(zip(X, Y)):
+            gold = float(w @ model.joint_feature(x, y))
+            rows = brute_scores(model, w, _dense(x), y)
+            ref = max(model.loss(y, r[0]) * (1 + r[1] - gold) for r in rows)
+            assert hinge[i] == pytest.approx(max(ref, 0.0), abs=1e-9)
+            got = model.loss(y, argmax[i]) * (
+                1 + float(w @ model.joint_feature(x, argmax[i])) - gold)
+            assert got == pytest.approx(max(ref, 0.0), abs=1e-9)
+
+
+def test_slack_needs_unit_loss():
+    model = ChainModel(2, 2, loss_weights=[1.0, 2.0])
+    data = pack_sequences([np.ones((2, 2))], [np.array([0, 1])])
+    with pytest.raises(ValueError, match="unit Hamming loss"):
+        model.slack_hinge(model.init_weights(), data)

@@ -131,3 +131,88 @@ def hinge_all(indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, st
         best = viterbi(scores, T, W_B, start, end, backptr, delta, out[s0:s0 + T])
         h = best - gold_score
         hinge[i] = h if h > 0.0 else 0.0
+
+
+@njit(cache=True)
+def slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out):
+    """Exact slack-rescaled oracle on a chain with unit Hamming loss (ALGORITHMS.md §6):
+
+        argmax_y  Φ(y) = δ(ȳ, y) · (1 + scale·(s(y) − s(ȳ)))
+
+    by dynamic programming over (position, label, loss so far): ``V[t, k, L]`` is the best
+    ``scale·s`` of a prefix ending in label k at t with L mistakes, O(T² K²). For each loss L
+    the best score ``h_L`` gives ``Φ_L = L (1 + h_L − s(ȳ))`` and the answer is the best L.
+    ``scores`` are the plain (not loss-augmented) unigram scores; ``V`` (≥ T×K×(T+1)) and
+    ``back`` are scratch. Writes the maximizer into ``out[:T]`` (ȳ itself when no labelling
+    has Φ > 0) and returns ``(Φ_max, loss)``.
+    """
+    K = scores.shape[1]
+    for t in range(T):
+        for k in range(K):
+            for L in range(T + 1):
+                V[t, k, L] = -np.inf
+    for k in range(K):
+        V[0, k, 0 if k == gold[0] else 1] = scale * (start[k] + scores[0, k])
+    for t in range(1, T):
+        g = gold[t]
+        for b in range(K):
+            lb = 0 if b == g else 1
+            for a in range(K):
+                trans = scale * W_B[a, b]
+                for L in range(t + 1):
+                    v = V[t - 1, a, L]
+                    if v == -np.inf:
+                        continue
+                    cand = v + trans
+                    if cand > V[t, b, L + lb]:
+                        V[t, b, L + lb] = cand
+                        back[t, b, L + lb] = a
+            for L in range(t + 2):
+                if V[t, b, L] != -np.inf:
+                    V[t, b, L] += scale * scores[t, b]
+    gold_score = scale * labelling_score(scores, T, W_B, start, end, gold)
+    best_phi = 0.0
+    best_L = 0
+    best_k = -1
+    for L in range(1, T + 1):
+        for k in range(K):
+            v = V[T - 1, k, L]
+            if v == -np.inf:
+                continue
+            phi = L * (1.0 + v + scale * end[k] - gold_score)
+            if phi > best_phi:
+                best_phi = phi
+                best_L = L
+                best_k = k
+    if best_k < 0:
+        for t in range(T):
+            out[t] = gold[t]
+        return 0.0, 0
+    k = best_k
+    L = best_L
+    for t in range(T - 1, -1, -1):
+        out[t] = k
+        lk = 0 if k == gold[t] else 1
+        if t > 0:
+            k_prev = back[t, k, L]
+            L -= lk
+            k = k_prev
+    return best_phi, best_L
+
+
+@njit(cache=True, parallel=True)
+def slack_hinge_all(indptr, indices, data, offsets, labels, W_U, W_B, start, end, hinge, out):
+    """Slack-rescaled structured hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` (≥ 0) of every
+    sequence and its maximizer (unit Hamming loss)."""
+    n = offsets.shape[0] - 1
+    K = W_U.shape[1]
+    for i in prange(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        scores = np.empty((T, K))
+        V = np.empty((T, K, T + 1))
+        back = np.zeros((T, K, T + 1), dtype=np.int32)
+        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
+        phi, _ = slack_viterbi(scores, T, W_B, start, end, labels[s0:s0 + T], 1.0, V, back,
+                               out[s0:s0 + T])
+        hinge[i] = phi

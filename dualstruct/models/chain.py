@@ -132,6 +132,27 @@ class ChainModel:
                           W.start, W.end, hinge, out)
         return hinge, out
 
+    def slack_hinge(self, w: np.ndarray, data: PackedSequences):
+        """Per-sequence slack-rescaled hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` and its
+        maximizers (exact dynamic program; needs unit loss weights)."""
+        self._check_data(data)
+        self.check_slack()
+        if data.labels is None:
+            raise ValueError("the hinge loss needs labelled data")
+        W = self.unpack(w)
+        indptr, indices, values, offsets = data.kernel_arrays()
+        hinge = np.empty(data.n_sequences)
+        out = np.empty(data.n_tokens, dtype=np.int32)
+        kernels.slack_hinge_all(indptr, indices, values, offsets, data.labels,
+                                np.ascontiguousarray(W.unigram),
+                                np.ascontiguousarray(W.transition), W.start, W.end, hinge, out)
+        return hinge, out
+
+    def check_slack(self):
+        if not np.all(self.loss_weights == 1.0):
+            raise ValueError("slack rescaling supports the unit Hamming loss only "
+                             "(loss_weights must all be 1)")
+
     # -- loss and features (reference implementations, used by tests and tools) ---------------
     def loss(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """Weighted Hamming loss δ(ȳ, y) summed over the given tokens."""

@@ -13,9 +13,20 @@ from __future__ import annotations
 import numpy as np
 
 
-def primal_objective(model, data, w: np.ndarray, C: float) -> float:
-    """Exact primal ``P(w)``: one loss-augmented decoding of every training example."""
-    hinge, _ = model.hinge(w, data)
+RESCALINGS = ("margin", "slack")
+
+
+def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "margin") -> float:
+    """Exact primal ``P(w)``: one loss-augmented decoding of every training example.
+
+    ``rescaling="slack"`` uses the slack-rescaled hinge ``max_y δ(y)(1 + s(y) − s(ȳ))``
+    (ALGORITHMS.md §6), computed exactly by the model's dynamic program."""
+    if rescaling == "margin":
+        hinge, _ = model.hinge(w, data)
+    elif rescaling == "slack":
+        hinge, _ = model.slack_hinge(w, data)
+    else:
+        raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
     return 0.5 * float(w @ w) + C * float(hinge.sum())
 
 
