@@ -172,7 +172,8 @@ def cmd_train(args, out):
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
         tagger.svm_.set_params(max_iter=args.max_iter - done, tol=args.tol)
     else:
-        svm = StructuredSVM(solver=args.solver, C=args.C, max_iter=args.max_iter, tol=args.tol,
+        svm = StructuredSVM(solver=args.solver, C=args.C, rescaling=args.rescaling,
+                            max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, fit_intercept=False,
                             random_state=args.seed)
         feats = TokenFeatures(window=args.window, min_count=args.min_count,
@@ -337,6 +338,7 @@ def build_parser():
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
     t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane"), default="bcfw")
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
+    t.add_argument("--rescaling", choices=("margin", "slack"), default="margin")
     t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     t.add_argument("--tol", type=float, default=0.01,
                    help="stop at this relative duality gap (default 0.01)")

@@ -81,6 +81,9 @@ class StructuredSVM(BaseEstimator):
         to stop.
     warm_start : bool
         A new ``fit`` on the same data continues from the previous solver state.
+    rescaling : {"margin", "slack"}
+        Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
+        ``max_y δ·(1 + s(y) − s(ȳ))`` (exact dynamic-programming oracle, unit loss only).
     solver_options : dict, optional
         Extra keyword arguments of the solver class, e.g. ``{"step": "fw"}`` for the classic
         BCFW step (see :class:`~dualstruct.solvers.BCFW`).
@@ -97,7 +100,7 @@ class StructuredSVM(BaseEstimator):
     def __init__(self, model="chain", solver="bcfw", C=1.0, max_iter=500, tol=1e-2,
                  check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
                  start_end=True, loss_weights=None, random_state=None, verbose=0,
-                 callback=None, warm_start=False, solver_options=None):
+                 callback=None, warm_start=False, solver_options=None, rescaling="margin"):
         self.model = model
         self.solver = solver
         self.C = C
@@ -114,6 +117,7 @@ class StructuredSVM(BaseEstimator):
         self.callback = callback
         self.warm_start = warm_start
         self.solver_options = solver_options
+        self.rescaling = rescaling
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
@@ -139,13 +143,15 @@ class StructuredSVM(BaseEstimator):
         integer("verbose", self.verbose, 0)
         if self.callback is not None and not callable(self.callback):
             raise ValueError(f"callback must be callable, got {self.callback!r}")
+        if self.rescaling not in ("margin", "slack"):
+            raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
         if self.solver_options is not None and not isinstance(self.solver_options, dict):
             raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
 
     #: parameters that define the optimization problem and the solver state; a warm start
     #: continues only if none of them changed
     _STATE_PARAMS = ("model", "solver", "C", "averaging", "fit_intercept", "intercept_scaling",
-                     "start_end", "loss_weights", "solver_options")
+                     "start_end", "loss_weights", "solver_options", "rescaling")
 
     def _encode_labels(self, y, fit):
         try:
@@ -279,7 +285,7 @@ class StructuredSVM(BaseEstimator):
                 self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation, **(self.solver_options or {}))
+                validation=validation, rescaling=self.rescaling, **(self.solver_options or {}))
             if resume is not None:
                 solver.load_state(data, *resume)
                 solver.history = self.history_

@@ -40,3 +40,27 @@ def test_ssg_on_ocr_improves(ocr_split):
     p = [r.primal for r in est.history_ if r.primal == r.primal]
     assert p[1] < p[0] < 60_000
     assert 1 - est.score(Xte, yte) < 0.2
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("rescaling", ["margin", "slack"])
+def test_solvers_agree_on_an_ocr_subset(ocr_split, rescaling):
+    """BCFW, the cutting plane and SSG reach the same optimum (relative 1e-3) on 40 words."""
+    from dualstruct.models import ChainModel
+    from dualstruct.sequences import pack_sequences
+    from dualstruct.solvers import BCFW, SSG, CuttingPlane
+
+    Xtr, ytr, _, _ = ocr_split
+    X = [np.hstack([x, np.ones((len(x), 1))]) for x in Xtr[:40]]
+    Y = [np.array([ord(c) - 97 for c in w]) for w in ytr[:40]]
+    data = pack_sequences(X, Y)
+    model = ChainModel(26, 129)
+    bc = BCFW(model, 0.1, rescaling=rescaling, max_iter=10000, tol=1e-6, check_every=25,
+              random_state=0).fit(data)
+    cp = CuttingPlane(model, 0.1, rescaling=rescaling, max_iter=3000, tol=1e-4).fit(data)
+    ssg = SSG(model, 0.1, rescaling=rescaling, max_iter=12000, check_every=12000,
+              random_state=0).fit(data)
+    p = bc.history.last.primal
+    assert bc.history.stop_reason == "tol" and cp.history.stop_reason == "tol"
+    assert cp.history.last.primal == pytest.approx(p, rel=1e-4)
+    assert ssg.history.last.primal == pytest.approx(p, rel=1e-3)

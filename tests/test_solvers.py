@@ -230,3 +230,52 @@ def test_cutting_plane_estimator_and_checkpoint(tmp_path):
     resumed.set_params(warm_start=True, max_iter=9)
     resumed.fit(X, Y)
     assert np.allclose(resumed.coef_, full.coef_)
+
+
+@pytest.mark.parametrize("start_end", [True, False])
+@pytest.mark.parametrize("C", [0.3, 1.0])
+def test_all_solvers_reach_the_same_slack_optimum(C, start_end):
+    from dualstruct.solvers import CuttingPlane
+
+    _, _, data, model = _problem(20 + int(C) + start_end, n=10, start_end=start_end)
+    bc = BCFW(model, C, rescaling="slack", max_iter=20000, tol=1e-7, check_every=20,
+              random_state=0).fit(data)
+    cp = CuttingPlane(model, C, rescaling="slack", max_iter=3000, tol=1e-7).fit(data)
+    ssg = SSG(model, C, rescaling="slack", max_iter=30000, check_every=30000,
+              random_state=0).fit(data)
+    assert bc.history.stop_reason == "tol" and cp.history.stop_reason == "tol"
+    p = bc.history.last.primal
+    assert cp.history.last.primal == pytest.approx(p, rel=1e-5)
+    assert ssg.history.last.primal == pytest.approx(p, rel=1e-3)
+    assert np.all(_gaps(bc.history) >= -1e-9 * p)
+    # the slack optimum differs from the margin one
+    margin = BCFW(model, C, max_iter=20000, tol=1e-7, check_every=20, random_state=0).fit(data)
+    assert abs(margin.history.last.primal - p) > 1e-4 * p
+
+
+def test_slack_atoms_reproduce_weights():
+    _, Y, data, model = _problem(31)
+    s = BCFW(model, 1.0, rescaling="slack", max_iter=40, check_every=40, averaging=False,
+             random_state=0).fit(data)
+    w = np.zeros(model.size)
+    A = s.capacity
+    for i in range(data.n_sequences):
+        x, gold = data.sequence(i)
+        T = len(gold)
+        s0 = data.offsets[i]
+        for a in range(s.atom_count[i]):
+            y = s.atom_labels[s0 * A + a * T: s0 * A + (a + 1) * T]
+            g = model.loss(gold, y)
+            w += s.C * s.atom_weights[i, a] * g * (model.joint_feature(x, gold)
+                                                    - model.joint_feature(x, y))
+    assert np.allclose(w, s.w, atol=1e-10)
+
+
+def test_slack_rescaling_errors():
+    model = ChainModel(2, 2, loss_weights=[1.0, 3.0])
+    with pytest.raises(ValueError, match="unit Hamming loss"):
+        BCFW(model, 1.0, rescaling="slack")
+    with pytest.raises(ValueError, match="rescaling must be"):
+        SSG(ChainModel(2, 2), 1.0, rescaling="both")
+    with pytest.raises(ValueError, match="step='pairwise'"):
+        BCFW(ChainModel(2, 2), 1.0, rescaling="slack", step="fw")

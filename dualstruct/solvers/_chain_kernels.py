@@ -30,7 +30,7 @@ so ``R`` receives exactly the sparse updates ``w`` does and a step never touches
 import numpy as np
 from numba import njit, prange
 
-from ..inference.chain import add_hamming_loss, unigram_scores, viterbi
+from ..inference.chain import add_hamming_loss, slack_viterbi, unigram_scores, viterbi
 
 
 @njit(cache=True)
@@ -197,7 +197,8 @@ def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_o
 
 @njit(cache=True)
 def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_end,
-             V_U, V_B, V_start, V_end, scalars, averaging, R_U, R_B, R_start, R_end):
+             V_U, V_B, V_start, V_end, scalars, averaging, R_U, R_B, R_start, R_end,
+             slack):
     """One pass of Pegasos-style stochastic subgradient (ALGORITHMS.md §2), C-form.
 
     With step ``η_t = 1/(λ (t+1))`` the iterate is ``w_m = v_m / (λ m) = C n v_m / m`` where
@@ -206,6 +207,10 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
     loss-augmented argmax at ``w_m`` is taken on ``v`` with the loss scaled by ``m / (C n)``.
     Averaging ``w̄_M = Σ_j j w_j / A_M = C n (M v_M − R_M) / A_M`` with ``R_M = Σ_m (m−1) ψ_m``.
     ``scalars = [m, C n]``. Returns the number of oracle calls.
+
+    With ``slack=True`` the oracle is the exact slack-rescaled one (scores scaled by C n / m)
+    and the direction is weighted by the loss of ŷ: ``v += δ(ŷ) ψ_i(ŷ)`` (the subgradient of
+    ``δ(ŷ)(1 + s(ŷ) − s(ȳ))``, ALGORITHMS.md §6).
     """
     K = V_U.shape[1]
     max_T = _max_length(offsets)
@@ -214,6 +219,9 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
     delta = np.empty((2, K))
     yhat = np.empty(max_T, dtype=np.int32)
     lw_scaled = np.empty(K)
+    V = np.empty((max_T, K, max_T + 1)) if slack else np.empty((1, 1, 1))
+    back = np.zeros((max_T, K, max_T + 1), dtype=np.int32) if slack else np.zeros(
+        (1, 1, 1), dtype=np.int32)
     m = scalars[0]
     Cn = scalars[1]
     for idx in range(order.shape[0]):
@@ -221,15 +229,23 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
         s0 = offsets[i]
         T = offsets[i + 1] - s0
         gold = labels[s0:s0 + T]
-        # argmax δ + (Cn/m) <v, φ>  ==  argmax (m/Cn) δ + <v, φ>   (v = 0 when m = 0)
-        loss_scale = m / Cn if m > 0 else 1.0
-        for k in range(K):
-            lw_scaled[k] = loss_weights[k] * loss_scale
         unigram_scores(indptr, indices, data, s0, s0 + T, V_U, scores)
-        add_hamming_loss(scores, T, gold, lw_scaled)
-        viterbi(scores, T, V_B, V_start, V_end, backptr, delta, yhat)
-        rm = m  # weight (m+1 − 1) of this step's direction in R
+        c = 1.0  # weight of ψ_i(ŷ) in the step
+        if slack:
+            phi, loss = slack_viterbi(scores, T, V_B, V_start, V_end, gold,
+                                      Cn / m if m > 0 else 0.0, V, back, yhat)
+            c = float(loss)
+        else:
+            # argmax δ + (Cn/m) <v, φ>  ==  argmax (m/Cn) δ + <v, φ>   (v = 0 when m = 0)
+            loss_scale = m / Cn if m > 0 else 1.0
+            for k in range(K):
+                lw_scaled[k] = loss_weights[k] * loss_scale
+            add_hamming_loss(scores, T, gold, lw_scaled)
+            viterbi(scores, T, V_B, V_start, V_end, backptr, delta, yhat)
+        rm = m * c  # weight (m+1 − 1) of this step's direction in R
         m += 1.0
+        if c == 0.0:
+            continue
         for t in range(T):
             a = gold[t]
             b = yhat[t]
@@ -239,22 +255,22 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
             for p in range(indptr[row], indptr[row + 1]):
                 j = indices[p]
                 v = data[p]
-                V_U[j, a] += v
-                V_U[j, b] -= v
+                V_U[j, a] += c * v
+                V_U[j, b] -= c * v
                 if averaging:
                     R_U[j, a] += rm * v
                     R_U[j, b] -= rm * v
         for t in range(T - 1):
-            V_B[gold[t], gold[t + 1]] += 1.0
-            V_B[yhat[t], yhat[t + 1]] -= 1.0
+            V_B[gold[t], gold[t + 1]] += c
+            V_B[yhat[t], yhat[t + 1]] -= c
             if averaging:
                 R_B[gold[t], gold[t + 1]] += rm
                 R_B[yhat[t], yhat[t + 1]] -= rm
         if start_end:
-            V_start[gold[0]] += 1.0
-            V_start[yhat[0]] -= 1.0
-            V_end[gold[T - 1]] += 1.0
-            V_end[yhat[T - 1]] -= 1.0
+            V_start[gold[0]] += c
+            V_start[yhat[0]] -= c
+            V_end[gold[T - 1]] += c
+            V_end[yhat[T - 1]] -= c
             if averaging:
                 R_start[gold[0]] += rm
                 R_start[yhat[0]] -= rm
@@ -277,24 +293,56 @@ def _aug_score(scores, T, W_B, start, end, start_end, y):
 
 
 @njit(cache=True)
+def _atom_value(scores, T, W_B, start, end, start_end, y, gold, gold_score, slack):
+    """The block-gap value of labelling y: s̃(y) (margin; scores loss-augmented) or
+    Φ(y) = δ(y)(1 + s(y) − s(ȳ)) (slack, unit loss; scores plain). Also returns δ(y) for
+    slack (1 for margin, where corners are not loss-weighted)."""
+    s = _aug_score(scores, T, W_B, start, end, start_end, y)
+    if not slack:
+        return s, 1.0
+    loss = 0.0
+    for t in range(T):
+        if y[t] != gold[t]:
+            loss += 1.0
+    return loss * (1.0 + s - gold_score), loss
+
+
+@njit(cache=True)
+def _add_coef(labels, coefs, n, label, c):
+    """Add c to the entry of ``label`` in a tiny sparse vector (labels[:n], coefs[:n])."""
+    for q in range(n):
+        if labels[q] == label:
+            coefs[q] += c
+            return n
+    labels[n] = label
+    coefs[n] = c
+    return n + 1
+
+
+@njit(cache=True)
 def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_offsets,
                order, C, start_end,
                W_U, W_B, start, end, atom_labels, atom_weights, atom_count, capacity, scalars,
-               averaging, R_U, R_B, R_start, R_end, block_gaps):
+               averaging, R_U, R_B, R_start, R_end, block_gaps, slack):
     """One block-coordinate *pairwise* Frank-Wolfe pass (Osokin et al. 2016, BCPFW), C-form.
 
     Block i's dual point is kept as its atoms: labellings ``y^a`` with weights ``α_a``
-    (``q_i = Σ_a α_a e_{y^a}``), stored in ``atom_labels[offsets[i]·A + a·T + t]``. A step moves
-    mass γ ∈ [0, α_v] from the away atom ``v = argmin_a s̃(y^a)`` to the Frank-Wolfe corner
-    ``ŷ = argmax_y s̃(y)`` (s̃ = loss-augmented score):
+    (``q_i = Σ_a α_a e_{y^a}``), stored in ``atom_labels[offsets[i]·A + a·T + t]``. Corner
+    ``y`` of block i is ``w_s(y) = C g(y) ψ_i(y)``, ``ℓ_s(y) = C δ(y)`` with ``g ≡ 1`` for margin
+    rescaling and ``g = δ`` for slack rescaling (ALGORITHMS.md §6), and its block-gap value is
+    ``ℓ_s − <w, w_s> = C v(y)`` with ``v = s̃`` (loss-augmented score) or ``v = Φ``. A step moves
+    mass γ ∈ [0, α_v] from the away atom ``v = argmin_a v(y^a)`` to the oracle's corner
+    ``ŷ = argmax_y v(y)`` (Viterbi, or the exact slack dynamic program):
 
-        w ← w − γ C (φ(ŷ) − φ(v)),   ℓ ← ℓ + γ C (δ(ŷ) − δ(v))
-        γ = min( C (s̃(ŷ) − s̃(v)) / ‖C (φ(ŷ) − φ(v))‖²,  α_v )          (exact line search)
+        w ← w + γ C Σ_t x_t ⊗ c_t (+ bigram, start, end),  ℓ ← ℓ + γ C (δ(ŷ) − δ(v))
+        c_t = (g_ŷ − g_v) e_{ȳ_t} − g_ŷ e_{ŷ_t} + g_v e_{v_t}
+        γ = min( C (v(ŷ) − v(v)) / ‖C (g_ŷ ψ(ŷ) − g_v ψ(v))‖²,  α_v )      (exact line search)
 
-    Only tokens where ŷ and v differ are touched. ``block_gaps[i]`` receives the Frank-Wolfe
-    block gap ``C (s̃(ŷ) − Σ_a α_a s̃(y^a))``. The pass stops early, returning the number of
-    blocks done, when a new atom does not fit into ``capacity`` atoms; the caller grows the
-    pool and continues. ``scalars = [ℓ, m, R_ℓ]`` as in :func:`bcfw_pass`.
+    For margin rescaling ``c_t = e_{v_t} − e_{ŷ_t}`` vanishes where ŷ and v agree, so only
+    those tokens are touched. ``block_gaps[i]`` receives the Frank-Wolfe block gap
+    ``C (v(ŷ) − Σ_a α_a v(y^a))``. The pass stops early, returning the number of blocks done,
+    when a new atom does not fit into ``capacity`` atoms; the caller grows the pool and
+    continues. ``scalars = [ℓ, m, R_ℓ]`` as in :func:`bcfw_pass`.
     """
     K = W_U.shape[1]
     A = capacity
@@ -305,6 +353,15 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
     yhat = np.empty(max_T, dtype=np.int32)
     pair_count = np.zeros((K, K))
     atom_scores = np.empty(A)
+    atom_losses = np.empty(A)
+    coef_labels = np.empty((max_T, 3), dtype=np.int64)
+    coefs = np.empty((max_T, 3))
+    n_coef = np.empty(max_T, dtype=np.int64)
+    end_labels = np.empty(3, dtype=np.int64)
+    end_coefs = np.empty(3)
+    V = np.empty((max_T, K, max_T + 1)) if slack else np.empty((1, 1, 1))
+    back = np.zeros((max_T, K, max_T + 1), dtype=np.int32) if slack else np.zeros(
+        (1, 1, 1), dtype=np.int32)
     loss_term = scalars[0]
     m = scalars[1]
     R_loss = scalars[2]
@@ -318,18 +375,28 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         m += 1.0  # every visit is an averaging step, also when γ = 0
         A_prev = 0.5 * (m - 1.0) * m
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        add_hamming_loss(scores, T, gold, loss_weights)
-        best = viterbi(scores, T, W_B, start, end, backptr, delta, yhat)
+        gold_score = 0.0
+        if slack:
+            gold_score = _aug_score(scores, T, W_B, start, end, start_end, gold)
+            best, best_loss = slack_viterbi(scores, T, W_B, start, end, gold, 1.0, V, back,
+                                            yhat)
+            g_hat = float(best_loss)
+        else:
+            add_hamming_loss(scores, T, gold, loss_weights)
+            best = viterbi(scores, T, W_B, start, end, backptr, delta, yhat)
+            g_hat = 1.0
 
-        # atoms: scores, the away atom, the position of ŷ, the Frank-Wolfe block gap
+        # atoms: values, the away atom, the position of ŷ, the Frank-Wolfe block gap
         n_atoms = atom_count[i]
         away = -1
         fw = -1
         mean_score = 0.0
         for a in range(n_atoms):
             y_a = atom_labels[base + a * T: base + (a + 1) * T]
-            sa = _aug_score(scores, T, W_B, start, end, start_end, y_a)
+            sa, la = _atom_value(scores, T, W_B, start, end, start_end, y_a, gold, gold_score,
+                                 slack)
             atom_scores[a] = sa
+            atom_losses[a] = la
             mean_score += atom_weights[i, a] * sa
             if atom_weights[i, a] > 0.0 and (away < 0 or sa < atom_scores[away]):
                 away = a
@@ -353,6 +420,7 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
                 atom_labels[base + fw * T + t] = yhat[t]
             atom_weights[i, fw] = 0.0
             atom_scores[fw] = best
+            atom_losses[fw] = g_hat
             atom_count[i] = n_atoms + 1
         if fw == away or away < 0:
             continue
@@ -360,31 +428,39 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         if pw_gap <= 0.0:
             continue
         v = atom_labels[base + away * T: base + (away + 1) * T]
+        g_v = atom_losses[away] if slack else 1.0
+        g_gold = g_hat - g_v
 
-        # ‖φ(ŷ) − φ(v)‖²
+        # per-token coefficient vectors c_t and ‖Σ_t x_t ⊗ c_t‖² via the token Gram matrix
+        for t in range(T):
+            nc = 0
+            if g_gold != 0.0:
+                nc = _add_coef(coef_labels[t], coefs[t], nc, gold[t], g_gold)
+            nc = _add_coef(coef_labels[t], coefs[t], nc, yhat[t], -g_hat)
+            nc = _add_coef(coef_labels[t], coefs[t], nc, v[t], g_v)
+            n_coef[t] = nc
         sq = 0.0
         g0 = gram_offsets[i]
         for t in range(T):
-            if yhat[t] == v[t]:
-                continue
             for u in range(T):
-                if yhat[u] == v[u]:
+                gtu = gram[g0 + T * t + u]
+                if gtu == 0.0:
                     continue
                 e = 0.0
-                if yhat[t] == yhat[u]:
-                    e += 1.0
-                if yhat[t] == v[u]:
-                    e -= 1.0
-                if v[t] == yhat[u]:
-                    e -= 1.0
-                if v[t] == v[u]:
-                    e += 1.0
+                for p in range(n_coef[t]):
+                    for q in range(n_coef[u]):
+                        if coef_labels[t, p] == coef_labels[u, q]:
+                            e += coefs[t, p] * coefs[u, q]
                 if e != 0.0:
-                    sq += gram[g0 + T * t + u] * e
+                    sq += gtu * e
         for t in range(T - 1):
-            pair_count[yhat[t], yhat[t + 1]] += 1.0
-            pair_count[v[t], v[t + 1]] -= 1.0
+            pair_count[gold[t], gold[t + 1]] += g_gold
+            pair_count[yhat[t], yhat[t + 1]] -= g_hat
+            pair_count[v[t], v[t + 1]] += g_v
         for t in range(T - 1):
+            c = pair_count[gold[t], gold[t + 1]]
+            sq += c * c
+            pair_count[gold[t], gold[t + 1]] = 0.0
             c = pair_count[yhat[t], yhat[t + 1]]
             sq += c * c
             pair_count[yhat[t], yhat[t + 1]] = 0.0
@@ -392,10 +468,13 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
             sq += c * c
             pair_count[v[t], v[t + 1]] = 0.0
         if start_end:
-            if yhat[0] != v[0]:
-                sq += 2.0
-            if yhat[T - 1] != v[T - 1]:
-                sq += 2.0
+            for pos in (0, T - 1):
+                ne = 0
+                ne = _add_coef(end_labels, end_coefs, ne, gold[pos], g_gold)
+                ne = _add_coef(end_labels, end_coefs, ne, yhat[pos], -g_hat)
+                ne = _add_coef(end_labels, end_coefs, ne, v[pos], g_v)
+                for q in range(ne):
+                    sq += end_coefs[q] * end_coefs[q]
         norm2 = C * C * sq
         alpha_v = atom_weights[i, away]
         if norm2 <= 0.0:
@@ -405,45 +484,50 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
             if gamma > alpha_v - 1e-12:
                 gamma = alpha_v  # a drop step: the away atom leaves the active set
 
-        # w ← w − γ C (φ(ŷ) − φ(v)); averaging accumulator R ← R + A_{m−1} Δ
-        f = -gamma * C
+        # w ← w + γ C Σ_t x_t ⊗ c_t …; averaging accumulator R ← R + A_{m−1} Δ
+        f = gamma * C
         fr = f * A_prev
         dloss = 0.0
         for t in range(T):
-            a_lab = yhat[t]
-            b_lab = v[t]
-            if a_lab == b_lab:
-                continue
             g = gold[t]
-            if a_lab != g:
+            if yhat[t] != g:
                 dloss += loss_weights[g]
-            if b_lab != g:
+            if v[t] != g:
                 dloss -= loss_weights[g]
             row = s0 + t
-            for p in range(indptr[row], indptr[row + 1]):
-                j = indices[p]
-                x = data[p]
-                W_U[j, a_lab] += f * x
-                W_U[j, b_lab] -= f * x
-                if averaging:
-                    R_U[j, a_lab] += fr * x
-                    R_U[j, b_lab] -= fr * x
+            for q in range(n_coef[t]):
+                c = coefs[t, q]
+                if c == 0.0:
+                    continue
+                lab = coef_labels[t, q]
+                for p in range(indptr[row], indptr[row + 1]):
+                    j = indices[p]
+                    x = data[p]
+                    W_U[j, lab] += f * c * x
+                    if averaging:
+                        R_U[j, lab] += fr * c * x
         for t in range(T - 1):
-            W_B[yhat[t], yhat[t + 1]] += f
-            W_B[v[t], v[t + 1]] -= f
+            W_B[gold[t], gold[t + 1]] += f * g_gold
+            W_B[yhat[t], yhat[t + 1]] -= f * g_hat
+            W_B[v[t], v[t + 1]] += f * g_v
             if averaging:
-                R_B[yhat[t], yhat[t + 1]] += fr
-                R_B[v[t], v[t + 1]] -= fr
+                R_B[gold[t], gold[t + 1]] += fr * g_gold
+                R_B[yhat[t], yhat[t + 1]] -= fr * g_hat
+                R_B[v[t], v[t + 1]] += fr * g_v
         if start_end:
-            start[yhat[0]] += f
-            start[v[0]] -= f
-            end[yhat[T - 1]] += f
-            end[v[T - 1]] -= f
+            start[gold[0]] += f * g_gold
+            start[yhat[0]] -= f * g_hat
+            start[v[0]] += f * g_v
+            end[gold[T - 1]] += f * g_gold
+            end[yhat[T - 1]] -= f * g_hat
+            end[v[T - 1]] += f * g_v
             if averaging:
-                R_start[yhat[0]] += fr
-                R_start[v[0]] -= fr
-                R_end[yhat[T - 1]] += fr
-                R_end[v[T - 1]] -= fr
+                R_start[gold[0]] += fr * g_gold
+                R_start[yhat[0]] -= fr * g_hat
+                R_start[v[0]] += fr * g_v
+                R_end[gold[T - 1]] += fr * g_gold
+                R_end[yhat[T - 1]] -= fr * g_hat
+                R_end[v[T - 1]] += fr * g_v
         dl = gamma * C * dloss
         loss_term += dl
         if averaging:

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .history import History, Record, format_header, format_record
-from .objective import duality_gap, primal_objective
+from .objective import RESCALINGS, duality_gap, primal_objective
 
 #: Examples handed to one kernel call: a pass is split so that Ctrl-C is honoured promptly.
 CHUNK_TOKENS = 200_000
@@ -47,6 +47,9 @@ class PassSolver:
         Seeds the order of the examples in each pass.
     verbose : int
         0 silent; 1 one line per checked pass; 2 one line per pass.
+    rescaling : {"margin", "slack"}
+        Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
+        ``max_y δ (1 + s(y) − s(ȳ))`` in the hinge (ALGORITHMS.md §1, §6).
     callback : callable ``callback(record) -> bool`` or None
         Called after every pass with its :class:`Record`; returning True stops training.
     validation : callable ``validation(w) -> float`` or None
@@ -58,13 +61,18 @@ class PassSolver:
 
     def __init__(self, model, C=1.0, *, max_iter=100, tol=1e-3, check_every=5,
                  averaging=True, random_state=None, verbose=0, callback=None, validation=None,
-                 out=None):
+                 out=None, rescaling="margin"):
         if not C > 0:
             raise ValueError(f"C must be positive, got {C}")
         if int(max_iter) < 0:
             raise ValueError(f"max_iter must be >= 0, got {max_iter}")
         if int(check_every) < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
+        if rescaling not in RESCALINGS:
+            raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
+        if rescaling == "slack":
+            model.check_slack()
+        self.rescaling = rescaling
         self.model = model
         self.C = float(C)
         self.max_iter = int(max_iter)
@@ -229,12 +237,14 @@ class PassSolver:
             cands = self.candidates()
             self._checks += 1
             if final or len(cands) == 1 or self._checks % 3 == 1:
-                primals = [primal_objective(self.model, self.data, w, self.C) for w in cands]
+                primals = [primal_objective(self.model, self.data, w, self.C, self.rescaling)
+                           for w in cands]
                 self._chosen = int(np.argmin(primals))
                 rec.primal = primals[self._chosen]
             else:
                 self._chosen = min(self._chosen, len(cands) - 1)
-                rec.primal = primal_objective(self.model, self.data, cands[self._chosen], self.C)
+                rec.primal = primal_objective(self.model, self.data, cands[self._chosen], self.C,
+                                              self.rescaling)
             w = cands[self._chosen]
             if self.has_dual:
                 rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)

@@ -47,6 +47,9 @@ class BCFW(PassSolver):
         super().__init__(model, C, **kwargs)
         if step not in ("pairwise", "fw"):
             raise ValueError(f"step must be 'pairwise' or 'fw', got {step!r}")
+        if step == "fw" and self.rescaling == "slack":
+            raise ValueError("slack rescaling needs step='pairwise' (the marginal state of the "
+                             "classic step cannot hold loss-weighted corners)")
         self.step = step
 
     def _init_state(self):
@@ -138,7 +141,8 @@ class BCFW(PassSolver):
                     self.gram, self.gram_offsets, order[done:], self.C, self.model.start_end,
                     W.unigram, W.transition, W.start, W.end, self.atom_labels,
                     self.atom_weights, self.atom_count, self.capacity, self.scalars,
-                    self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps)
+                    self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps,
+                    self.rescaling == "slack")
                 if done < len(order):
                     self._grow_atoms()
             return len(order)

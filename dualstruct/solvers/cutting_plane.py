@@ -83,7 +83,10 @@ class CuttingPlane(PassSolver):
 
     def _iterate(self):
         model, data, C = self.model, self.data, self.C
-        hinge, yhat = model.hinge(self.w, data)
+        if self.rescaling == "slack":
+            hinge, yhat = model.slack_hinge(self.w, data)
+        else:
+            hinge, yhat = model.hinge(self.w, data)
         primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
         self.last_primal = primal
         if primal < self.best_primal:
@@ -104,10 +107,14 @@ class CuttingPlane(PassSolver):
         start = P.start if model.start_end else np.zeros(model.n_labels)
         end = P.end if model.start_end else np.zeros(model.n_labels)
         indptr, indices, values, offsets = self.arrays
+        # margin: (Σ_i ψ_i(ŷ_i), Σ_i δ_i);  slack: (Σ_i δ_i ψ_i(ŷ_i), Σ_i δ_i)
+        losses = np.add.reduceat(model.loss_weights[data.labels] * (data.labels != yhat),
+                                 data.offsets[:-1])
+        weights = losses if self.rescaling == "slack" else np.ones(data.n_sequences)
         kern.aggregate_joint_feature_difference(
-            indptr, indices, values, offsets, data.labels, yhat, np.ones(data.n_sequences),
+            indptr, indices, values, offsets, data.labels, yhat, weights,
             model.start_end, P.unigram, P.transition, start, end)
-        delta = model.loss(data.labels, yhat)
+        delta = float(losses.sum())
         if len(self.delta) >= self.max_constraints:  # drop the longest-idle constraint
             drop = int(np.argmax(self.idle))
             self._remove(np.array([drop]))

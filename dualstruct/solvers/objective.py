@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 RESCALINGS = ("margin", "slack")
 
 

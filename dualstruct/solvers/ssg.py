@@ -41,7 +41,8 @@ class SSG(PassSolver):
         return kern.ssg_pass(
             indptr, indices, values, offsets, self.data.labels, self.model.loss_weights, order,
             self.model.start_end, V.unigram, V.transition, V.start, V.end, self.scalars,
-            self.averaging, R.unigram, R.transition, R.start, R.end)
+            self.averaging, R.unigram, R.transition, R.start, R.end,
+            self.rescaling == "slack")
 
     def candidates(self):
         m, Cn = self.scalars
