@@ -173,6 +173,7 @@ def cmd_train(args, out):
         tagger.svm_.set_params(max_iter=args.max_iter - done, tol=args.tol)
     else:
         svm = StructuredSVM(solver=args.solver, C=args.C, rescaling=args.rescaling,
+                            slack_search=args.slack_search,
                             max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, fit_intercept=False,
                             random_state=args.seed)
@@ -339,6 +340,8 @@ def build_parser():
     t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane"), default="bcfw")
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
     t.add_argument("--rescaling", choices=("margin", "slack"), default="margin")
+    t.add_argument("--slack-search", choices=("exact", "angular", "bisecting", "binary"),
+                   default="exact", help="how the slack-rescaled oracle is computed")
     t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     t.add_argument("--tol", type=float, default=0.01,
                    help="stop at this relative duality gap (default 0.01)")

@@ -84,6 +84,9 @@ class StructuredSVM(BaseEstimator):
     rescaling : {"margin", "slack"}
         Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
         ``max_y δ·(1 + s(y) − s(ȳ))`` (exact dynamic-programming oracle, unit loss only).
+    slack_search : {"exact", "angular", "bisecting", "binary"}
+        The slack oracle: exact dynamic program, or the searches of Choi, Meshi, Srebro (2016)
+        over λ-oracle calls (angular is exact too; bisecting and binary can miss).
     solver_options : dict, optional
         Extra keyword arguments of the solver class, e.g. ``{"step": "fw"}`` for the classic
         BCFW step (see :class:`~dualstruct.solvers.BCFW`).
@@ -100,7 +103,8 @@ class StructuredSVM(BaseEstimator):
     def __init__(self, model="chain", solver="bcfw", C=1.0, max_iter=500, tol=1e-2,
                  check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
                  start_end=True, loss_weights=None, random_state=None, verbose=0,
-                 callback=None, warm_start=False, solver_options=None, rescaling="margin"):
+                 callback=None, warm_start=False, solver_options=None, rescaling="margin",
+                 slack_search="exact"):
         self.model = model
         self.solver = solver
         self.C = C
@@ -118,6 +122,7 @@ class StructuredSVM(BaseEstimator):
         self.warm_start = warm_start
         self.solver_options = solver_options
         self.rescaling = rescaling
+        self.slack_search = slack_search
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
@@ -151,7 +156,8 @@ class StructuredSVM(BaseEstimator):
     #: parameters that define the optimization problem and the solver state; a warm start
     #: continues only if none of them changed
     _STATE_PARAMS = ("model", "solver", "C", "averaging", "fit_intercept", "intercept_scaling",
-                     "start_end", "loss_weights", "solver_options", "rescaling")
+                     "start_end", "loss_weights", "solver_options", "rescaling",
+                     "slack_search")
 
     def _encode_labels(self, y, fit):
         try:
@@ -285,7 +291,8 @@ class StructuredSVM(BaseEstimator):
                 self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation, rescaling=self.rescaling, **(self.solver_options or {}))
+                validation=validation, rescaling=self.rescaling,
+                slack_search=self.slack_search, **(self.solver_options or {}))
             if resume is not None:
                 solver.load_state(data, *resume)
                 solver.history = self.history_

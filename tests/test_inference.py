@@ -96,3 +96,41 @@ def test_slack_needs_unit_loss():
     data = pack_sequences([np.ones((2, 2))], [np.array([0, 1])])
     with pytest.raises(ValueError, match="unit Hamming loss"):
         model.slack_hinge(model.init_weights(), data)
+
+
+def _brute_phi(model, w, x, y):
+    gold = float(w @ model.joint_feature(x, y))
+    return max(model.loss(y, r[0]) * (1 + r[1] - gold) for r in brute_scores(model, w, x, y))
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+def test_slack_searches_against_brute_force(K):
+    rng = np.random.default_rng(700 + K)
+    d = 3
+    X, Y = random_chain_problem(rng, n=40, K=K, d=d, max_len=5)
+    model = ChainModel(K, d)
+    data = pack_sequences(X, Y)
+    misses = {"bisecting": 0, "binary": 0}
+    for scale in (0.2, 1.0, 4.0):
+        w = scale * rng.normal(size=model.size)
+        ref = np.array([max(_brute_phi(model, w, _dense(x), y), 0.0) for x, y in zip(X, Y)])
+        for search in ("exact", "angular", "bisecting", "binary"):
+            phi, calls, labels = model.slack_search(w, data, search)
+            labels = np.split(labels, data.offsets[1:-1])
+            # the reported Φ is the Φ of the returned labelling, never above the maximum
+            for i, (x, y) in enumerate(zip(X, Y)):
+                gold = float(w @ model.joint_feature(x, y))
+                got = model.loss(y, labels[i]) * (
+                    1 + float(w @ model.joint_feature(x, labels[i])) - gold)
+                assert phi[i] == pytest.approx(max(got, 0.0), abs=1e-9)
+            assert np.all(phi <= ref + 1e-9)
+            if search in ("exact", "angular"):
+                assert phi == pytest.approx(ref, abs=1e-9)
+                if search == "angular":
+                    lengths = data.lengths
+                    assert np.all(calls <= 2 * (lengths + 1) + 1)  # Theorem 2
+            else:
+                misses[search] += int(np.sum(phi < ref - 1e-9))
+    # the λ-oracle searches are approximate but usually right on tiny chains
+    assert misses["bisecting"] <= 0.5 * 3 * len(X)
+    assert misses["binary"] <= 0.5 * 3 * len(X)

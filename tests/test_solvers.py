@@ -279,3 +279,26 @@ def test_slack_rescaling_errors():
         SSG(ChainModel(2, 2), 1.0, rescaling="both")
     with pytest.raises(ValueError, match="step='pairwise'"):
         BCFW(ChainModel(2, 2), 1.0, rescaling="slack", step="fw")
+
+
+@pytest.mark.parametrize("search", ["angular", "bisecting", "binary"])
+def test_slack_searches_as_training_oracles(search):
+    from dualstruct.solvers import CuttingPlane
+
+    _, _, data, model = _problem(41, n=10)
+    exact = BCFW(model, 1.0, rescaling="slack", max_iter=20000, tol=1e-7, check_every=20,
+                 random_state=0).fit(data)
+    p = exact.history.last.primal
+    bc = BCFW(model, 1.0, rescaling="slack", slack_search=search, max_iter=3000, tol=1e-7,
+              check_every=20, random_state=0).fit(data)
+    cp = CuttingPlane(model, 1.0, rescaling="slack", slack_search=search, max_iter=1000,
+                      tol=1e-7).fit(data)
+    for s in (bc, cp):
+        # the reported primal is exact, so it can never undercut the optimum
+        assert s.history.last.primal >= p * (1 - 1e-7)
+        assert s.oracle_calls > 0
+    if search == "angular":  # exact search: the same optimum
+        assert bc.history.last.primal == pytest.approx(p, rel=1e-5)
+        assert cp.history.last.primal == pytest.approx(p, rel=1e-5)
+    else:
+        assert bc.history.last.primal == pytest.approx(p, rel=0.05)

@@ -134,17 +134,13 @@ def hinge_all(indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, st
 
 
 @njit(cache=True)
-def slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out):
-    """Exact slack-rescaled oracle on a chain with unit Hamming loss (ALGORITHMS.md §6):
+def loss_table(scores, T, W_B, start, end, gold, scale, V, back, best_s, best_k):
+    """Best ``scale·s(y)`` for every Hamming loss value L = 0..T (unit loss), O(T² K²).
 
-        argmax_y  Φ(y) = δ(ȳ, y) · (1 + scale·(s(y) − s(ȳ)))
-
-    by dynamic programming over (position, label, loss so far): ``V[t, k, L]`` is the best
-    ``scale·s`` of a prefix ending in label k at t with L mistakes, O(T² K²). For each loss L
-    the best score ``h_L`` gives ``Φ_L = L (1 + h_L − s(ȳ))`` and the answer is the best L.
-    ``scores`` are the plain (not loss-augmented) unigram scores; ``V`` (≥ T×K×(T+1)) and
-    ``back`` are scratch. Writes the maximizer into ``out[:T]`` (ȳ itself when no labelling
-    has Φ > 0) and returns ``(Φ_max, loss)``.
+    ``V[t, k, L]`` is the best scaled score of a prefix ending in label k at t with L
+    mistakes; ``best_s[L]`` / ``best_k[L]`` the best complete score with loss L and its last
+    label (``-inf`` / -1 when no labelling has that loss). ``back`` keeps the argmax
+    predecessors for :func:`backtrack_loss_table`.
     """
     K = scores.shape[1]
     for t in range(T):
@@ -170,33 +166,60 @@ def slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out):
             for L in range(t + 2):
                 if V[t, b, L] != -np.inf:
                     V[t, b, L] += scale * scores[t, b]
-    gold_score = scale * labelling_score(scores, T, W_B, start, end, gold)
-    best_phi = 0.0
-    best_L = 0
-    best_k = -1
-    for L in range(1, T + 1):
+    for L in range(T + 1):
+        best_s[L] = -np.inf
+        best_k[L] = -1
         for k in range(K):
             v = V[T - 1, k, L]
             if v == -np.inf:
                 continue
-            phi = L * (1.0 + v + scale * end[k] - gold_score)
-            if phi > best_phi:
-                best_phi = phi
-                best_L = L
-                best_k = k
-    if best_k < 0:
+            v += scale * end[k]
+            if v > best_s[L]:
+                best_s[L] = v
+                best_k[L] = k
+
+
+@njit(cache=True)
+def backtrack_loss_table(T, gold, back, k, L, out):
+    """The labelling behind ``best_k[L] = k`` of :func:`loss_table`, written to out[:T]."""
+    for t in range(T - 1, -1, -1):
+        out[t] = k
+        if t > 0:
+            k_prev = back[t, k, L]
+            L -= 0 if k == gold[t] else 1
+            k = k_prev
+
+
+@njit(cache=True)
+def slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out):
+    """Exact slack-rescaled oracle on a chain with unit Hamming loss (ALGORITHMS.md §6):
+
+        argmax_y  Φ(y) = δ(ȳ, y) · (1 + scale·(s(y) − s(ȳ)))
+
+    For each loss L the best score ``h_L`` of :func:`loss_table` gives
+    ``Φ_L = L (1 + h_L − s(ȳ))`` (for fixed L, Φ grows with the score), and the answer is the
+    best L, O(T² K²). ``scores`` are the plain (not loss-augmented) unigram scores; ``V``
+    (≥ T×K×(T+1)) and ``back`` are scratch. Writes the maximizer into ``out[:T]`` (ȳ itself
+    when no labelling has Φ > 0) and returns ``(Φ_max, loss)``.
+    """
+    best_s = np.empty(T + 1)
+    best_k = np.empty(T + 1, dtype=np.int64)
+    loss_table(scores, T, W_B, start, end, gold, scale, V, back, best_s, best_k)
+    gold_score = scale * labelling_score(scores, T, W_B, start, end, gold)
+    best_phi = 0.0
+    best_L = 0
+    for L in range(1, T + 1):
+        if best_k[L] < 0:
+            continue
+        phi = L * (1.0 + best_s[L] - gold_score)
+        if phi > best_phi:
+            best_phi = phi
+            best_L = L
+    if best_L == 0:
         for t in range(T):
             out[t] = gold[t]
         return 0.0, 0
-    k = best_k
-    L = best_L
-    for t in range(T - 1, -1, -1):
-        out[t] = k
-        lk = 0 if k == gold[t] else 1
-        if t > 0:
-            k_prev = back[t, k, L]
-            L -= lk
-            k = k_prev
+    backtrack_loss_table(T, gold, back, best_k[best_L], best_L, out)
     return best_phi, best_L
 
 

@@ -148,6 +148,25 @@ class ChainModel:
                                 np.ascontiguousarray(W.transition), W.start, W.end, hinge, out)
         return hinge, out
 
+    def slack_search(self, w: np.ndarray, data: PackedSequences, search: str = "angular"):
+        """Run one slack search (``"exact"``, ``"angular"``, ``"bisecting"``, ``"binary"``) on
+        every sequence: returns (Φ found, oracle calls, labels)."""
+        from ..inference.slack_search import SEARCHES, search_all
+
+        if search not in SEARCHES:
+            raise ValueError(f"search must be one of {tuple(SEARCHES)}, got {search!r}")
+        self._check_data(data)
+        self.check_slack()
+        W = self.unpack(w)
+        indptr, indices, values, offsets = data.kernel_arrays()
+        phi = np.empty(data.n_sequences)
+        calls = np.empty(data.n_sequences, dtype=np.int64)
+        out = np.empty(data.n_tokens, dtype=np.int32)
+        search_all(SEARCHES[search], indptr, indices, values, offsets, data.labels,
+                   np.ascontiguousarray(W.unigram), np.ascontiguousarray(W.transition),
+                   W.start, W.end, phi, calls, out)
+        return phi, calls, out
+
     def check_slack(self):
         if not np.all(self.loss_weights == 1.0):
             raise ValueError("slack rescaling supports the unit Hamming loss only "

@@ -30,7 +30,8 @@ so ``R`` receives exactly the sparse updates ``w`` does and a step never touches
 import numpy as np
 from numba import njit, prange
 
-from ..inference.chain import add_hamming_loss, slack_viterbi, unigram_scores, viterbi
+from ..inference.chain import add_hamming_loss, unigram_scores, viterbi
+from ..inference.slack_search import slack_oracle
 
 
 @njit(cache=True)
@@ -198,7 +199,7 @@ def bcfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_o
 @njit(cache=True)
 def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_end,
              V_U, V_B, V_start, V_end, scalars, averaging, R_U, R_B, R_start, R_end,
-             slack):
+             slack, search):
     """One pass of Pegasos-style stochastic subgradient (ALGORITHMS.md §2), C-form.
 
     With step ``η_t = 1/(λ (t+1))`` the iterate is ``w_m = v_m / (λ m) = C n v_m / m`` where
@@ -206,9 +207,10 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
     ``ψ_i(ŷ) = φ(x_i, ȳ_i) − φ(x_i, ŷ)``; so only ``v`` is stored and the step is sparse. The
     loss-augmented argmax at ``w_m`` is taken on ``v`` with the loss scaled by ``m / (C n)``.
     Averaging ``w̄_M = Σ_j j w_j / A_M = C n (M v_M − R_M) / A_M`` with ``R_M = Σ_m (m−1) ψ_m``.
-    ``scalars = [m, C n]``. Returns the number of oracle calls.
+    ``scalars = [m, C n]``. Returns the number of oracle calls (for slack rescaling the calls
+    its search made).
 
-    With ``slack=True`` the oracle is the exact slack-rescaled one (scores scaled by C n / m)
+    With ``slack=True`` the oracle is the slack search ``search`` (scores scaled by C n / m)
     and the direction is weighted by the loss of ŷ: ``v += δ(ŷ) ψ_i(ŷ)`` (the subgradient of
     ``δ(ŷ)(1 + s(ŷ) − s(ȳ))``, ALGORITHMS.md §6).
     """
@@ -222,6 +224,9 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
     V = np.empty((max_T, K, max_T + 1)) if slack else np.empty((1, 1, 1))
     back = np.zeros((max_T, K, max_T + 1), dtype=np.int32) if slack else np.zeros(
         (1, 1, 1), dtype=np.int32)
+    aug = np.empty((max_T, K))
+    cand = np.empty(max_T, dtype=np.int32)
+    calls = 0
     m = scalars[0]
     Cn = scalars[1]
     for idx in range(order.shape[0]):
@@ -232,8 +237,10 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
         unigram_scores(indptr, indices, data, s0, s0 + T, V_U, scores)
         c = 1.0  # weight of ψ_i(ŷ) in the step
         if slack:
-            phi, loss = slack_viterbi(scores, T, V_B, V_start, V_end, gold,
-                                      Cn / m if m > 0 else 0.0, V, back, yhat)
+            phi, loss, nc = slack_oracle(search, scores, T, V_B, V_start, V_end, gold,
+                                         Cn / m if m > 0 else 0.0, V, back, aug, lw_scaled,
+                                         backptr, delta, cand, cand, False, yhat)
+            calls += nc
             c = float(loss)
         else:
             # argmax δ + (Cn/m) <v, φ>  ==  argmax (m/Cn) δ + <v, φ>   (v = 0 when m = 0)
@@ -242,6 +249,7 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
                 lw_scaled[k] = loss_weights[k] * loss_scale
             add_hamming_loss(scores, T, gold, lw_scaled)
             viterbi(scores, T, V_B, V_start, V_end, backptr, delta, yhat)
+            calls += 1
         rm = m * c  # weight (m+1 − 1) of this step's direction in R
         m += 1.0
         if c == 0.0:
@@ -277,7 +285,7 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
                 R_end[gold[T - 1]] += rm
                 R_end[yhat[T - 1]] -= rm
     scalars[0] = m
-    return order.shape[0]
+    return calls
 
 
 @njit(cache=True)
@@ -323,7 +331,7 @@ def _add_coef(labels, coefs, n, label, c):
 def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_offsets,
                order, C, start_end,
                W_U, W_B, start, end, atom_labels, atom_weights, atom_count, capacity, scalars,
-               averaging, R_U, R_B, R_start, R_end, block_gaps, slack):
+               averaging, R_U, R_B, R_start, R_end, block_gaps, slack, search, calls):
     """One block-coordinate *pairwise* Frank-Wolfe pass (Osokin et al. 2016, BCPFW), C-form.
 
     Block i's dual point is kept as its atoms: labellings ``y^a`` with weights ``α_a``
@@ -342,7 +350,9 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
     those tokens are touched. ``block_gaps[i]`` receives the Frank-Wolfe block gap
     ``C (v(ŷ) − Σ_a α_a v(y^a))``. The pass stops early, returning the number of blocks done,
     when a new atom does not fit into ``capacity`` atoms; the caller grows the pool and
-    continues. ``scalars = [ℓ, m, R_ℓ]`` as in :func:`bcfw_pass`.
+    continues. ``scalars = [ℓ, m, R_ℓ]`` as in :func:`bcfw_pass`. For slack rescaling the
+    corner comes from the slack search ``search`` (exact DP, angular, bisecting or binary),
+    seeded with the block's best atom as the label cache; ``calls[0]`` counts oracle calls.
     """
     K = W_U.shape[1]
     A = capacity
@@ -362,6 +372,9 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
     V = np.empty((max_T, K, max_T + 1)) if slack else np.empty((1, 1, 1))
     back = np.zeros((max_T, K, max_T + 1), dtype=np.int32) if slack else np.zeros(
         (1, 1, 1), dtype=np.int32)
+    aug = np.empty((max_T, K))
+    lw = np.empty(K)
+    cand = np.empty(max_T, dtype=np.int32)
     loss_term = scalars[0]
     m = scalars[1]
     R_loss = scalars[2]
@@ -378,12 +391,23 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         gold_score = 0.0
         if slack:
             gold_score = _aug_score(scores, T, W_B, start, end, start_end, gold)
-            best, best_loss = slack_viterbi(scores, T, W_B, start, end, gold, 1.0, V, back,
-                                            yhat)
+            top = 0  # the block's best atom seeds the search (label cache)
+            top_val = -np.inf
+            for a in range(atom_count[i]):
+                y_a = atom_labels[base + a * T: base + (a + 1) * T]
+                va, _ = _atom_value(scores, T, W_B, start, end, start_end, y_a, gold,
+                                    gold_score, True)
+                if va > top_val:
+                    top, top_val = a, va
+            best, best_loss, nc = slack_oracle(
+                search, scores, T, W_B, start, end, gold, 1.0, V, back, aug, lw, backptr,
+                delta, cand, atom_labels[base + top * T: base + (top + 1) * T], True, yhat)
+            calls[0] += nc
             g_hat = float(best_loss)
         else:
             add_hamming_loss(scores, T, gold, loss_weights)
             best = viterbi(scores, T, W_B, start, end, backptr, delta, yhat)
+            calls[0] += 1
             g_hat = 1.0
 
         # atoms: values, the away atom, the position of ŷ, the Frank-Wolfe block gap

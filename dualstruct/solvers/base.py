@@ -50,6 +50,9 @@ class PassSolver:
     rescaling : {"margin", "slack"}
         Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
         ``max_y δ (1 + s(y) − s(ȳ))`` in the hinge (ALGORITHMS.md §1, §6).
+    slack_search : {"exact", "angular", "bisecting", "binary"}
+        How the slack-rescaled oracle is computed (:mod:`dualstruct.inference.slack_search`):
+        the exact dynamic program, or a search over (constrained) λ-oracle calls.
     callback : callable ``callback(record) -> bool`` or None
         Called after every pass with its :class:`Record`; returning True stops training.
     validation : callable ``validation(w) -> float`` or None
@@ -61,7 +64,7 @@ class PassSolver:
 
     def __init__(self, model, C=1.0, *, max_iter=100, tol=1e-3, check_every=5,
                  averaging=True, random_state=None, verbose=0, callback=None, validation=None,
-                 out=None, rescaling="margin"):
+                 out=None, rescaling="margin", slack_search="exact"):
         if not C > 0:
             raise ValueError(f"C must be positive, got {C}")
         if int(max_iter) < 0:
@@ -72,7 +75,14 @@ class PassSolver:
             raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
         if rescaling == "slack":
             model.check_slack()
+        from ..inference.slack_search import SEARCHES
+
+        if slack_search not in SEARCHES:
+            raise ValueError(f"slack_search must be one of {tuple(SEARCHES)}, got "
+                             f"{slack_search!r}")
         self.rescaling = rescaling
+        self.slack_search = slack_search
+        self.search_code = SEARCHES[slack_search]
         self.model = model
         self.C = float(C)
         self.max_iter = int(max_iter)

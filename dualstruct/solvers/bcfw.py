@@ -135,6 +135,7 @@ class BCFW(PassSolver):
         W, R = self.W, self.RW
         if self.step == "pairwise":
             done = 0
+            calls = np.zeros(1, dtype=np.int64)
             while done < len(order):
                 done += kern.bcpfw_pass(
                     indptr, indices, values, offsets, self.data.labels, self.model.loss_weights,
@@ -142,10 +143,10 @@ class BCFW(PassSolver):
                     W.unigram, W.transition, W.start, W.end, self.atom_labels,
                     self.atom_weights, self.atom_count, self.capacity, self.scalars,
                     self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps,
-                    self.rescaling == "slack")
+                    self.rescaling == "slack", self.search_code, calls)
                 if done < len(order):
                     self._grow_atoms()
-            return len(order)
+            return int(calls[0])
         return kern.bcfw_pass(
             indptr, indices, values, offsets, self.data.labels, self.model.loss_weights,
             self.gram, self.gram_offsets, order, self.C, self.model.start_end,

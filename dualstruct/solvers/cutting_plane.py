@@ -83,11 +83,19 @@ class CuttingPlane(PassSolver):
 
     def _iterate(self):
         model, data, C = self.model, self.data, self.C
-        if self.rescaling == "slack":
+        calls = data.n_sequences
+        if self.rescaling == "slack" and self.slack_search != "exact":
+            hinge, ncalls, yhat = model.slack_search(self.w, data, self.slack_search)
+            calls = int(ncalls.sum())
+            # the primal is that of the exact oracle, the constraint that of the search
+            primal = 0.5 * float(self.w @ self.w) + C * float(
+                model.slack_hinge(self.w, data)[0].sum())
+        elif self.rescaling == "slack":
             hinge, yhat = model.slack_hinge(self.w, data)
+            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
         else:
             hinge, yhat = model.hinge(self.w, data)
-        primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
+            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
         self.last_primal = primal
         if primal < self.best_primal:
             self.best_primal, self.best_w = primal, self.w.copy()
@@ -98,7 +106,7 @@ class CuttingPlane(PassSolver):
         if float(hinge.sum()) > xi + self.eps / C:
             self._add_constraint(yhat)
         self._solve()
-        return data.n_sequences
+        return calls
 
     def _add_constraint(self, yhat):
         model, data = self.model, self.data

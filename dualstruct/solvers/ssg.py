@@ -42,7 +42,7 @@ class SSG(PassSolver):
             indptr, indices, values, offsets, self.data.labels, self.model.loss_weights, order,
             self.model.start_end, V.unigram, V.transition, V.start, V.end, self.scalars,
             self.averaging, R.unigram, R.transition, R.start, R.end,
-            self.rescaling == "slack")
+            self.rescaling == "slack", self.search_code)
 
     def candidates(self):
         m, Cn = self.scalars
