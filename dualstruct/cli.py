@@ -191,7 +191,10 @@ def cmd_train(args, out):
     print(f"training on {len(sentences)} sentences, {n_tok} tokens "
           f"({args.train}); model -> {model_path}", file=out, flush=True)
     t0 = time.perf_counter()
-    tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume))
+    try:
+        tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume))
+    except (MemoryError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
     svm = tagger.svm_
     svm.set_params(callback=None)
     stop = svm.history_.stop_reason

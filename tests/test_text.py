@@ -264,3 +264,15 @@ def test_cli_on_czech_treebank(data_dir, tmp_path):
     assert code == 0
     code, out = _run(["evaluate", str(model), str(dev), "--json"])
     assert code == 0 and json.loads(out)["token_accuracy"] > 0.9
+
+
+def test_cli_slack_rescaling_and_cutting_plane(conll_file, tmp_path):
+    for extra in (["--rescaling", "slack", "--slack-search", "angular"],
+                  ["--solver", "cutting_plane", "--rescaling", "slack"]):
+        model = tmp_path / "m.npz"
+        code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "20",
+                          *extra])
+        assert code == 0, out
+        code, out = _run(["info", str(model), "--json"])
+        params = json.loads(out)["params"]
+        assert params["rescaling"] == "slack"

@@ -121,8 +121,8 @@ def bisecting_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, a
         else:
             l_hi = min(l_hi, lam)  # decrease λ
         lam = 2.0 * lam if l_hi == np.inf else 0.5 * (l_lo + l_hi)
-        if l_hi < np.inf and l_hi - l_lo <= 1e-9 * l_hi:
-            break
+        if l_hi < np.inf and l_hi - l_lo <= 1e-3 * l_hi:
+            break  # λ is pinned down to 0.1%
     return best_phi, best_loss, calls
 
 

@@ -1,0 +1,153 @@
+"""Slack vs margin rescaling, the slack searches, and cutting plane vs BCFW.
+
+Three parts, each optional:
+
+* ``searches`` — a table in the style of Table 1 of Choi, Meshi, Srebro (2016): during
+  slack-rescaled BCFW training on OCR, every training word is searched with the binary,
+  bisecting and angular searches at the current weights (after a few passes) and compared with
+  the exact dynamic program: success rate (found the true maximizer of Φ, among words where
+  Φ > 0), oracle calls per search, milliseconds per search.
+* ``ocr`` / ``chunk`` — margin vs slack rescaling: training time, passes, objective, gap,
+  test letter error (OCR) or chunk F1 (CoNLL-2000, BIO tags).
+* ``cp`` — time for the 1-slack cutting plane and for BCFW to certify a 1% gap on OCR.
+
+    DUALSTRUCT_DATA=../shared/data python benchmarks/rescaling.py --parts searches,ocr,cp
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from dualstruct import StructuredSVM
+from dualstruct.datasets import fetch_ocr
+
+
+def ocr_split():
+    X, y, folds = fetch_ocr()
+    tr, te = np.flatnonzero(folds != 0), np.flatnonzero(folds == 0)
+    return [X[i] for i in tr], [y[i] for i in tr], [X[i] for i in te], [y[i] for i in te]
+
+
+def part_searches(args):
+    Xtr, ytr, _, _ = ocr_split()
+    est = StructuredSVM(C=args.C, rescaling="slack", max_iter=0, warm_start=True,
+                        random_state=0)
+    print("Slack searches on the OCR training words at the weights after k passes of "
+          f"slack-rescaled BCFW (C={args.C}); success = returned the exact maximizer of Φ "
+          "(among words with Φ > 0)")
+    print(f"{'passes':>6} {'search':<10} {'success':>8} {'calls/search':>13} {'ms/search':>10}")
+    done = 0
+    for passes in args.search_passes:
+        est.set_params(max_iter=passes - done)
+        if passes > done:
+            est.fit(Xtr, ytr)
+        done = passes
+        data = est._pack(Xtr, ytr)
+        model, w = est.model_, est.solver_.w
+        exact, _, _ = model.slack_search(w, data, "exact")
+        t0 = time.perf_counter()
+        model.slack_search(w, data, "exact")
+        exact_ms = 1000 * (time.perf_counter() - t0) / data.n_sequences
+        hard = exact > 1e-12
+        print(f"{passes:>6} {'exact DP':<10} {1.0:>8.1%} {1:>13.1f} {exact_ms:>10.3f}")
+        for search in ("binary", "bisecting", "angular"):
+            model.slack_search(w, data, search)  # compile outside the timing
+            t0 = time.perf_counter()
+            phi, calls, _ = model.slack_search(w, data, search)
+            ms = 1000 * (time.perf_counter() - t0) / data.n_sequences
+            success = np.mean(phi[hard] >= exact[hard] * (1 - 1e-9))
+            print(f"{passes:>6} {search:<10} {success:>8.1%} {calls.mean():>13.1f} {ms:>10.3f}")
+    print()
+
+
+def _train(name, data, Xte, yte, score, args, **params):
+    Xtr, ytr = data
+    est = StructuredSVM(random_state=0, **params)
+    t0 = time.perf_counter()
+    est.fit(Xtr, ytr)
+    seconds = time.perf_counter() - t0
+    last = est.history_.last_checked()
+    print(f"{name:<28} {seconds:>8.1f} {est.n_iter_:>6} {last.primal:>12.2f} "
+          f"{last.relative_gap:>8.2%} {score(est, Xte, yte):>9.4f}", flush=True)
+
+
+def part_ocr(args):
+    Xtr, ytr, Xte, yte = ocr_split()
+    print(f"OCR, C={args.C}: margin vs slack rescaling (BCFW to a {args.tol:.0%} gap)")
+    print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} "
+          f"{'test err':>9}")
+    for resc in ("margin", "slack"):
+        _train(f"bcfw {resc}", (Xtr, ytr), Xte, yte, lambda e, X, y: 1 - e.score(X, y), args,
+               C=args.C, rescaling=resc, tol=args.tol, max_iter=args.max_iter,
+               check_every=25)
+    print()
+
+
+def part_chunk(args):
+    from dualstruct.datasets.conll import fetch_conll2000, split_column
+    from dualstruct.features import TokenFeatures
+    from dualstruct.metrics import chunk_scores
+
+    Xtr, ytr = split_column(fetch_conll2000("train"), 2)
+    Xte, yte = split_column(fetch_conll2000("test"), 2)
+    feats = TokenFeatures()
+    Dtr, Dte = feats.fit_transform(Xtr), None
+    Dte = feats.transform(Xte)
+
+    def f1(est, X, y):
+        return chunk_scores(y, est.predict(X))["overall"]["f1"]
+
+    print(f"CoNLL-2000 chunking (BIO tags), C=0.1: margin vs slack (BCFW, stop at "
+          f"{args.chunk_tol:.0%} gap or {args.chunk_passes} passes)")
+    print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} "
+          f"{'test F1':>9}")
+    for resc in ("margin", "slack"):
+        _train(f"bcfw {resc}", (Dtr, ytr), Dte, yte, f1, args, C=0.1, rescaling=resc,
+               tol=args.chunk_tol, max_iter=args.chunk_passes, check_every=10,
+               fit_intercept=False)
+    print()
+
+
+def part_cp(args):
+    Xtr, ytr, Xte, yte = ocr_split()
+    print(f"OCR, C={args.C}, margin rescaling: time to a 1% gap (budget {args.budget:.0f} s)")
+    print(f"{'solver':<16} {'reached':>8} {'seconds':>8} {'iterations':>10} {'rel.gap':>8}")
+    for solver in ("bcfw", "cutting_plane"):
+        state = {"t0": time.perf_counter()}
+
+        def stop(est, record, state=state):
+            return time.perf_counter() - state["t0"] > args.budget
+
+        est = StructuredSVM(solver=solver, C=args.C, tol=0.01, max_iter=100_000,
+                            check_every=25 if solver == "bcfw" else 1, callback=stop,
+                            random_state=0)
+        est.fit(Xtr, ytr)
+        seconds = time.perf_counter() - state["t0"]
+        last = est.history_.last_checked()
+        reached = est.history_.stop_reason == "tol"
+        print(f"{solver:<16} {str(reached):>8} {seconds:>8.1f} {est.n_iter_:>10} "
+              f"{last.relative_gap:>8.2%}", flush=True)
+    print()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parts", default="searches,ocr,cp")
+    ap.add_argument("-C", type=float, default=1.0)
+    ap.add_argument("--tol", type=float, default=0.01)
+    ap.add_argument("--max-iter", type=int, default=2000)
+    ap.add_argument("--search-passes", type=int, nargs="+", default=[1, 10, 50])
+    ap.add_argument("--chunk-tol", type=float, default=0.02)
+    ap.add_argument("--chunk-passes", type=int, default=60)
+    ap.add_argument("--budget", type=float, default=300.0)
+    args = ap.parse_args(argv)
+    parts = {"searches": part_searches, "ocr": part_ocr, "chunk": part_chunk, "cp": part_cp}
+    for name in args.parts.split(","):
+        parts[name](args)
+
+
+if __name__ == "__main__":
+    main()
