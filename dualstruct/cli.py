@@ -215,16 +215,21 @@ def cmd_train(args, out):
     return 0
 
 
-def _load_tagger(path):
+def _load_model(path):
+    """Any model file (tagger or bare StructuredSVM), with CLI errors for bad files."""
     from . import load
 
     path = Path(path)
     if not path.is_file():
         raise CLIError(f"no such model file: {path}")
     try:
-        model = load(path)
+        return load(path)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+
+
+def _load_tagger(path):
+    model = _load_model(path)
     if not isinstance(model, SequenceTagger):
         raise CLIError(f"{path} holds a bare StructuredSVM, not a tagger trained on text")
     return model
@@ -289,15 +294,8 @@ def _table(out, title, rows):
 
 
 def cmd_info(args, out):
-    from . import load
-
     path = Path(args.model)
-    if not path.is_file():
-        raise CLIError(f"no such model file: {path}")
-    try:
-        model = load(path)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    model = _load_model(path)
     svm = model.svm_ if isinstance(model, SequenceTagger) else model
     info = {
         "file": str(path),

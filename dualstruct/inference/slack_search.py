@@ -71,6 +71,20 @@ def lambda_oracle(scores, T, W_B, start, end, gold, scale, lam, aug, lw, backptr
 
 
 @njit(cache=True)
+def _query(scores, T, W_B, start, end, gold, scale, gold_score, lam, aug, lw, backptr, delta,
+           cand, out, best_phi, best_loss):
+    """One λ-oracle call; keeps the best labelling so far in ``out``. Returns
+    (h, g, best Φ, its loss)."""
+    lambda_oracle(scores, T, W_B, start, end, gold, scale, lam, aug, lw, backptr, delta, cand)
+    h, g = _h_and_g(scores, T, W_B, start, end, gold, scale, gold_score, cand)
+    if h * g > best_phi:
+        best_phi, best_loss = h * g, g
+        for t in range(T):
+            out[t] = cand[t]
+    return h, g, best_phi, best_loss
+
+
+@njit(cache=True)
 def constrained_oracle(h_of, has, found, T, lam, alpha, beta):
     """``argmax_L h_L + λ L`` over the envelope points with ``β h_L ≤ L < α h_L``, h_L > 0,
     not yet found; -1 if there is none."""
@@ -102,14 +116,10 @@ def bisecting_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, a
     lam = lam0
     calls = 0
     while calls < max_calls:
-        lambda_oracle(scores, T, W_B, start, end, gold, scale, lam, aug, lw, backptr, delta,
-                      cand)
+        h, g, best_phi, best_loss = _query(scores, T, W_B, start, end, gold, scale, gold_score,
+                                           lam, aug, lw, backptr, delta, cand, out, best_phi,
+                                           best_loss)
         calls += 1
-        h, g = _h_and_g(scores, T, W_B, start, end, gold, scale, gold_score, cand)
-        if h * g > best_phi:
-            best_phi, best_loss = h * g, g
-            for t in range(T):
-                out[t] = cand[t]
         u0, u1 = h, lam * g
         v0, v1 = float(g), h / lam
         h_lo, h_hi = max(h_lo, min(u0, u1)), min(h_hi, max(u0, u1))
@@ -141,14 +151,10 @@ def binary_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug,
     while calls < max_calls and hi - lo > 1e-3:
         mid = 0.5 * (lo + hi)
         lam = math.exp(mid)
-        lambda_oracle(scores, T, W_B, start, end, gold, scale, lam * lam, aug, lw, backptr,
-                      delta, cand)
+        h, g, best_phi, best_loss = _query(scores, T, W_B, start, end, gold, scale, gold_score,
+                                           lam * lam, aug, lw, backptr, delta, cand, out,
+                                           best_phi, best_loss)
         calls += 1
-        h, g = _h_and_g(scores, T, W_B, start, end, gold, scale, gold_score, cand)
-        if h * g > best_phi:
-            best_phi, best_loss = h * g, g
-            for t in range(T):
-                out[t] = cand[t]
         if g - h / (lam * lam) > 0.0:
             hi = mid
         else:
