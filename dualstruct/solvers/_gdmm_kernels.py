@@ -1,0 +1,214 @@
+"""Numba kernels of GDMM (Yen et al. 2016; ALGORITHMS.md §5) on linear chains, dense version.
+
+Every example decomposes into unigram factors ``q_t ∈ Δ(K)`` (one per token) and bigram
+factors ``q_e ∈ Δ(K²)`` (one per edge e = (t, t+1)), tied by the local-consistency
+constraints ``M_L q_e = q_t`` (row sums) and ``M_R q_e = q_{t+1}`` (column sums). The
+LP-relaxed dual, written as a minimization (C-form, signs as fixed by ALGORITHMS.md §5), is
+
+    G(q) = ½‖w(q)‖² − C Σ_t <δ_t, q_t>,
+    w(q) = C Σ_f (φ_f(ȳ_f) − Σ_{y_f} q_f(y_f) φ_f(y_f)),
+
+and GDMM minimizes the augmented Lagrangian
+
+    L(q, λ) = G(q) + Σ_e <λ_e^L, M_L q_e − q_t> + <λ_e^R, M_R q_e − q_{t+1}>
+              + ρ/2 Σ_e (‖M_L q_e − q_t‖² + ‖M_R q_e − q_{t+1}‖²)
+
+by one pass of block Frank-Wolfe steps over all factors, then takes the multiplier step
+``λ ← λ + η (M q_e − q_j)`` (Algorithm 1). With the messages
+``μ_e^L = λ_e^L + ρ (M_L q_e − q_t)`` (and likewise μ^R) the partial gradients are
+
+    ∂L/∂q_t(k)    = −C (θ_t(k) + δ_t(k)) − μ_{e_left}^R(k) − μ_{e_right}^L(k)
+    ∂L/∂q_e(a, b) = −C W_B[a, b] + μ_e^L(a) + μ_e^R(b)
+
+(θ_t includes the start/end weights at the ends of the chain), so the Frank-Wolfe vertex of a
+factor is the argmin of its gradient — the message-augmented factorwise maximization oracle
+(FMO). Along ``d = e_{y*} − q_f`` the augmented Lagrangian is a quadratic in the step with
+slope ``<∇, d>`` and curvature
+
+    unigram:  C² ‖d‖² (‖x_t‖² + [t = 1] + [t = T]) + ρ ‖d‖² · (number of incident edges)
+    bigram:   C² ‖D‖² + ρ (‖M_L D‖² + ‖M_R D‖²)
+
+so the exact line search is ``γ = clip(−<∇, d> / curvature, 0, 1)``. ``w`` is kept equal to
+``w(q)`` incrementally. This version uses brute-force FMOs and dense factor marginals: it is
+the reference the sublinear variant is checked against.
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, order, C, rho,
+              start_end, W_U, W_B, start, end, q_u, q_b, lam_L, lam_R):
+    """One pass of factorwise Frank-Wolfe steps over the examples in ``order``.
+
+    ``q_u`` (tokens × K), ``q_b`` (edges × K × K) with edge ``e = token − sequence`` for every
+    token that is not last in its sequence; ``lam_L``/``lam_R`` (edges × K) the multipliers.
+    Returns the number of factor oracle calls.
+    """
+    K = W_U.shape[1]
+    grad = np.empty(K)
+    mu_a = np.empty(K)
+    mu_b = np.empty(K)
+    d = np.empty(K)
+    G = np.empty((K, K))
+    D = np.empty((K, K))
+    calls = 0
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        # unigram factors
+        for t in range(T):
+            row = s0 + t
+            g = labels[row]
+            for k in range(K):
+                grad[k] = 0.0
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                v = data[p]
+                for k in range(K):
+                    grad[k] += v * W_U[j, k]
+            extra = 0.0
+            if start_end and t == 0:
+                for k in range(K):
+                    grad[k] += start[k]
+                extra += 1.0
+            if start_end and t == T - 1:
+                for k in range(K):
+                    grad[k] += end[k]
+                extra += 1.0
+            for k in range(K):
+                theta = grad[k] + (loss_weights[g] if k != g else 0.0)
+                grad[k] = -C * theta
+            n_edges = 0
+            if t > 0:  # edge (t-1, t): this token is its right end
+                e = row - 1 - i
+                n_edges += 1
+                for k in range(K):
+                    col = 0.0
+                    for a in range(K):
+                        col += q_b[e, a, k]
+                    grad[k] -= lam_R[e, k] + rho * (col - q_u[row, k])
+            if t < T - 1:  # edge (t, t+1): this token is its left end
+                e = row - i
+                n_edges += 1
+                for k in range(K):
+                    rs = 0.0
+                    for b in range(K):
+                        rs += q_b[e, k, b]
+                    grad[k] -= lam_L[e, k] + rho * (rs - q_u[row, k])
+            best = 0
+            for k in range(1, K):
+                if grad[k] < grad[best]:
+                    best = k
+            calls += 1
+            slope = 0.0
+            dd = 0.0
+            for k in range(K):
+                d[k] = -q_u[row, k]
+            d[best] += 1.0
+            for k in range(K):
+                slope += grad[k] * d[k]
+                dd += d[k] * d[k]
+            if slope >= 0.0 or dd == 0.0:
+                continue
+            curv = C * C * dd * (sq_norms[row] + extra) + rho * dd * n_edges
+            gamma = min(1.0, -slope / curv)
+            f = -gamma * C
+            for k in range(K):
+                q_u[row, k] += gamma * d[k]
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                v = data[p]
+                for k in range(K):
+                    if d[k] != 0.0:
+                        W_U[j, k] += f * v * d[k]
+            if start_end and t == 0:
+                for k in range(K):
+                    start[k] += f * d[k]
+            if start_end and t == T - 1:
+                for k in range(K):
+                    end[k] += f * d[k]
+        # bigram factors
+        for t in range(T - 1):
+            row = s0 + t
+            e = row - i
+            for a in range(K):
+                rs = 0.0
+                for b in range(K):
+                    rs += q_b[e, a, b]
+                mu_a[a] = lam_L[e, a] + rho * (rs - q_u[row, a])
+            for b in range(K):
+                cs = 0.0
+                for a in range(K):
+                    cs += q_b[e, a, b]
+                mu_b[b] = lam_R[e, b] + rho * (cs - q_u[row + 1, b])
+            ba, bb = 0, 0
+            for a in range(K):
+                for b in range(K):
+                    G[a, b] = -C * W_B[a, b] + mu_a[a] + mu_b[b]
+                    if G[a, b] < G[ba, bb]:
+                        ba, bb = a, b
+            calls += 1
+            slope = 0.0
+            dd = 0.0
+            for a in range(K):
+                for b in range(K):
+                    D[a, b] = -q_b[e, a, b]
+            D[ba, bb] += 1.0
+            for a in range(K):
+                for b in range(K):
+                    slope += G[a, b] * D[a, b]
+                    dd += D[a, b] * D[a, b]
+            if slope >= 0.0 or dd == 0.0:
+                continue
+            mm = 0.0
+            for a in range(K):
+                rs = 0.0
+                for b in range(K):
+                    rs += D[a, b]
+                mm += rs * rs
+            for b in range(K):
+                cs = 0.0
+                for a in range(K):
+                    cs += D[a, b]
+                mm += cs * cs
+            curv = C * C * dd + rho * mm
+            gamma = min(1.0, -slope / curv)
+            for a in range(K):
+                for b in range(K):
+                    if D[a, b] != 0.0:
+                        q_b[e, a, b] += gamma * D[a, b]
+                        W_B[a, b] -= gamma * C * D[a, b]
+    return calls
+
+
+@njit(cache=True)
+def multiplier_step(offsets, q_u, q_b, lam_L, lam_R, eta):
+    """λ ← λ + η (M q_e − q_j) for every edge; returns the residual Σ ‖M q_e − q_j‖."""
+    n = offsets.shape[0] - 1
+    K = q_u.shape[1]
+    residual = 0.0
+    for i in range(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        for t in range(T - 1):
+            row = s0 + t
+            e = row - i
+            r_l = 0.0
+            r_r = 0.0
+            for a in range(K):
+                rs = 0.0
+                cs = 0.0
+                for b in range(K):
+                    rs += q_b[e, a, b]
+                    cs += q_b[e, b, a]
+                dl = rs - q_u[row, a]
+                dr = cs - q_u[row + 1, a]
+                lam_L[e, a] += eta * dl
+                lam_R[e, a] += eta * dr
+                r_l += dl * dl
+                r_r += dr * dr
+            residual += np.sqrt(r_l) + np.sqrt(r_r)
+    return residual
