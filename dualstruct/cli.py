@@ -338,7 +338,8 @@ def build_parser():
     t.add_argument("--label-column", type=int, default=-1,
                    help="CoNLL: 0-based label column (negative counts from the end; default -1)")
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
-    t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane"), default="bcfw")
+    t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
+                   default="bcfw")
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
     t.add_argument("--rescaling", choices=("margin", "slack"), default="margin")
     t.add_argument("--slack-search", choices=("exact", "angular", "bisecting", "binary"),

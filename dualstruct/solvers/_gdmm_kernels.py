@@ -22,19 +22,38 @@ by one pass of block Frank-Wolfe steps over all factors, then takes the multipli
 
 (θ_t includes the start/end weights at the ends of the chain), so the Frank-Wolfe vertex of a
 factor is the argmin of its gradient — the message-augmented factorwise maximization oracle
-(FMO). Along ``d = e_{y*} − q_f`` the augmented Lagrangian is a quadratic in the step with
-slope ``<∇, d>`` and curvature
-
-    unigram:  C² ‖d‖² (‖x_t‖² + [t = 1] + [t = T]) + ρ ‖d‖² · (number of incident edges)
-    bigram:   C² ‖D‖² + ρ (‖M_L D‖² + ‖M_R D‖²)
-
-so the exact line search is ``γ = clip(−<∇, d> / curvature, 0, 1)``. ``w`` is kept equal to
-``w(q)`` incrementally. This version uses brute-force FMOs and dense factor marginals: it is
-the reference the sublinear variant is checked against.
+(FMO). Restricted to one unigram factor, L is a quadratic whose Hessian on the simplex is
+``c·I`` with ``c = C² (‖x_t‖² + [t = 1] + [t = T]) + ρ · (number of incident edges)``, so the
+block is minimized exactly by projecting ``q_t − ∇/c`` onto the simplex. A bigram factor takes
+a Frank-Wolfe step towards its FMO vertex: along ``D = e_{(a*, b*)} − q_e`` the slope is
+``<∇, D>`` and the curvature ``C² ‖D‖² + ρ (‖M_L D‖² + ‖M_R D‖²)``, so the exact line search
+is ``γ = clip(−<∇, D> / curvature, 0, 1)``. ``w`` is kept equal to ``w(q)``
+incrementally. This version uses brute-force FMOs and dense factor marginals: it is the
+reference a sublinear variant (sparse active sets, sorted structures for W_B) is to be checked
+against.
 """
 
 import numpy as np
 from numba import njit
+
+
+@njit(cache=True)
+def project_to_simplex(v, out, scratch):
+    """Euclidean projection of v onto the probability simplex (sort-based, O(K log K))."""
+    K = v.shape[0]
+    for k in range(K):
+        scratch[k] = v[k]
+    scratch[:K] = np.sort(scratch[:K])[::-1]
+    cum = 0.0
+    tau = 0.0
+    for k in range(K):
+        cum += scratch[k]
+        t = (cum - 1.0) / (k + 1)
+        if scratch[k] - t > 0.0:
+            tau = t
+    for k in range(K):
+        x = v[k] - tau
+        out[k] = x if x > 0.0 else 0.0
 
 
 @njit(cache=True)
@@ -98,23 +117,22 @@ def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, or
                     for b in range(K):
                         rs += q_b[e, k, b]
                     grad[k] -= lam_L[e, k] + rho * (rs - q_u[row, k])
-            best = 0
-            for k in range(1, K):
-                if grad[k] < grad[best]:
-                    best = k
             calls += 1
-            slope = 0.0
+            # the unigram block's Hessian is c·I on the simplex, so its exact minimizer is
+            # the projection of q − ∇/c onto the simplex (an exact block step)
+            c = C * C * (sq_norms[row] + extra) + rho * n_edges
+            if c <= 0.0:
+                continue
+            for k in range(K):
+                mu_a[k] = q_u[row, k] - grad[k] / c
+            project_to_simplex(mu_a, mu_b, d)
             dd = 0.0
             for k in range(K):
-                d[k] = -q_u[row, k]
-            d[best] += 1.0
-            for k in range(K):
-                slope += grad[k] * d[k]
+                d[k] = mu_b[k] - q_u[row, k]
                 dd += d[k] * d[k]
-            if slope >= 0.0 or dd == 0.0:
+            if dd == 0.0:
                 continue
-            curv = C * C * dd * (sq_norms[row] + extra) + rho * dd * n_edges
-            gamma = min(1.0, -slope / curv)
+            gamma = 1.0
             f = -gamma * C
             for k in range(K):
                 q_u[row, k] += gamma * d[k]
