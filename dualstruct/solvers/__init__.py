@@ -9,5 +9,5 @@ from .ssg import SSG
 
 SOLVERS = {"bcfw": BCFW, "ssg": SSG, "cutting_plane": CuttingPlane, "gdmm": GDMM}
 
-__all__ = ["BCFW", "SSG", "CuttingPlane", "GDMM", "SOLVERS", "History", "Record", "primal_objective",
-           "dual_objective", "duality_gap"]
+__all__ = ["BCFW", "SSG", "CuttingPlane", "GDMM", "SOLVERS", "History", "Record",
+           "primal_objective", "dual_objective", "duality_gap"]
