@@ -58,7 +58,7 @@ def project_to_simplex(v, out, scratch):
 
 @njit(cache=True)
 def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, order, C, rho,
-              start_end, W_U, W_B, start, end, q_u, q_b, lam_L, lam_R):
+              start_end, W_U, W_B, start, end, q_u, q_b, lam_L, lam_R, pairwise):
     """One pass of factorwise Frank-Wolfe steps over the examples in ``order``.
 
     ``q_u`` (tokens × K), ``q_b`` (edges × K × K) with edge ``e = token − sequence`` for every
@@ -163,12 +163,30 @@ def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, or
                     cs += q_b[e, a, b]
                 mu_b[b] = lam_R[e, b] + rho * (cs - q_u[row + 1, b])
             ba, bb = 0, 0
+            va, vb = -1, -1  # the away vertex: the worst pair in the support of q_e
             for a in range(K):
                 for b in range(K):
                     G[a, b] = -C * W_B[a, b] + mu_a[a] + mu_b[b]
                     if G[a, b] < G[ba, bb]:
                         ba, bb = a, b
+                    if q_b[e, a, b] > 0.0 and (va < 0 or G[a, b] > G[va, vb]):
+                        va, vb = a, b
             calls += 1
+            if pairwise:
+                # move mass from the away pair to the FMO pair (pairwise Frank-Wolfe step)
+                slope = G[ba, bb] - G[va, vb]
+                if slope >= 0.0 or (ba == va and bb == vb):
+                    continue
+                mm = (2.0 if ba != va else 0.0) + (2.0 if bb != vb else 0.0)
+                curv = 2.0 * C * C + rho * mm
+                gamma = min(q_b[e, va, vb], -slope / curv)
+                q_b[e, ba, bb] += gamma
+                q_b[e, va, vb] -= gamma
+                if q_b[e, va, vb] < 1e-15:
+                    q_b[e, va, vb] = 0.0
+                W_B[ba, bb] -= gamma * C
+                W_B[va, vb] += gamma * C
+                continue
             slope = 0.0
             dd = 0.0
             for a in range(K):

@@ -19,15 +19,16 @@ class GDMM(PassSolver):
     """GDMM for :class:`~dualstruct.models.ChainModel`; one pass = one outer iteration
     (a Frank-Wolfe step on every factor, then the multiplier step).
 
-    Extra parameters: ``rho`` (augmented-Lagrangian penalty, default 1) and ``eta``
-    (multiplier step, default ``rho``). The dual column holds NaN (the factor marginals are
+    Extra parameters: ``rho`` (augmented-Lagrangian penalty, default 1), ``eta``
+    (multiplier step, default ``rho``) and ``bigram_step`` (``"pairwise"``: move mass from the
+    worst pair in a bigram factor's support to its FMO pair; ``"fw"``: a Frank-Wolfe step). The dual column holds NaN (the factor marginals are
     consistent only in the limit, so −G(q) is not a certified bound); ``residual`` in
     :attr:`residuals` is the consistency residual Σ ‖M q_e − q_j‖ after every pass.
     """
 
     name = "gdmm"
 
-    def __init__(self, model, C=1.0, *, rho=1.0, eta=None, **kwargs):
+    def __init__(self, model, C=1.0, *, rho=1.0, eta=None, bigram_step="pairwise", **kwargs):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
@@ -37,6 +38,9 @@ class GDMM(PassSolver):
         self.eta = float(rho if eta is None else eta)
         if not self.eta > 0:
             raise ValueError(f"eta must be positive, got {eta}")
+        if bigram_step not in ("pairwise", "fw"):
+            raise ValueError(f"bigram_step must be 'pairwise' or 'fw', got {bigram_step!r}")
+        self.bigram_step = bigram_step
 
     has_dual = False
 
@@ -79,7 +83,8 @@ class GDMM(PassSolver):
         calls = kern.gdmm_pass(indptr, indices, values, offsets, self.data.labels,
                                self.model.loss_weights, self.sq_norms, order, self.C, self.rho,
                                self.model.start_end, W.unigram, W.transition, start, end,
-                               self.q_u, self.q_b, self.lam_L, self.lam_R)
+                               self.q_u, self.q_b, self.lam_L, self.lam_R,
+                               self.bigram_step == "pairwise")
         self.residuals.append(kern.multiplier_step(offsets, self.q_u, self.q_b, self.lam_L,
                                                    self.lam_R, self.eta))
         return calls
