@@ -17,14 +17,16 @@ from .base import PassSolver
 
 class GDMM(PassSolver):
     """GDMM for :class:`~dualstruct.models.ChainModel`; one pass = one outer iteration
-    (a Frank-Wolfe step on every factor, then the multiplier step).
+    (a block step on every factor, then the multiplier step).
 
-    Extra parameters: ``rho`` (augmented-Lagrangian penalty, default 1), ``eta``
-    (multiplier step, default ``rho``) and ``bigram_step`` (``"pairwise"``: move mass from the
-    worst pair in a bigram factor's support to its FMO pair; ``"fw"``: a Frank-Wolfe step). The dual column holds NaN (the factor marginals are
-    consistent only in the limit, so −G(q) is not a certified bound); ``residual`` in
-    :attr:`residuals` is the consistency residual Σ ‖M q_e − q_j‖ after every pass.
+    Extra parameters: ``rho`` (augmented-Lagrangian penalty, default 1), ``eta`` (multiplier
+    step, default ``rho``) and ``bigram_step`` (``"pairwise"``: move mass from the worst pair
+    in a bigram factor's support to its FMO pair; ``"fw"``: a Frank-Wolfe step). The dual
+    column holds NaN (the factor marginals are consistent only in the limit, so −G(q) is not
+    a certified bound); :attr:`residuals` holds the consistency residual Σ ‖M q_e − q_j‖
+    after every pass.
     """
+
 
     name = "gdmm"
 
