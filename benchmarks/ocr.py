@@ -25,6 +25,8 @@ SOLVERS = {
     "bcfw": dict(solver="bcfw"),            # pairwise steps (default)
     "bcfw-fw": dict(solver="bcfw", solver_options={"step": "fw"}),  # classic steps
     "ssg": dict(solver="ssg"),
+    "cutting_plane": dict(solver="cutting_plane"),
+    "gdmm": dict(solver="gdmm", solver_options={"rho": 1.0}),
 }
 
 
@@ -37,12 +39,14 @@ def warm_up():
     X = [rng.random((3, 4)) for _ in range(4)]
     y = [rng.integers(0, 3, 3) for _ in range(4)]
     t0 = time.perf_counter()
-    for name in ("bcfw", "bcfw-fw", "ssg"):
+    for name in SOLVERS:
         est = make(name, max_iter=1, check_every=1)
         est.fit(X, y, validation_data=(X, y))
     seconds = time.perf_counter() - t0
+    from dualstruct.solvers import _gdmm_kernels as gk
+
     kernels = [inf.decode_all, inf.hinge_all, kern.bcfw_pass, kern.bcpfw_pass, kern.ssg_pass,
-               kern.sequence_grams]
+               kern.sequence_grams, gk.gdmm_pass]
     hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
     return seconds, hits, misses
