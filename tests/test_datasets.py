@@ -99,3 +99,24 @@ def test_real_ocr_file(ocr_data):
     assert list(np.bincount(folds)) == [626, 704, 684, 698, 693, 651, 739, 717, 690, 675]
     assert ocr_module.content_digest(X, y, folds) == ocr_module.OCR_CONTENT_SHA256
     assert min(len(w) for w in y) == 3 and max(len(w) for w in y) == 14
+
+
+def test_make_chain_is_deterministic_and_learnable():
+    from dualstruct import StructuredSVM
+    from dualstruct.datasets import make_chain
+
+    X, y = make_chain(80, 8, n_labels=12, n_features=300, nnz_per_token=6, noise=0.05,
+                      random_state=0)
+    X2, y2 = make_chain(80, 8, n_labels=12, n_features=300, nnz_per_token=6, noise=0.05,
+                        random_state=0)
+    assert all((a != b).nnz == 0 for a, b in zip(X, X2))
+    assert all(np.array_equal(a, b) for a, b in zip(y, y2))
+    assert all(x.shape[1] == 300 and x.shape[0] == len(t) for x, t in zip(X, y))
+    assert max(t.max() for t in y) < 12 and min(len(t) for t in y) >= 1
+    assert all(np.all(np.diff(x.indptr) <= 6) for x in X)
+    est = StructuredSVM(C=1.0, max_iter=30, random_state=0).fit(X[:60], y[:60])
+    assert est.score(X[60:], y[60:]) > 0.8
+    with pytest.raises(ValueError, match="signature_per_token"):
+        make_chain(signature_per_token=9)
+    with pytest.raises(ValueError, match="n_labels"):
+        make_chain(n_labels=0)
