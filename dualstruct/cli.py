@@ -54,6 +54,14 @@ def read_tagged(path, fmt, label_column=None, label=None, n_columns=None, need_l
             else:
                 width = len(rows[0])
                 expected = width if n_columns is None else n_columns
+                if not -expected <= label_column < expected:
+                    raise CLIError(f"{path}:{numbers[0]}: --label-column {label_column} does not "
+                                   f"exist in {expected} columns")
+                first_id = rows[0][0].replace("-", "").replace(".", "")
+                if fmt == "conll" and width == 10 and first_id.isdigit() and need_labels \
+                        and n_columns is None:
+                    raise CLIError(f"{path}:{numbers[0]}: this looks like CoNLL-U (10 columns "
+                                   "with a numeric ID); use --format conllu")
                 col = label_column % expected
                 if width == expected:
                     sentences.append([tuple(r[:col] + r[col + 1:]) for r in rows])
@@ -68,6 +76,8 @@ def read_tagged(path, fmt, label_column=None, label=None, n_columns=None, need_l
             lines.append(numbers)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    except (OSError, EOFError) as exc:
+        raise CLIError(f"{path}: cannot be read ({exc})") from None
     if not sentences:
         raise CLIError(f"{path}: no sentences found")
     if any(lab is None for lab in labels):
@@ -155,18 +165,28 @@ def cmd_train(args, out):
     if fmt == "conllu" and args.label not in CONLLU_LABELS:
         raise CLIError(f"--label must be one of {', '.join(CONLLU_LABELS)}")
     sentences, labels, _ = read_tagged(args.train, fmt, args.label_column, args.label)
+    distinct = set(np.concatenate(labels).tolist())
+    if len(distinct) < 2:
+        raise CLIError(f"{args.train}: the label column holds a single value {distinct}; check "
+                       "--format and --label-column")
     n_columns = None if fmt == "conllu" else len(sentences[0][0]) + 1
     dev = None
     if args.dev:
         ds, dl, _ = read_tagged(args.dev, fmt, args.label_column, args.label, n_columns)
         dev = (ds, dl)
     model_path = Path(args.output)
+    if not model_path.parent.is_dir():
+        raise CLIError(f"cannot write {model_path}: folder {model_path.parent} does not exist")
     checkpoint = Path(str(model_path) + ".ckpt")
     if args.resume:
         tagger = _load_tagger(args.resume)
         if tagger.input_format != _input_format(args, n_columns):
             raise CLIError(f"{args.resume} was trained on input read as {tagger.input_format}, "
                            f"not {_input_format(args, n_columns)}")
+        if getattr(tagger.svm_, "_saved_state", None) is None:
+            raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
+                           "from it; use a checkpoint (MODEL.ckpt), a model saved on Ctrl-C, "
+                           "or one trained with --save-state")
         done = tagger.svm_.n_iter_
         if args.max_iter <= done:
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
@@ -205,7 +225,9 @@ def cmd_train(args, out):
     last = svm.history_.last_checked()
     summary = (f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}")
     if last is not None:
-        summary += f", primal {last.primal:.6g}, relative gap {last.relative_gap:.3%}"
+        summary += f", primal {last.primal:.6g}"
+        if not math.isnan(last.relative_gap):
+            summary += f", relative gap {last.relative_gap:.3%}"
     if interrupted:
         print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
               f"resume with: dualstruct train {args.train} -o {model_path} --resume "
@@ -249,6 +271,8 @@ def cmd_predict(args, out):
     pred = tagger.predict(sentences)
     f = tagger.input_format or {"format": "conll"}
     if args.output:
+        if not Path(args.output).parent.is_dir():
+            raise CLIError(f"cannot write {args.output}: its folder does not exist")
         with open(args.output, "w", encoding="utf-8") as fh:
             write_predictions(args.input, fh, f["format"], pred, lines, f.get("label"))
         print(f"wrote {sum(len(p) for p in pred)} predicted labels to {args.output}", file=out)

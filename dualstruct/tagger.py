@@ -63,6 +63,10 @@ class SequenceTagger(BaseEstimator):
                              f"{self.tag_scheme!r}")
         if len(sentences) != len(labels):
             raise ValueError(f"{len(sentences)} sentences but {len(labels)} label sequences")
+        if self.tag_scheme is not None and not is_chunk_tagset(
+                np.concatenate([np.asarray(lab) for lab in labels]).tolist()):
+            raise ValueError(f"tag_scheme={self.tag_scheme!r} needs chunk tags (B-/I-/O); "
+                             "these labels are not")
         if resume:
             if not hasattr(self, "svm_"):
                 raise ValueError("resume needs a tagger loaded from a checkpoint")
@@ -104,6 +108,8 @@ class SequenceTagger(BaseEstimator):
     def predict(self, sentences):
         if not hasattr(self, "svm_"):
             raise ValueError("this SequenceTagger is not fitted yet; call fit first")
+        if len(sentences) == 0:
+            return []
         return self._decode(self.svm_.predict(self.features_.transform(sentences)))
 
     def score(self, sentences, labels):

@@ -276,3 +276,37 @@ def test_cli_slack_rescaling_and_cutting_plane(conll_file, tmp_path):
         code, out = _run(["info", str(model), "--json"])
         params = json.loads(out)["params"]
         assert params["rescaling"] == "slack"
+
+
+def test_cli_guards(conll_file, tmp_path, capsys):
+    model = tmp_path / "m.npz"
+    assert main(["train", str(conll_file), "-o", str(model), "--max-iter", "2"]) == 0
+    # a final model without solver state cannot be resumed
+    assert main(["train", str(conll_file), "-o", str(tmp_path / "m2.npz"), "--resume",
+                 str(model), "--max-iter", "4"]) == 2
+    assert "holds no solver state" in capsys.readouterr().err
+    # missing output folder is refused before training
+    assert main(["train", str(conll_file), "-o", str(tmp_path / "nodir" / "m.npz")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    # label column out of range, CoNLL-U read as CoNLL, a broken gzip file
+    assert main(["train", str(conll_file), "-o", str(model), "--label-column", "3"]) == 2
+    assert "--label-column 3 does not exist" in capsys.readouterr().err
+    conllu = tmp_path / "a.conllu"
+    conllu.write_text(CONLLU.split("\n", 2)[2])
+    assert main(["train", str(conllu), "-o", str(model)]) == 2
+    assert "use --format conllu" in capsys.readouterr().err
+    broken = tmp_path / "broken.txt.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00junk")
+    assert main(["train", str(broken), "-o", str(model)]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+    # IOBES needs chunk tags
+    assert main(["train", str(conll_file), "-o", str(model), "--label-column", "1",
+                 "--tag-scheme", "iobes"]) == 2
+    assert "needs chunk tags" in capsys.readouterr().err
+
+
+def test_conllu_with_comments_read_as_conll_gets_a_hint(tmp_path):
+    p = tmp_path / "a.conllu"
+    p.write_text(CONLLU)
+    with pytest.raises(ValueError, match="looks like CoNLL-U"):
+        load_conll(p)

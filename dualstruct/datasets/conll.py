@@ -28,6 +28,7 @@ def iter_conll_blocks(path, fmt="conll"):
     """
     path = Path(path)
     n_cols = None
+    first_is_comment = False
     rows, numbers = [], []
     with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
@@ -56,14 +57,18 @@ def iter_conll_blocks(path, fmt="conll"):
                     continue
                 if n_cols is None:
                     n_cols = len(cols)
+                    first_is_comment = line.startswith("#")
                     if n_cols < 2:
                         raise ValueError(
                             f"{path}:{lineno}: a token line needs at least 2 columns (features "
                             "and a label), got 1")
                 elif len(cols) != n_cols:
+                    looks_conllu = (len(cols) == 10 and "\t" in line) or first_is_comment
+                    hint = "; this looks like CoNLL-U (use the conllu format)" \
+                        if looks_conllu else ""
                     raise ValueError(
                         f"{path}:{lineno}: expected {n_cols} columns like the first token line, "
-                        f"got {len(cols)}")
+                        f"got {len(cols)}{hint}")
             rows.append(cols)
             numbers.append(lineno)
     if rows:

@@ -261,9 +261,9 @@ def slack_oracle(search, scores, T, W_B, start, end, gold, scale, V, back, aug, 
     if search == EXACT or scale <= 0.0:
         phi, loss = slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out)
         return phi, loss, 1
-    if search == ANGULAR:
-        return angular_search(scores, T, W_B, start, end, gold, scale, 1.0, MAX_CALLS, V, back,
-                              cache, use_cache, out)
+    if search == ANGULAR:  # Theorem 2: at most 2M + 1 calls over the M ≤ T envelope points
+        return angular_search(scores, T, W_B, start, end, gold, scale, 1.0,
+                              max(MAX_CALLS, 2 * T + 1), V, back, cache, use_cache, out)
     if search == BISECTING:
         return bisecting_search(scores, T, W_B, start, end, gold, scale, 1.0, MAX_CALLS, aug,
                                 lw, backptr, delta, cand, out)
