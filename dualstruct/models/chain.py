@@ -108,44 +108,40 @@ class ChainModel:
                 f"{self.n_features}"
             )
 
+    def _kernel_inputs(self, w, data, labelled):
+        """Checked data arrays and weight blocks as the kernels take them."""
+        self._check_data(data)
+        if labelled and data.labels is None:
+            raise ValueError("the hinge loss needs labelled data")
+        W = self.unpack(w)
+        return (*data.kernel_arrays(), np.ascontiguousarray(W.unigram),
+                np.ascontiguousarray(W.transition), W.start, W.end)
+
     def predict(self, w: np.ndarray, data: PackedSequences) -> np.ndarray:
         """Viterbi labels (codes) for every token of ``data``."""
-        self._check_data(data)
-        W = self.unpack(w)
-        indptr, indices, values, offsets = data.kernel_arrays()
+        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, False)
         out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.decode_all(indptr, indices, values, offsets, np.ascontiguousarray(W.unigram),
-                           np.ascontiguousarray(W.transition), W.start, W.end, out)
+        kernels.decode_all(indptr, indices, values, offsets, U, B, start, end, out)
         return out
 
     def hinge(self, w: np.ndarray, data: PackedSequences):
         """Per-sequence margin-rescaled hinge ``H_i(w)`` and the loss-augmented argmax labels."""
-        self._check_data(data)
-        if data.labels is None:
-            raise ValueError("the hinge loss needs labelled data")
-        W = self.unpack(w)
-        indptr, indices, values, offsets = data.kernel_arrays()
+        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         hinge = np.empty(data.n_sequences)
         out = np.empty(data.n_tokens, dtype=np.int32)
         kernels.hinge_all(indptr, indices, values, offsets, data.labels, self.loss_weights,
-                          np.ascontiguousarray(W.unigram), np.ascontiguousarray(W.transition),
-                          W.start, W.end, hinge, out)
+                          U, B, start, end, hinge, out)
         return hinge, out
 
     def slack_hinge(self, w: np.ndarray, data: PackedSequences):
         """Per-sequence slack-rescaled hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` and its
         maximizers (exact dynamic program; needs unit loss weights)."""
-        self._check_data(data)
         self.check_slack()
-        if data.labels is None:
-            raise ValueError("the hinge loss needs labelled data")
-        W = self.unpack(w)
-        indptr, indices, values, offsets = data.kernel_arrays()
+        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         hinge = np.empty(data.n_sequences)
         out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.slack_hinge_all(indptr, indices, values, offsets, data.labels,
-                                np.ascontiguousarray(W.unigram),
-                                np.ascontiguousarray(W.transition), W.start, W.end, hinge, out)
+        kernels.slack_hinge_all(indptr, indices, values, offsets, data.labels, U, B, start, end,
+                                hinge, out)
         return hinge, out
 
     def slack_search(self, w: np.ndarray, data: PackedSequences, search: str = "angular"):
@@ -155,16 +151,13 @@ class ChainModel:
 
         if search not in SEARCHES:
             raise ValueError(f"search must be one of {tuple(SEARCHES)}, got {search!r}")
-        self._check_data(data)
         self.check_slack()
-        W = self.unpack(w)
-        indptr, indices, values, offsets = data.kernel_arrays()
+        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         phi = np.empty(data.n_sequences)
         calls = np.empty(data.n_sequences, dtype=np.int64)
         out = np.empty(data.n_tokens, dtype=np.int32)
-        search_all(SEARCHES[search], indptr, indices, values, offsets, data.labels,
-                   np.ascontiguousarray(W.unigram), np.ascontiguousarray(W.transition),
-                   W.start, W.end, phi, calls, out)
+        search_all(SEARCHES[search], indptr, indices, values, offsets, data.labels, U, B, start,
+                   end, phi, calls, out)
         return phi, calls, out
 
     def check_slack(self):
