@@ -89,24 +89,6 @@ class PackedSequences:
         labels = None if self.labels is None else self.labels[start:stop]
         return self.X[start:stop], labels
 
-    def subset(self, indices) -> PackedSequences:
-        """A new container holding the sequences ``indices`` (in that order)."""
-        indices = np.asarray(indices, dtype=np.int64)
-        lengths = self.lengths[indices]
-        rows = np.concatenate(
-            [np.arange(self.offsets[i], self.offsets[i + 1]) for i in indices]
-        ) if len(indices) else np.zeros(0, dtype=np.int64)
-        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        labels = None if self.labels is None else self.labels[rows]
-        return PackedSequences(self.X[rows], offsets, labels)
-
-    def split_labels(self) -> list[np.ndarray]:
-        """The label codes as one array per sequence."""
-        if self.labels is None:
-            raise ValueError("this container holds no labels")
-        return np.split(self.labels, self.offsets[1:-1])
-
     def kernel_arrays(self):
         """``(indptr, indices, data, offsets)`` as contiguous typed arrays for numba kernels."""
         X = self.X

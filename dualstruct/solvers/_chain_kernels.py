@@ -30,7 +30,7 @@ so ``R`` receives exactly the sparse updates ``w`` does and a step never touches
 import numpy as np
 from numba import njit, prange
 
-from ..inference.chain import add_hamming_loss, unigram_scores, viterbi
+from ..inference.chain import add_hamming_loss, labelling_score, unigram_scores, viterbi
 from ..inference.slack_search import slack_oracle
 
 
@@ -289,23 +289,11 @@ def ssg_pass(indptr, indices, data, offsets, labels, loss_weights, order, start_
 
 
 @njit(cache=True)
-def _aug_score(scores, T, W_B, start, end, start_end, y):
-    s = 0.0
-    for t in range(T):
-        s += scores[t, y[t]]
-    for t in range(T - 1):
-        s += W_B[y[t], y[t + 1]]
-    if start_end:
-        s += start[y[0]] + end[y[T - 1]]
-    return s
-
-
-@njit(cache=True)
-def _atom_value(scores, T, W_B, start, end, start_end, y, gold, gold_score, slack):
+def _atom_value(scores, T, W_B, start, end, y, gold, gold_score, slack):
     """The block-gap value of labelling y: s̃(y) (margin; scores loss-augmented) or
     Φ(y) = δ(y)(1 + s(y) − s(ȳ)) (slack, unit loss; scores plain). Also returns δ(y) for
     slack (1 for margin, where corners are not loss-weighted)."""
-    s = _aug_score(scores, T, W_B, start, end, start_end, y)
+    s = labelling_score(scores, T, W_B, start, end, y)
     if not slack:
         return s, 1.0
     loss = 0.0
@@ -390,13 +378,12 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
         gold_score = 0.0
         if slack:
-            gold_score = _aug_score(scores, T, W_B, start, end, start_end, gold)
+            gold_score = labelling_score(scores, T, W_B, start, end, gold)
             top = 0  # the block's best atom seeds the search (label cache)
             top_val = -np.inf
             for a in range(atom_count[i]):
                 y_a = atom_labels[base + a * T: base + (a + 1) * T]
-                va, _ = _atom_value(scores, T, W_B, start, end, start_end, y_a, gold,
-                                    gold_score, True)
+                va, _ = _atom_value(scores, T, W_B, start, end, y_a, gold, gold_score, True)
                 if va > top_val:
                     top, top_val = a, va
             best, best_loss, nc = slack_oracle(
@@ -417,7 +404,7 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
         mean_score = 0.0
         for a in range(n_atoms):
             y_a = atom_labels[base + a * T: base + (a + 1) * T]
-            sa, la = _atom_value(scores, T, W_B, start, end, start_end, y_a, gold, gold_score,
+            sa, la = _atom_value(scores, T, W_B, start, end, y_a, gold, gold_score,
                                  slack)
             atom_scores[a] = sa
             atom_losses[a] = la

@@ -57,6 +57,28 @@ def project_to_simplex(v, out, scratch):
 
 
 @njit(cache=True)
+def left_message(q_b, lam_L, q_u, e, row, rho, out):
+    """μ_e^L = λ_e^L + ρ (M_L q_e − q_t): row sums of the edge marginal against token t."""
+    K = q_u.shape[1]
+    for a in range(K):
+        rs = 0.0
+        for b in range(K):
+            rs += q_b[e, a, b]
+        out[a] = lam_L[e, a] + rho * (rs - q_u[row, a])
+
+
+@njit(cache=True)
+def right_message(q_b, lam_R, q_u, e, row, rho, out):
+    """μ_e^R = λ_e^R + ρ (M_R q_e − q_{t+1}): column sums against token t+1 (= ``row``)."""
+    K = q_u.shape[1]
+    for b in range(K):
+        cs = 0.0
+        for a in range(K):
+            cs += q_b[e, a, b]
+        out[b] = lam_R[e, b] + rho * (cs - q_u[row, b])
+
+
+@njit(cache=True)
 def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, order, C, rho,
               start_end, W_U, W_B, start, end, q_u, q_b, lam_L, lam_R, pairwise):
     """One pass of factorwise Frank-Wolfe steps over the examples in ``order``.
@@ -102,21 +124,15 @@ def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, or
                 grad[k] = -C * theta
             n_edges = 0
             if t > 0:  # edge (t-1, t): this token is its right end
-                e = row - 1 - i
                 n_edges += 1
+                right_message(q_b, lam_R, q_u, row - 1 - i, row, rho, mu_b)
                 for k in range(K):
-                    col = 0.0
-                    for a in range(K):
-                        col += q_b[e, a, k]
-                    grad[k] -= lam_R[e, k] + rho * (col - q_u[row, k])
+                    grad[k] -= mu_b[k]
             if t < T - 1:  # edge (t, t+1): this token is its left end
-                e = row - i
                 n_edges += 1
+                left_message(q_b, lam_L, q_u, row - i, row, rho, mu_a)
                 for k in range(K):
-                    rs = 0.0
-                    for b in range(K):
-                        rs += q_b[e, k, b]
-                    grad[k] -= lam_L[e, k] + rho * (rs - q_u[row, k])
+                    grad[k] -= mu_a[k]
             calls += 1
             # the unigram block's Hessian is c·I on the simplex, so its exact minimizer is
             # the projection of q − ∇/c onto the simplex (an exact block step)
@@ -152,16 +168,8 @@ def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, or
         for t in range(T - 1):
             row = s0 + t
             e = row - i
-            for a in range(K):
-                rs = 0.0
-                for b in range(K):
-                    rs += q_b[e, a, b]
-                mu_a[a] = lam_L[e, a] + rho * (rs - q_u[row, a])
-            for b in range(K):
-                cs = 0.0
-                for a in range(K):
-                    cs += q_b[e, a, b]
-                mu_b[b] = lam_R[e, b] + rho * (cs - q_u[row + 1, b])
+            left_message(q_b, lam_L, q_u, e, row, rho, mu_a)
+            right_message(q_b, lam_R, q_u, e, row + 1, rho, mu_b)
             ba, bb = 0, 0
             va, vb = -1, -1  # the away vertex: the worst pair in the support of q_e
             for a in range(K):

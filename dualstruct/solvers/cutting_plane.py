@@ -65,11 +65,10 @@ class CuttingPlane(PassSolver):
         self.best_w = self.w.copy()
         self.best_primal = math.inf
         self.best_dual = 0.0
-        self.last_primal = math.nan
         self.eps = (1e-6 * data.n_sequences if self.epsilon is None else float(self.epsilon))
 
     state_arrays = ("w", "psi", "delta", "alpha", "idle", "gram", "best_w")
-    state_scalars = ("best_primal", "best_dual", "last_primal", "eps")
+    state_scalars = ("best_primal", "best_dual", "eps")
     growable_arrays = ("psi", "delta", "alpha", "idle", "gram")
 
     def _after_load(self):
@@ -96,7 +95,6 @@ class CuttingPlane(PassSolver):
         else:
             hinge, yhat = model.hinge(self.w, data)
             primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
-        self.last_primal = primal
         if primal < self.best_primal:
             self.best_primal, self.best_w = primal, self.w.copy()
         # ξ of the working set at w; the new constraint's violation is Σ_i H_i(w)
@@ -191,7 +189,3 @@ class CuttingPlane(PassSolver):
 
     def dual(self):
         return self.best_dual
-
-    @property
-    def n_constraints(self):
-        return len(self.delta)
