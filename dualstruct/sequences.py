@@ -89,6 +89,16 @@ class PackedSequences:
         labels = None if self.labels is None else self.labels[start:stop]
         return self.X[start:stop], labels
 
+    def take(self, indices) -> PackedSequences:
+        """The sequences ``indices`` (in that order) as a new PackedSequences."""
+        indices = np.asarray(indices, dtype=np.int64)
+        rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
+                               for i in indices]) if len(indices) else np.zeros(0, np.int64)
+        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
+        np.cumsum(self.lengths[indices], out=offsets[1:])
+        labels = None if self.labels is None else self.labels[rows]
+        return PackedSequences(self.X[rows], offsets, labels)
+
     def kernel_arrays(self):
         """``(indptr, indices, data, offsets)`` as contiguous typed arrays for numba kernels."""
         X = self.X

@@ -36,7 +36,7 @@ def test_fit_predict_score_string_labels(problem):
     assert est.intercept_.shape == (4,)
 
 
-@pytest.mark.parametrize("solver", ["bcfw", "ssg"])
+@pytest.mark.parametrize("solver", ["bcfw", "ssg", "gdmm"])
 def test_sparse_and_packed_input(problem, solver):
     X, y = problem
     Xs = [sp.csr_matrix(x) for x in X]
@@ -257,7 +257,7 @@ def test_packed_sequences_validation():
     assert PackedSequences(unsorted, np.array([0, 3])).X.has_sorted_indices
 
 
-@pytest.mark.parametrize("solver", ["bcfw", "ssg"])
+@pytest.mark.parametrize("solver", ["bcfw", "ssg", "gdmm"])
 def test_checkpoint_resume_equals_uninterrupted_training(problem, tmp_path, solver):
     X, y = problem
     full = StructuredSVM(solver=solver, max_iter=12, tol=0, random_state=3).fit(X, y)

@@ -302,33 +302,3 @@ def test_slack_searches_as_training_oracles(search):
         assert cp.history.last.primal == pytest.approx(p, rel=1e-5)
     else:
         assert bc.history.last.primal == pytest.approx(p, rel=0.05)
-
-
-@pytest.mark.parametrize("bigram_step", ["pairwise", "fw"])
-@pytest.mark.parametrize("start_end", [True, False])
-@pytest.mark.parametrize("seed, C", [(11, 1.0), (12, 0.3)])
-def test_gdmm_reaches_the_bcfw_optimum(seed, C, start_end, bigram_step):
-    from dualstruct.solvers import GDMM
-
-    _, _, data, model = _problem(seed, n=10, start_end=start_end)
-    bcfw = BCFW(model, C, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
-    gdmm = GDMM(model, C, rho=1.0, bigram_step=bigram_step, max_iter=3000, check_every=3000,
-                random_state=0).fit(data)
-    p = bcfw.history.last.primal
-    assert gdmm.history.last.primal == pytest.approx(p, rel=1e-3)
-    assert gdmm.history.last.primal >= p * (1 - 1e-7)  # BCFW stopped at a 1e-8 gap
-    assert gdmm.residuals[-1] < 1e-2 * gdmm.residuals[0]
-    # w is kept equal to w(q): recompute it from the factor marginals
-    w = np.zeros(model.size)
-    W = model.unpack(w)
-    for i in range(data.n_sequences):
-        x, gold = data.sequence(i)
-        w += C * model.joint_feature(x, gold)
-    X = data.X.toarray()
-    W.unigram[:] -= C * X.T @ gdmm.q_u
-    W.transition[:] -= C * gdmm.q_b.sum(axis=0)
-    if start_end:
-        firsts, lasts = data.offsets[:-1], data.offsets[1:] - 1
-        W.start[:] -= C * gdmm.q_u[firsts].sum(axis=0)
-        W.end[:] -= C * gdmm.q_u[lasts].sum(axis=0)
-    assert np.allclose(w, gdmm.w, atol=1e-9)

@@ -1,258 +1,825 @@
-"""Numba kernels of GDMM (Yen et al. 2016; ALGORITHMS.md §5) on linear chains, dense version.
+"""Numba kernels of GDMM (Yen et al. 2016, Algorithm 1; ALGORITHMS.md §5) on linear chains.
 
-Every example decomposes into unigram factors ``q_t ∈ Δ(K)`` (one per token) and bigram
-factors ``q_e ∈ Δ(K²)`` (one per edge e = (t, t+1)), tied by the local-consistency
+**The problem.** Every example decomposes into unigram factors ``q_t ∈ Δ(K)`` (one per token)
+and bigram factors ``q_e ∈ Δ(K²)`` (one per edge e = (t, t+1)), tied by the local-consistency
 constraints ``M_L q_e = q_t`` (row sums) and ``M_R q_e = q_{t+1}`` (column sums). The
 LP-relaxed dual, written as a minimization (C-form, signs as fixed by ALGORITHMS.md §5), is
 
     G(q) = ½‖w(q)‖² − C Σ_t <δ_t, q_t>,
     w(q) = C Σ_f (φ_f(ȳ_f) − Σ_{y_f} q_f(y_f) φ_f(y_f)),
 
-and GDMM minimizes the augmented Lagrangian
+and GDMM minimizes the augmented Lagrangian (paper eq. (9))
 
     L(q, λ) = G(q) + Σ_e <λ_e^L, M_L q_e − q_t> + <λ_e^R, M_R q_e − q_{t+1}>
               + ρ/2 Σ_e (‖M_L q_e − q_t‖² + ‖M_R q_e − q_{t+1}‖²)
 
-by one pass of block Frank-Wolfe steps over all factors, then takes the multiplier step
-``λ ← λ + η (M q_e − q_j)`` (Algorithm 1). With the messages
-``μ_e^L = λ_e^L + ρ (M_L q_e − q_t)`` (and likewise μ^R) the partial gradients are
+by one pass of block steps over all factors, then takes the multiplier step
+``λ ← λ + η (M q_e − q_j)``. With the messages ``μ_e^L = λ_e^L + ρ (M_L q_e − q_t)`` (and
+likewise μ^R) the partial gradients are
 
     ∂L/∂q_t(k)    = −C (θ_t(k) + δ_t(k)) − μ_{e_left}^R(k) − μ_{e_right}^L(k)
     ∂L/∂q_e(a, b) = −C W_B[a, b] + μ_e^L(a) + μ_e^R(b)
 
-(θ_t includes the start/end weights at the ends of the chain), so the Frank-Wolfe vertex of a
-factor is the argmin of its gradient — the message-augmented factorwise maximization oracle
-(FMO). Restricted to one unigram factor, L is a quadratic whose Hessian on the simplex is
-``c·I`` with ``c = C² (‖x_t‖² + [t = 1] + [t = T]) + ρ · (number of incident edges)``, so the
-block is minimized exactly by projecting ``q_t − ∇/c`` onto the simplex. A bigram factor takes
-a Frank-Wolfe step towards its FMO vertex: along ``D = e_{(a*, b*)} − q_e`` the slope is
-``<∇, D>`` and the curvature ``C² ‖D‖² + ρ (‖M_L D‖² + ‖M_R D‖²)``, so the exact line search
-is ``γ = clip(−<∇, D> / curvature, 0, 1)``. ``w`` is kept equal to ``w(q)``
-incrementally. This version uses brute-force FMOs and dense factor marginals: it is the
-reference a sublinear variant (sparse active sets, sorted structures for W_B) is to be checked
-against.
+(θ_t includes the start/end weights at the ends of the chain); the Frank-Wolfe vertex of a
+factor, the argmin of its gradient, is the message-augmented factorwise maximization oracle
+(FMO).
+
+**Block steps.** Restricted to one unigram factor, L is a quadratic whose Hessian on the
+simplex is ``c·I`` with ``c = C² (‖x_t‖² + [t = 1] + [t = T]) + ρ · (incident edges)``
+(label blocks of φ are orthogonal), so on its active set the block is minimized exactly by
+projecting ``q_t − ∇/c`` onto the simplex. A bigram factor takes a pairwise Frank-Wolfe step:
+mass moves from its worst support pair (the away vertex) to the FMO pair; along
+``D = e_(a*,b*) − e_(a',b')`` the curvature is ``2C² + ρ (‖M_L D‖² + ‖M_R D‖²)``, with
+``‖M_L D‖² = 2[a* ≠ a']``, so the exact line search is a clipped ratio.
+
+**Sparsity.** Every token keeps an active label set ``A_t`` (slot 0 is the gold label,
+labels never leave it) holding q_t, and the two message halves that touch it: λ and the row
+sums of the edge to its right (``lam_out``, ``sum_out``), λ and the column sums of the edge
+to its left (``lam_in``, ``sum_in``), all aligned with the slots. A bigram factor keeps its
+support as pairs of slots. When a pair enters ``q_e`` its labels enter ``A_t`` and
+``A_{t+1}``, so messages are non-zero only on active labels and every step costs O(|A|).
+
+**Oracles.** Labels outside ``A_t`` carry no message, which makes the FMOs cheap:
+
+* bigram (``bigram_sorted``): the argmin over K² pairs splits into four cases by whether each
+  endpoint is active. Both active: O(|A_t||A_{t+1}|) pairs. One active: the best inactive
+  partner is the top of a row (or column) of W_B excluding the other active set. Neither:
+  the top of all of W_B excluding both. Each row, each column and the whole table is a
+  max-tree over W_B (segment tree of leaf indices, O(log K) per update of W_B); "top
+  excluding a set S" is a pruned depth-first search costing O((|S| + 1) log K). Brute
+  force (``bigram_brute``) scans all K² pairs.
+* unigram, inactive labels have gradient ``−C (θ_t(k) + δ)``, so the FMO is the best score
+  ``<W_U[:, k], x_t>`` among inactive labels. ``UNIGRAM_BRUTE`` scores all K labels
+  (O(K nnz(x_t))); ``UNIGRAM_SAMPLED`` scores one of ν fixed random label groups (the
+  approximate FMO of the paper, its rate scaled by 1/ν); ``UNIGRAM_SPARSE`` (exact, beyond
+  the paper) uses that ``W_U[j, k] ≠ 0`` only if k was active at a token carrying feature j:
+  per feature a list of such labels is kept, and labels in no list of x_t score exactly 0,
+  so one of them stands for all. Its cost is the number of list entries touched.
+
+All three unigram oracles and both bigram oracles return the same argmin (ties broken by
+the smaller label index), which the tests check against brute force.
 """
 
 import numpy as np
 from numba import njit
 
+UNIGRAM_BRUTE = 0
+UNIGRAM_SAMPLED = 1
+UNIGRAM_SPARSE = 2
+
+#: return codes of gdmm_pass (bit flags): which capacity must grow before continuing
+NEED_LABEL_SLOTS = 1
+NEED_PAIR_SLOTS = 2
+NEED_LIST_NODES = 4
+
+_MODE_ROW, _MODE_COL, _MODE_ALL = 0, 1, 2
+
+
+# ------------------------------------------------------------------------------------------
+# max-trees over W_B
+# ------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _value(W_B, mode, fixed, leaf):
+    K = W_B.shape[0]
+    if mode == _MODE_ROW:
+        return W_B[fixed, leaf]
+    if mode == _MODE_COL:
+        return W_B[leaf, fixed]
+    return W_B[leaf // K, leaf % K]
+
 
 @njit(cache=True)
-def project_to_simplex(v, out, scratch):
-    """Euclidean projection of v onto the probability simplex (sort-based, O(K log K))."""
-    K = v.shape[0]
-    for k in range(K):
+def _wins(W_B, mode, fixed, i, j):
+    """Leaf i ranks above leaf j: larger value, ties to the smaller index."""
+    vi = _value(W_B, mode, fixed, i)
+    vj = _value(W_B, mode, fixed, j)
+    return vi > vj or (vi == vj and i < j)
+
+
+@njit(cache=True)
+def tree_build(tree, W_B, mode, fixed):
+    """Segment tree of n leaves (n = len(tree) // 2): node n + i is leaf i, node m < n holds
+    the better leaf of nodes 2m and 2m + 1, node 1 the best of all."""
+    n = tree.shape[0] // 2
+    for i in range(n):
+        tree[n + i] = i
+    for m in range(n - 1, 0, -1):
+        a, b = tree[2 * m], tree[2 * m + 1]
+        tree[m] = a if _wins(W_B, mode, fixed, a, b) else b
+
+
+@njit(cache=True)
+def tree_update(tree, W_B, mode, fixed, leaf):
+    """Restore the tree after the value of ``leaf`` changed: O(log n)."""
+    n = tree.shape[0] // 2
+    m = (n + leaf) // 2
+    while m >= 1:
+        a, b = tree[2 * m], tree[2 * m + 1]
+        tree[m] = a if _wins(W_B, mode, fixed, a, b) else b
+        m //= 2
+
+
+@njit(cache=True)
+def _excluded(mode, leaf, K, mark_a, mark_b, stamp):
+    if mode == _MODE_ROW:
+        return mark_b[leaf] == stamp
+    if mode == _MODE_COL:
+        return mark_a[leaf] == stamp
+    return mark_a[leaf // K] == stamp or mark_b[leaf % K] == stamp
+
+
+@njit(cache=True)
+def tree_best(tree, W_B, mode, fixed, mark_a, mark_b, stamp, floor, stack):
+    """The best leaf that is not excluded (row mode: column label marked in ``mark_b``;
+    column mode: row label marked in ``mark_a``; table mode: either) and whose value is at
+    least ``floor``, or −1.
+
+    Depth-first search from the root that descends only below excluded subtree maxima and
+    prunes subtrees whose maximum ranks below the best leaf found or lies below ``floor``:
+    O((|excluded above floor| + 1) log n).
+    """
+    n = tree.shape[0] // 2
+    K = W_B.shape[0]
+    best = -1
+    stack[0] = 1
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        m = stack[sp]
+        leaf = tree[m]
+        if _value(W_B, mode, fixed, leaf) < floor:
+            continue
+        if best >= 0 and not _wins(W_B, mode, fixed, leaf, best):
+            continue
+        if not _excluded(mode, leaf, K, mark_a, mark_b, stamp):
+            best = leaf
+            continue
+        if m < n:
+            a, b = tree[2 * m], tree[2 * m + 1]
+            if _wins(W_B, mode, fixed, a, b):  # visit the better child first
+                stack[sp] = 2 * m + 1
+                stack[sp + 1] = 2 * m
+            else:
+                stack[sp] = 2 * m
+                stack[sp + 1] = 2 * m + 1
+            sp += 2
+    return best
+
+
+@njit(cache=True)
+def build_trees(W_B, row_tree, col_tree, all_tree):
+    K = W_B.shape[0]
+    for a in range(K):
+        tree_build(row_tree[a], W_B, _MODE_ROW, a)
+        tree_build(col_tree[a], W_B, _MODE_COL, a)
+    tree_build(all_tree, W_B, _MODE_ALL, 0)
+
+
+@njit(cache=True)
+def _transition_changed(W_B, a, b, sorted_trees, row_tree, col_tree, all_tree):
+    if sorted_trees:
+        tree_update(row_tree[a], W_B, _MODE_ROW, a, b)
+        tree_update(col_tree[b], W_B, _MODE_COL, b, a)
+        tree_update(all_tree, W_B, _MODE_ALL, 0, a * W_B.shape[0] + b)
+
+
+# ------------------------------------------------------------------------------------------
+# factorwise maximization oracles
+# ------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _pair_wins(g, a, b, best_g, best_a, best_b, K):
+    return best_a < 0 or g < best_g or (g == best_g and a * K + b < best_a * K + best_b)
+
+
+@njit(cache=True)
+def _floor(best_a, best_g, mu, C):
+    if best_a < 0:
+        return -np.inf
+    t = (mu - best_g) / C
+    return t - 1e-9 * (1.0 + abs(t))
+
+
+@njit(cache=True)
+def bigram_brute(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, dense_a, dense_b):
+    """argmin over all K² pairs of ``−C W_B[a, b] + μ^L(a) + μ^R(b)`` (messages given on the
+    active slots); ``dense_a``/``dense_b`` are zeroed K-vectors of scratch. Returns
+    ``(a, b, gradient)``."""
+    K = W_B.shape[0]
+    for s in range(n_a):
+        dense_a[act_a[s]] = mu_a[s]
+    for s in range(n_b):
+        dense_b[act_b[s]] = mu_b[s]
+    best_a, best_b, best_g = -1, -1, 0.0
+    for a in range(K):
+        for b in range(K):
+            g = -C * W_B[a, b] + dense_a[a] + dense_b[b]
+            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                best_a, best_b, best_g = a, b, g
+    for s in range(n_a):
+        dense_a[act_a[s]] = 0.0
+    for s in range(n_b):
+        dense_b[act_b[s]] = 0.0
+    return best_a, best_b, best_g
+
+
+@njit(cache=True)
+def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, stamp,
+                  row_tree, col_tree, all_tree, stack):
+    """The same argmin as :func:`bigram_brute` by the four-case search (module docstring);
+    the active labels must be marked: ``mark_a[act_a[s]] == stamp`` and likewise for b."""
+    K = W_B.shape[0]
+    best_a, best_b, best_g = -1, -1, 0.0
+    for sa in range(n_a):  # both endpoints active
+        a = act_a[sa]
+        for sb in range(n_b):
+            b = act_b[sb]
+            g = -C * W_B[a, b] + mu_a[sa] + mu_b[sb]
+            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                best_a, best_b, best_g = a, b, g
+    # below, a candidate can win only if −C W + μ <= best_g, i.e. W >= (μ − best_g) / C: the
+    # searches skip subtrees under that floor (relaxed by a rounding margin; the final
+    # comparison is exact)
+    if n_b < K:  # a active, b inactive: the top of row a outside A_{t+1}
+        for sa in range(n_a):
+            a = act_a[sa]
+            floor = _floor(best_a, best_g, mu_a[sa], C)
+            b = tree_best(row_tree[a], W_B, _MODE_ROW, a, mark_a, mark_b, stamp, floor, stack)
+            if b < 0:
+                continue
+            g = -C * W_B[a, b] + mu_a[sa]
+            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                best_a, best_b, best_g = a, b, g
+    if n_a < K:  # b active, a inactive: the top of column b outside A_t
+        for sb in range(n_b):
+            b = act_b[sb]
+            floor = _floor(best_a, best_g, mu_b[sb], C)
+            a = tree_best(col_tree[b], W_B, _MODE_COL, b, mark_a, mark_b, stamp, floor, stack)
+            if a < 0:
+                continue
+            g = -C * W_B[a, b] + mu_b[sb]
+            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                best_a, best_b, best_g = a, b, g
+    if n_a < K and n_b < K:  # neither active: the top of W_B outside A_t × · and · × A_{t+1}
+        leaf = tree_best(all_tree, W_B, _MODE_ALL, 0, mark_a, mark_b, stamp,
+                         _floor(best_a, best_g, 0.0, C), stack)
+        if leaf >= 0:
+            a, b = leaf // K, leaf % K
+            g = -C * W_B[a, b]
+            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                best_a, best_b, best_g = a, b, g
+    return best_a, best_b, best_g
+
+
+@njit(cache=True)
+def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, end):
+    s = 0.0
+    for p in range(indptr[row], indptr[row + 1]):
+        s += values[p] * W_U[indices[p], k]
+    if at_start:
+        s += start[k]
+    if at_end:
+        s += end[k]
+    return s
+
+
+@njit(cache=True)
+def _random_below(seed, a, b, n):
+    """A pseudo-random int in [0, n) from the key (seed, a, b) (splitmix64 finalizer), so the
+    factor order and sampled groups do not depend on where a kernel call starts."""
+    z = (np.uint64(seed) + np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)
+         + np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z % np.uint64(n))
+
+
+@njit(cache=True)
+def _wins_label(s, k, best_s, best):
+    return best < 0 or s > best_s or (s == best_s and k < best)
+
+
+@njit(cache=True)
+def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start, end,
+                act_row, n_act, theta, mark, stamp, group, n_groups, perm, fl_head, fl_next,
+                fl_label, fl_len, score, touched):
+    """Scores ``theta[s] = <W_U[:, act_row[s]], x_t>`` (+ start/end) of the active labels and
+    the best-scoring label outside the active set: ``(label, score)``, or ``(-1, 0)`` when
+    every label is active (or the sampled group holds only active labels). Active labels
+    must be marked (``mark[k] == stamp``); ``group`` is the sampled oracle's random draw.
+
+    The brute oracle scores every label in one feature-major sweep (contiguous, vectorized)
+    and reads the answer off it; the sparse oracle does the same when walking its label
+    lists would cost more (when the lists of the token's features hold more than K/16
+    labels on average: a list walk reads W_U at random, the sweep streams it).
+    """
+    K = W_U.shape[1]
+    best, best_s = -1, 0.0
+    sweep = mode == UNIGRAM_BRUTE
+    if mode == UNIGRAM_SPARSE:
+        walk = 0
+        for p in range(indptr[row], indptr[row + 1]):
+            walk += fl_len[indices[p]]
+        sweep = 16 * walk > K * (indptr[row + 1] - indptr[row])
+    if sweep:
+        for k in range(K):
+            score[k] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            j, v = indices[p], values[p]
+            for k in range(K):
+                score[k] += v * W_U[j, k]
+        if at_start:
+            for k in range(K):
+                score[k] += start[k]
+        if at_end:
+            for k in range(K):
+                score[k] += end[k]
+        for s in range(n_act):
+            theta[s] = score[act_row[s]]
+        for k in range(K):
+            if mark[k] != stamp and _wins_label(score[k], k, best_s, best):
+                best, best_s = k, score[k]
+        return best, best_s
+    for s in range(n_act):
+        theta[s] = _label_score(W_U, indptr, indices, values, row, act_row[s], at_start,
+                                at_end, start, end)
+    if n_act >= K:
+        return best, best_s
+    if mode == UNIGRAM_SAMPLED:
+        size = (K + n_groups - 1) // n_groups
+        for r in range(group * size, min(K, (group + 1) * size)):
+            k = perm[r]
+            if mark[k] == stamp:
+                continue
+            s = _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start,
+                             end)
+            if _wins_label(s, k, best_s, best):
+                best, best_s = k, s
+        return best, best_s
+    # sparse exact search: accumulate scores over the label lists of the token's features
+    n_touched = 0
+    d = W_U.shape[0]
+    n_feat = indptr[row + 1] - indptr[row]
+    for q in range(n_feat + 2):
+        if q < n_feat:
+            p = indptr[row] + q
+            j, v = indices[p], values[p]
+        elif q == n_feat and at_start:
+            j, v = d, 1.0
+        elif q == n_feat + 1 and at_end:
+            j, v = d + 1, 1.0
+        else:
+            continue
+        node = fl_head[j]
+        while node >= 0:
+            k = fl_label[node]
+            node = fl_next[node]
+            if mark[k] == stamp:
+                continue
+            if mark[k] != -stamp:
+                mark[k] = -stamp  # touched in this call
+                score[k] = 0.0
+                touched[n_touched] = k
+                n_touched += 1
+            if j < d:
+                score[k] += v * W_U[j, k]
+            elif j == d:
+                score[k] += start[k]
+            else:
+                score[k] += end[k]
+    for r in range(n_touched):
+        k = touched[r]
+        if _wins_label(score[k], k, best_s, best):
+            best, best_s = k, score[k]
+    # every label in no list scores exactly 0: the smallest such label stands for them all
+    # (the scan stops at the first unmarked label, so it costs at most |touched| + |A| + 1)
+    if best < 0 or best_s < 0.0 or (best_s == 0.0 and best > 0):
+        limit = K if best < 0 or best_s < 0.0 else best
+        for k in range(limit):
+            if mark[k] != stamp and mark[k] != -stamp:
+                best, best_s = k, 0.0
+                break
+    for r in range(n_touched):
+        mark[touched[r]] = 0
+    return best, best_s
+
+
+# ------------------------------------------------------------------------------------------
+# active sets and the label lists of the sparse unigram oracle
+# ------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_head, fl_next,
+                      fl_label, fl_member, fl_len, fl_used):
+    """Record that label k may now carry weight on every feature of token ``row``."""
+    n_feat = indptr[row + 1] - indptr[row]
+    for q in range(n_feat + 2):
+        if q < n_feat:
+            j = indices[indptr[row] + q]
+        elif q == n_feat and at_start:
+            j = d
+        elif q == n_feat + 1 and at_end:
+            j = d + 1
+        else:
+            continue
+        if fl_member[j, k]:
+            continue
+        node = fl_used[0]
+        fl_label[node] = k
+        fl_next[node] = fl_head[j]
+        fl_head[j] = node
+        fl_used[0] = node + 1
+        fl_len[j] += 1
+        fl_member[j, k] = 1
+
+
+@njit(cache=True)
+def build_label_lists(W_U, start, end, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used):
+    """The label lists from scratch: feature j (start and end are features d and d + 1)
+    lists every label k with ``W_U[j, k] != 0``."""
+    d, K = W_U.shape
+    fl_head[:] = -1
+    fl_len[:] = 0
+    fl_member[:, :] = 0
+    fl_used[0] = 0
+    for j in range(d + 2):
+        for k in range(K):
+            v = W_U[j, k] if j < d else (start[k] if j == d else end[k])
+            if v != 0.0:
+                node = fl_used[0]
+                fl_label[node] = k
+                fl_next[node] = fl_head[j]
+                fl_head[j] = node
+                fl_used[0] = node + 1
+                fl_len[j] += 1
+                fl_member[j, k] = 1
+
+
+@njit(cache=True)
+def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out):
+    s = n_act[row]
+    act[row, s] = k
+    q_u[row, s] = 0.0
+    lam_in[row, s] = 0.0
+    sum_in[row, s] = 0.0
+    lam_out[row, s] = 0.0
+    sum_out[row, s] = 0.0
+    n_act[row] = s + 1
+    return s
+
+
+@njit(cache=True)
+def project_to_simplex(v, n, out, scratch):
+    """Euclidean projection of v[:n] onto the probability simplex (sort-based)."""
+    for k in range(n):
         scratch[k] = v[k]
-    scratch[:K] = np.sort(scratch[:K])[::-1]
+    srt = np.sort(scratch[:n])
     cum = 0.0
     tau = 0.0
-    for k in range(K):
-        cum += scratch[k]
-        t = (cum - 1.0) / (k + 1)
-        if scratch[k] - t > 0.0:
+    for r in range(n):
+        x = srt[n - 1 - r]
+        cum += x
+        t = (cum - 1.0) / (r + 1)
+        if x - t > 0.0:
             tau = t
-    for k in range(K):
+    for k in range(n):
         x = v[k] - tau
         out[k] = x if x > 0.0 else 0.0
 
 
+# ------------------------------------------------------------------------------------------
+# one pass
+# ------------------------------------------------------------------------------------------
 @njit(cache=True)
-def left_message(q_b, lam_L, q_u, e, row, rho, out):
-    """μ_e^L = λ_e^L + ρ (M_L q_e − q_t): row sums of the edge marginal against token t."""
-    K = q_u.shape[1]
-    for a in range(K):
-        rs = 0.0
-        for b in range(K):
-            rs += q_b[e, a, b]
-        out[a] = lam_L[e, a] + rho * (rs - q_u[row, a])
-
-
-@njit(cache=True)
-def right_message(q_b, lam_R, q_u, e, row, rho, out):
-    """μ_e^R = λ_e^R + ρ (M_R q_e − q_{t+1}): column sums against token t+1 (= ``row``)."""
-    K = q_u.shape[1]
-    for b in range(K):
-        cs = 0.0
-        for a in range(K):
-            cs += q_b[e, a, b]
-        out[b] = lam_R[e, b] + rho * (cs - q_u[row, b])
-
-
-@njit(cache=True)
-def gdmm_pass(indptr, indices, data, offsets, labels, loss_weights, sq_norms, order, C, rho,
-              start_end, W_U, W_B, start, end, q_u, q_b, lam_L, lam_R, pairwise):
-    """One pass of factorwise Frank-Wolfe steps over the examples in ``order``.
-
-    ``q_u`` (tokens × K), ``q_b`` (edges × K × K) with edge ``e = token − sequence`` for every
-    token that is not last in its sequence; ``lam_L``/``lam_R`` (edges × K) the multipliers.
-    Returns the number of factor oracle calls.
+def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, order, first,
+              C, rho, start_end, W_U, W_B, start, end,
+              act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
+              pair_a, pair_b, q_b, n_pair,
+              unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
+              fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed, counters, eta):
+    """GDMM on the examples ``order[first:]``: per example a block step on each of its
+    factors (in random order), then the multiplier step on its edges. The multipliers of an
+    example are read by its own factors only, so this is exactly Algorithm 1's pass followed
+    by its multiplier step. Before an example it checks that its tokens, edges and label
+    lists have room for what the example can add (3 labels per token, 1 pair per edge); if
+    not, it
+    returns ``(position, NEED_* flags)`` so the caller can grow the arrays and call again.
+    Returns ``(len(order), 0)`` when done. ``counters`` accumulates [unigram oracle calls,
+    bigram oracle calls, labels activated, pairs added].
     """
     K = W_U.shape[1]
-    grad = np.empty(K)
-    mu_a = np.empty(K)
-    mu_b = np.empty(K)
-    d = np.empty(K)
-    G = np.empty((K, K))
-    D = np.empty((K, K))
-    calls = 0
-    for idx in range(order.shape[0]):
+    d = W_U.shape[0]
+    cap = act.shape[1]
+    cap_pairs = q_b.shape[1]
+    free_nodes = fl_label.shape[0]
+    sparse_lists = unigram_mode == UNIGRAM_SPARSE
+    max_T = 1
+    for i in range(offsets.shape[0] - 1):
+        max_T = max(max_T, offsets[i + 1] - offsets[i])
+    grad = np.empty(cap)
+    mu_a = np.empty(cap)
+    mu_b = np.empty(cap)
+    proj = np.empty(cap)
+    scratch = np.empty(cap)
+    theta = np.empty(cap)
+    step = np.empty(cap)
+    changed = np.empty(cap, dtype=np.int64)
+    mark_a = np.zeros(K, dtype=np.int64)
+    mark_b = np.zeros(K, dtype=np.int64)
+    slot_a = np.zeros(K, dtype=np.int64)
+    slot_b = np.zeros(K, dtype=np.int64)
+    dense_a = np.zeros(K)
+    dense_b = np.zeros(K)
+    score = np.zeros(K)
+    touched = np.empty(K, dtype=np.int64)
+    stack = np.empty(130, dtype=np.int64)
+    factors = np.empty(2 * max_T, dtype=np.int64)
+    stamp = 0
+    for idx in range(first, order.shape[0]):
         i = order[idx]
         s0 = offsets[i]
         T = offsets[i + 1] - s0
-        # unigram factors
-        for t in range(T):
-            row = s0 + t
-            g = labels[row]
-            for k in range(K):
-                grad[k] = 0.0
-            for p in range(indptr[row], indptr[row + 1]):
-                j = indices[p]
-                v = data[p]
-                for k in range(K):
-                    grad[k] += v * W_U[j, k]
-            extra = 0.0
-            if start_end and t == 0:
-                for k in range(K):
-                    grad[k] += start[k]
-                extra += 1.0
-            if start_end and t == T - 1:
-                for k in range(K):
-                    grad[k] += end[k]
-                extra += 1.0
-            for k in range(K):
-                theta = grad[k] + (loss_weights[g] if k != g else 0.0)
-                grad[k] = -C * theta
-            n_edges = 0
-            if t > 0:  # edge (t-1, t): this token is its right end
-                n_edges += 1
-                right_message(q_b, lam_R, q_u, row - 1 - i, row, rho, mu_b)
-                for k in range(K):
-                    grad[k] -= mu_b[k]
-            if t < T - 1:  # edge (t, t+1): this token is its left end
-                n_edges += 1
-                left_message(q_b, lam_L, q_u, row - i, row, rho, mu_a)
-                for k in range(K):
-                    grad[k] -= mu_a[k]
-            calls += 1
-            # the unigram block's Hessian is c·I on the simplex, so its exact minimizer is
-            # the projection of q − ∇/c onto the simplex (an exact block step)
-            c = C * C * (sq_norms[row] + extra) + rho * n_edges
-            if c <= 0.0:
+        need = 0
+        list_need = 0
+        for row in range(s0, s0 + T):
+            if min(n_act[row] + 3, K) > cap:
+                need |= NEED_LABEL_SLOTS
+            if row < s0 + T - 1 and n_pair[row - i] + 1 > cap_pairs:
+                need |= NEED_PAIR_SLOTS
+            list_need += min(n_act[row] + 3, K) * (indptr[row + 1] - indptr[row] + 2)
+        if sparse_lists and fl_used[0] + list_need > free_nodes:
+            need |= NEED_LIST_NODES
+        if need:
+            return idx, need
+        n_f = 2 * T - 1
+        for f in range(n_f):
+            factors[f] = f
+        for f in range(n_f - 1, 0, -1):
+            r = _random_below(seed, i, f, f + 1)
+            factors[f], factors[r] = factors[r], factors[f]
+        for f_idx in range(n_f):
+            f = factors[f_idx]
+            stamp += 1
+            if f < T:
+                # ---------------- unigram factor of token t ----------------
+                t = f
+                row = s0 + t
+                at_start = start_end and t == 0
+                at_end = start_end and t == T - 1
+                nA = n_act[row]
+                lw = loss_weights[labels[row]]
+                for s in range(nA):
+                    mark_a[act[row, s]] = stamp
+                counters[0] += 1
+                k_new, th_new = unigram_fmo(unigram_mode, W_U, indptr, indices, values, row,
+                                            at_start, at_end, start, end, act[row], nA,
+                                            theta, mark_a, stamp,
+                                            _random_below(seed, i, n_f + t, n_groups),
+                                            n_groups, perm,
+                                            fl_head, fl_next, fl_label, fl_len, score, touched)
+                for s in range(nA):
+                    grad[s] = -C * (theta[s] + (lw if s > 0 else 0.0))
+                n_edges = 0
+                if t > 0:
+                    n_edges += 1
+                    for s in range(nA):
+                        grad[s] -= lam_in[row, s] + rho * (sum_in[row, s] - q_u[row, s])
+                if t < T - 1:
+                    n_edges += 1
+                    for s in range(nA):
+                        grad[s] -= lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
+                g_min = grad[0]
+                for s in range(1, nA):
+                    g_min = min(g_min, grad[s])
+                if k_new >= 0 and -C * (th_new + lw) < g_min:
+                    s = _activate(row, k_new, act, n_act, q_u, lam_in, sum_in, lam_out,
+                                  sum_out)
+                    grad[s] = -C * (th_new + lw)
+                    nA += 1
+                    counters[2] += 1
+                c = C * C * (sq_norms[row] + at_start + at_end) + rho * n_edges
+                if c > 0.0:
+                    for s in range(nA):
+                        mu_a[s] = q_u[row, s] - grad[s] / c
+                    project_to_simplex(mu_a, nA, proj, scratch)
+                else:  # L is linear in this block: jump to the best vertex
+                    best = 0
+                    for s in range(nA):
+                        proj[s] = 0.0
+                        if grad[s] < grad[best]:
+                            best = s
+                    proj[best] = 1.0
+                n_changed = 0
+                for s in range(nA):
+                    delta = proj[s] - q_u[row, s]
+                    if delta != 0.0:
+                        q_u[row, s] = proj[s]
+                        changed[n_changed] = act[row, s]
+                        step[n_changed] = -C * delta
+                        n_changed += 1
+                        if sparse_lists:  # W_U[j, k] may become non-zero for j in x_t
+                            _list_token_label(row, act[row, s], at_start, at_end, indptr,
+                                              indices, d, fl_head, fl_next, fl_label,
+                                              fl_member, fl_len, fl_used)
+                for p in range(indptr[row], indptr[row + 1]):  # row-major: W_U[j] is contiguous
+                    j, v = indices[p], values[p]
+                    for r in range(n_changed):
+                        W_U[j, changed[r]] += step[r] * v
+                for r in range(n_changed):
+                    if at_start:
+                        start[changed[r]] += step[r]
+                    if at_end:
+                        end[changed[r]] += step[r]
                 continue
-            for k in range(K):
-                mu_a[k] = q_u[row, k] - grad[k] / c
-            project_to_simplex(mu_a, mu_b, d)
-            dd = 0.0
-            for k in range(K):
-                d[k] = mu_b[k] - q_u[row, k]
-                dd += d[k] * d[k]
-            if dd == 0.0:
-                continue
-            gamma = 1.0
-            f = -gamma * C
-            for k in range(K):
-                q_u[row, k] += gamma * d[k]
-            for p in range(indptr[row], indptr[row + 1]):
-                j = indices[p]
-                v = data[p]
-                for k in range(K):
-                    if d[k] != 0.0:
-                        W_U[j, k] += f * v * d[k]
-            if start_end and t == 0:
-                for k in range(K):
-                    start[k] += f * d[k]
-            if start_end and t == T - 1:
-                for k in range(K):
-                    end[k] += f * d[k]
-        # bigram factors
-        for t in range(T - 1):
+            # ---------------- bigram factor of edge (t, t+1) ----------------
+            t = f - T
             row = s0 + t
             e = row - i
-            left_message(q_b, lam_L, q_u, e, row, rho, mu_a)
-            right_message(q_b, lam_R, q_u, e, row + 1, rho, mu_b)
-            ba, bb = 0, 0
-            va, vb = -1, -1  # the away vertex: the worst pair in the support of q_e
-            for a in range(K):
-                for b in range(K):
-                    G[a, b] = -C * W_B[a, b] + mu_a[a] + mu_b[b]
-                    if G[a, b] < G[ba, bb]:
-                        ba, bb = a, b
-                    if q_b[e, a, b] > 0.0 and (va < 0 or G[a, b] > G[va, vb]):
-                        va, vb = a, b
-            calls += 1
-            if pairwise:
-                # move mass from the away pair to the FMO pair (pairwise Frank-Wolfe step)
-                slope = G[ba, bb] - G[va, vb]
-                if slope >= 0.0 or (ba == va and bb == vb):
+            nA = n_act[row]
+            nB = n_act[row + 1]
+            for s in range(nA):
+                k = act[row, s]
+                mark_a[k] = stamp
+                slot_a[k] = s
+                mu_a[s] = lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
+            for s in range(nB):
+                k = act[row + 1, s]
+                mark_b[k] = stamp
+                slot_b[k] = s
+                mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
+            counters[1] += 1
+            if bigram_sorted_search:
+                a_new, b_new, g_new = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1],
+                                                    nB, mu_b, mark_a, mark_b, stamp,
+                                                    row_tree, col_tree, all_tree, stack)
+            else:
+                a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
+                                                   nB, mu_b, dense_a, dense_b)
+            # the away pair: the worst pair in the support of q_e
+            p_old = -1
+            g_old = 0.0
+            for p in range(n_pair[e]):
+                sa, sb = pair_a[e, p], pair_b[e, p]
+                g = -C * W_B[act[row, sa], act[row + 1, sb]] + mu_a[sa] + mu_b[sb]
+                if p_old < 0 or g > g_old:
+                    p_old, g_old = p, g
+            if g_new >= g_old:
+                continue
+            if mark_a[a_new] == stamp:
+                sa_new = slot_a[a_new]
+            else:
+                sa_new = _activate(row, a_new, act, n_act, q_u, lam_in, sum_in, lam_out,
+                                   sum_out)
+                counters[2] += 1
+            if mark_b[b_new] == stamp:
+                sb_new = slot_b[b_new]
+            else:
+                sb_new = _activate(row + 1, b_new, act, n_act, q_u, lam_in, sum_in, lam_out,
+                                   sum_out)
+                counters[2] += 1
+            p_new = -1
+            for p in range(n_pair[e]):
+                if pair_a[e, p] == sa_new and pair_b[e, p] == sb_new:
+                    p_new = p
                     continue
-                mm = (2.0 if ba != va else 0.0) + (2.0 if bb != vb else 0.0)
-                curv = 2.0 * C * C + rho * mm
-                gamma = min(q_b[e, va, vb], -slope / curv)
-                q_b[e, ba, bb] += gamma
-                q_b[e, va, vb] -= gamma
-                if q_b[e, va, vb] < 1e-15:
-                    q_b[e, va, vb] = 0.0
-                W_B[ba, bb] -= gamma * C
-                W_B[va, vb] += gamma * C
-                continue
-            slope = 0.0
-            dd = 0.0
-            for a in range(K):
-                for b in range(K):
-                    D[a, b] = -q_b[e, a, b]
-            D[ba, bb] += 1.0
-            for a in range(K):
-                for b in range(K):
-                    slope += G[a, b] * D[a, b]
-                    dd += D[a, b] * D[a, b]
-            if slope >= 0.0 or dd == 0.0:
-                continue
-            mm = 0.0
-            for a in range(K):
-                rs = 0.0
-                for b in range(K):
-                    rs += D[a, b]
-                mm += rs * rs
-            for b in range(K):
-                cs = 0.0
-                for a in range(K):
-                    cs += D[a, b]
-                mm += cs * cs
-            curv = C * C * dd + rho * mm
-            gamma = min(1.0, -slope / curv)
-            for a in range(K):
-                for b in range(K):
-                    if D[a, b] != 0.0:
-                        q_b[e, a, b] += gamma * D[a, b]
-                        W_B[a, b] -= gamma * C * D[a, b]
-    return calls
+            if p_new < 0:
+                p_new = n_pair[e]
+                pair_a[e, p_new] = sa_new
+                pair_b[e, p_new] = sb_new
+                q_b[e, p_new] = 0.0
+                n_pair[e] += 1
+                counters[3] += 1
+            sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
+            curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
+            gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
+            q_b[e, p_new] += gamma
+            q_b[e, p_old] -= gamma
+            sum_out[row, sa_new] += gamma
+            sum_out[row, sa_old] -= gamma
+            sum_in[row + 1, sb_new] += gamma
+            sum_in[row + 1, sb_old] -= gamma
+            a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
+            W_B[a_new, b_new] -= gamma * C
+            W_B[a_old, b_old] += gamma * C
+            _transition_changed(W_B, a_new, b_new, bigram_sorted_search, row_tree, col_tree,
+                                all_tree)
+            _transition_changed(W_B, a_old, b_old, bigram_sorted_search, row_tree, col_tree,
+                                all_tree)
+            if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
+                last = n_pair[e] - 1
+                pair_a[e, p_old] = pair_a[e, last]
+                pair_b[e, p_old] = pair_b[e, last]
+                q_b[e, p_old] = q_b[e, last]
+                n_pair[e] = last
+        _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
+                             pair_b, q_b, n_pair, eta)
+    return order.shape[0], 0
 
 
 @njit(cache=True)
-def multiplier_step(offsets, q_u, q_b, lam_L, lam_R, eta):
-    """λ ← λ + η (M q_e − q_j) for every edge; returns the residual Σ ‖M q_e − q_j‖."""
-    n = offsets.shape[0] - 1
-    K = q_u.shape[1]
+def _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
+                         pair_b, q_b, n_pair, eta):
+    """Recompute the marginal sums of example i's edges exactly, then
+    λ ← λ + η (M q_e − q_j) (Algorithm 1, step 2; ``eta = 0`` only measures). Returns
+    ``(Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j>, Σ ‖M q_e − q_j‖²)`` before the step."""
     residual = 0.0
-    for i in range(n):
+    lagrange = 0.0
+    penalty = 0.0
+    for row in range(offsets[i], offsets[i + 1] - 1):
+        e = row - i
+        nA, nB = n_act[row], n_act[row + 1]
+        for s in range(nA):
+            sum_out[row, s] = 0.0
+        for s in range(nB):
+            sum_in[row + 1, s] = 0.0
+        for p in range(n_pair[e]):
+            sum_out[row, pair_a[e, p]] += q_b[e, p]
+            sum_in[row + 1, pair_b[e, p]] += q_b[e, p]
+        r_l = 0.0
+        for s in range(nA):
+            diff = sum_out[row, s] - q_u[row, s]
+            lagrange += lam_out[row, s] * diff
+            r_l += diff * diff
+            lam_out[row, s] += eta * diff
+        r_r = 0.0
+        for s in range(nB):
+            diff = sum_in[row + 1, s] - q_u[row + 1, s]
+            lagrange += lam_in[row + 1, s] * diff
+            r_r += diff * diff
+            lam_in[row + 1, s] += eta * diff
+        residual += np.sqrt(r_l) + np.sqrt(r_r)
+        penalty += r_l + r_r
+    return residual, lagrange, penalty
+
+
+@njit(cache=True)
+def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b,
+                n_pair):
+    """Over all examples: the residual Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j> and
+    Σ ‖M q_e − q_j‖² (the last two give the augmented Lagrangian)."""
+    residual = 0.0
+    lagrange = 0.0
+    penalty = 0.0
+    for i in range(offsets.shape[0] - 1):
+        r, lg, pn = _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out,
+                                         sum_out, pair_a, pair_b, q_b, n_pair, 0.0)
+        residual += r
+        lagrange += lg
+        penalty += pn
+    return residual, lagrange, penalty
+
+
+@njit(cache=True)
+def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
+                act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
+                perm, bigram_sorted_search, row_tree, col_tree, all_tree, fl_head, fl_next,
+                fl_label, fl_len, seed):
+    """Every factor's FMO on the current state, without steps: times the oracles alone
+    (the history's oracle share of a pass). Returns a checksum so nothing is optimized
+    away."""
+    K = W_U.shape[1]
+    cap = act.shape[1]
+    mu_a = np.empty(cap)
+    mu_b = np.empty(cap)
+    theta = np.empty(cap)
+    mark_a = np.zeros(K, dtype=np.int64)
+    mark_b = np.zeros(K, dtype=np.int64)
+    dense_a = np.zeros(K)
+    dense_b = np.zeros(K)
+    score = np.zeros(K)
+    touched = np.empty(K, dtype=np.int64)
+    stack = np.empty(130, dtype=np.int64)
+    stamp = 0
+    total = 0.0
+    for i in range(offsets.shape[0] - 1):
         s0 = offsets[i]
         T = offsets[i + 1] - s0
-        for t in range(T - 1):
+        for t in range(T):
             row = s0 + t
-            e = row - i
-            r_l = 0.0
-            r_r = 0.0
-            for a in range(K):
-                rs = 0.0
-                cs = 0.0
-                for b in range(K):
-                    rs += q_b[e, a, b]
-                    cs += q_b[e, b, a]
-                dl = rs - q_u[row, a]
-                dr = cs - q_u[row + 1, a]
-                lam_L[e, a] += eta * dl
-                lam_R[e, a] += eta * dr
-                r_l += dl * dl
-                r_r += dr * dr
-            residual += np.sqrt(r_l) + np.sqrt(r_r)
-    return residual
+            stamp += 1
+            for s in range(n_act[row]):
+                mark_a[act[row, s]] = stamp
+            k, th = unigram_fmo(unigram_mode, W_U, indptr, indices, values, row,
+                                start_end and t == 0, start_end and t == T - 1, start, end,
+                                act[row], n_act[row], theta, mark_a, stamp,
+                                _random_below(seed, i, t, n_groups), n_groups, perm, fl_head,
+                                fl_next, fl_label, fl_len, score, touched)
+            total += th
+            if t == T - 1:
+                continue
+            stamp += 1
+            nA, nB = n_act[row], n_act[row + 1]
+            for s in range(nA):
+                mark_a[act[row, s]] = stamp
+                mu_a[s] = lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
+            for s in range(nB):
+                mark_b[act[row + 1, s]] = stamp
+                mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
+            if bigram_sorted_search:
+                a, b, g = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
+                                        mark_a, mark_b, stamp, row_tree, col_tree, all_tree,
+                                        stack)
+            else:
+                a, b, g = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
+                                       dense_a, dense_b)
+            total += g
+    return total

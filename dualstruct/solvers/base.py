@@ -125,6 +125,10 @@ class PassSolver:
         """The best dual value the solver can certify (NaN without a dual)."""
         return math.nan
 
+    def diagnostics(self, check: bool) -> dict:
+        """Solver-specific figures for a record's ``extra`` (computed as monitoring)."""
+        return {}
+
     def current_dual(self) -> float:
         """The dual value of the current iterate only (cheap; NaN without a dual)."""
         return math.nan
@@ -260,6 +264,7 @@ class PassSolver:
                 rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)
             if self.validation is not None:
                 rec.validation_score = float(self.validation(w))
+        rec.extra = self.diagnostics(check)
         self.eval_time += time.perf_counter() - t0
         rec.eval_time = self.eval_time
         self.history.append(rec)

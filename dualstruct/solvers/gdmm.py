@@ -1,38 +1,67 @@
-"""GDMM — greedy direction method of multipliers with factorwise oracles (Yen et al. 2016,
-Algorithm 1; ALGORITHMS.md §5) for chains. See :mod:`dualstruct.solvers._gdmm_kernels` for
-the derivation. This first version uses brute-force factor oracles and dense factor
-marginals (memory O(edges × K²)); its primal is exact (Viterbi), and since the LP relaxation
-is tight on chains it converges to the same optimum as BCFW.
+"""GDMM — greedy direction method of multipliers with factorwise maximization oracles (Yen et
+al. 2016, Algorithm 1; ALGORITHMS.md §5) for chains.
+
+One pass = one outer iteration: a block step on every factor of every example (examples and
+each example's factors in random order), then the multiplier step. Factor marginals live on
+sparse active sets, and the factorwise oracles are sublinear in the number of labels K:
+a four-case search over max-trees of the transition table for bigram factors, and an exact
+search over per-feature label lists for unigram factors. The derivation and the oracles are
+documented in :mod:`dualstruct.solvers._gdmm_kernels`.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
 from . import _gdmm_kernels as kern
 from .base import PassSolver
+from .objective import sampled_primal_objective
+
+UNIGRAM_ORACLES = {"brute": kern.UNIGRAM_BRUTE, "sampled": kern.UNIGRAM_SAMPLED,
+                   "sparse": kern.UNIGRAM_SPARSE}
+BIGRAM_ORACLES = ("sorted", "brute")
 
 
 class GDMM(PassSolver):
-    """GDMM for :class:`~dualstruct.models.ChainModel`; one pass = one outer iteration
-    (a block step on every factor, then the multiplier step).
+    """GDMM for :class:`~dualstruct.models.ChainModel` (margin rescaling).
 
-    Extra parameters: ``rho`` (augmented-Lagrangian penalty, default 1), ``eta`` (multiplier
-    step, default ``rho``) and ``bigram_step`` (``"pairwise"``: move mass from the worst pair
-    in a bigram factor's support to its FMO pair; ``"fw"``: a Frank-Wolfe step). The dual
-    column holds NaN (the factor marginals are consistent only in the limit, so −G(q) is not
-    a certified bound); :attr:`residuals` holds the consistency residual Σ ‖M q_e − q_j‖
-    after every pass.
+    Extra parameters
+    ----------------
+    rho : float
+        Penalty ρ of the augmented Lagrangian (default 1).
+    eta : float or None
+        Multiplier step η (default ``rho``).
+    unigram_oracle : {"sparse", "sampled", "brute"}
+        Unigram FMO: exact over per-feature label lists (default), one of ``n_groups``
+        random label groups per call (the paper's approximate oracle), or all K labels.
+    bigram_oracle : {"sorted", "brute"}
+        Bigram FMO: the four-case search over max-trees of W_B (default) or all K² pairs.
+    n_groups : int or None
+        Label groups ν of the sampled unigram oracle (default ⌈K / 64⌉).
+    primal_sample : int or None
+        Also estimate the primal after every pass on this many fixed random sequences
+        (``½‖w‖² + C n/m Σ_sample H_i``; recorded as ``extra["sampled_primal"]``) — for label
+        sets so large that the exact primal at every check is too costly.
+
+    There is no certified dual: the factor marginals are consistent only in the limit, so
+    the ``dual`` column is NaN and ``tol`` does not stop training. Every record's ``extra``
+    holds the consistency residual ``Σ‖M q_e − q_j‖``, the augmented Lagrangian, G(q),
+    the mean active-set sizes and, at checks, the seconds the oracles alone take on the
+    current state (``oracle_time``; the rest of a pass is the update work).
     """
 
-
     name = "gdmm"
+    has_dual = False
 
-    def __init__(self, model, C=1.0, *, rho=1.0, eta=None, bigram_step="pairwise", **kwargs):
+    def __init__(self, model, C=1.0, *, rho=1.0, eta=None, unigram_oracle="sparse",
+                 bigram_oracle="sorted", n_groups=None, primal_sample=None,
+                 **kwargs):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
+        kwargs.setdefault("averaging", False)
         super().__init__(model, C, **kwargs)
         if not rho > 0:
             raise ValueError(f"rho must be positive, got {rho}")
@@ -40,59 +69,186 @@ class GDMM(PassSolver):
         self.eta = float(rho if eta is None else eta)
         if not self.eta > 0:
             raise ValueError(f"eta must be positive, got {eta}")
-        if bigram_step not in ("pairwise", "fw"):
-            raise ValueError(f"bigram_step must be 'pairwise' or 'fw', got {bigram_step!r}")
-        self.bigram_step = bigram_step
+        if unigram_oracle not in UNIGRAM_ORACLES:
+            raise ValueError(f"unigram_oracle must be one of {tuple(UNIGRAM_ORACLES)}, got "
+                             f"{unigram_oracle!r}")
+        if bigram_oracle not in BIGRAM_ORACLES:
+            raise ValueError(f"bigram_oracle must be one of {BIGRAM_ORACLES}, got "
+                             f"{bigram_oracle!r}")
+        K = model.n_labels
+        self.unigram_oracle = unigram_oracle
+        self.bigram_oracle = bigram_oracle
+        self.n_groups = int(math.ceil(K / 64) if n_groups is None else n_groups)
+        if not 1 <= self.n_groups <= K:
+            raise ValueError(f"n_groups must be in [1, n_labels={K}], got {n_groups}")
+        if primal_sample is not None and int(primal_sample) < 1:
+            raise ValueError(f"primal_sample must be a positive int, got {primal_sample}")
+        self.primal_sample = None if primal_sample is None else int(primal_sample)
 
-    has_dual = False
+    state_arrays = ("w", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
+                    "pair_a", "pair_b", "q_b", "n_pair", "perm", "counters")
+    growable_arrays = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "pair_a",
+                       "pair_b", "q_b")
 
     def _init_state(self):
         model, data = self.model, self.data
         if model.kind != "chain":
             raise ValueError(f"GDMM supports chain models here, got {model.kind!r}")
         K = model.n_labels
-        n_edges = data.n_tokens - data.n_sequences
-        if 8 * n_edges * K * K > 8 * 2**30:
-            raise MemoryError(f"dense GDMM needs {8 * n_edges * K * K / 2**30:.1f} GiB of "
-                              "bigram marginals; use solver='bcfw'")
+        n_tok, n_seq = data.n_tokens, data.n_sequences
+        cap = min(K, 4)
         self.arrays = data.kernel_arrays()
         X = data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
-        self.w = model.init_weights()
-        self.W = model.unpack(self.w)
-        labels = data.labels
-        self.q_u = np.zeros((data.n_tokens, K))
-        self.q_u[np.arange(data.n_tokens), labels] = 1.0
-        not_last = np.ones(data.n_tokens, dtype=bool)
-        not_last[data.offsets[1:] - 1] = False
-        rows = np.flatnonzero(not_last)
-        self.q_b = np.zeros((n_edges, K, K))
-        self.q_b[np.arange(n_edges), labels[rows], labels[rows + 1]] = 1.0
-        self.lam_L = np.zeros((n_edges, K))
-        self.lam_R = np.zeros((n_edges, K))
+        self.w = model.init_weights()  # w(q) = 0 when every factor sits on its gold label
+        self.act = np.zeros((n_tok, cap), dtype=np.int32)
+        self.act[:, 0] = data.labels
+        self.n_act = np.ones(n_tok, dtype=np.int32)
+        self.q_u = np.zeros((n_tok, cap))
+        self.q_u[:, 0] = 1.0
+        firsts, lasts = data.offsets[:-1], data.offsets[1:] - 1
+        self.lam_in = np.zeros((n_tok, cap))
+        self.lam_out = np.zeros((n_tok, cap))
+        self.sum_in = np.zeros((n_tok, cap))
+        self.sum_in[:, 0] = 1.0
+        self.sum_in[firsts, 0] = 0.0
+        self.sum_out = np.zeros((n_tok, cap))
+        self.sum_out[:, 0] = 1.0
+        self.sum_out[lasts, 0] = 0.0
+        n_edges = n_tok - n_seq
+        self.pair_a = np.zeros((n_edges, 4), dtype=np.int32)
+        self.pair_b = np.zeros((n_edges, 4), dtype=np.int32)
+        self.q_b = np.zeros((n_edges, 4))
+        self.q_b[:, 0] = 1.0
+        self.n_pair = np.ones(n_edges, dtype=np.int32)
+        self.perm = self.rng.permutation(K).astype(np.int64)
+        self.counters = np.zeros(4, dtype=np.int64)
         self.residuals = []
-
-    state_arrays = ("w", "q_u", "q_b", "lam_L", "lam_R")
+        self._last_pass = {}
+        self._prepare()
 
     def _after_load(self):
-        self.W = self.model.unpack(self.w)
+        self.residuals = []
+        self._last_pass = {}
+        self._prepare()
+
+    def _prepare(self):
+        """Views and derived structures: the max-trees of W_B and the label lists."""
+        model, data = self.model, self.data
+        K, d = model.n_labels, model.n_features
+        self.W = model.unpack(self.w)
+        self._start = self.W.start if model.start_end else np.zeros(K)
+        self._end = self.W.end if model.start_end else np.zeros(K)
+        sorted_trees = self.bigram_oracle == "sorted"
+        leaf_type = np.int32 if K * K < 2**31 else np.int64
+        shape = (K, 2 * K) if sorted_trees else (1, 2)
+        self.row_tree = np.zeros(shape, dtype=leaf_type)
+        self.col_tree = np.zeros(shape, dtype=leaf_type)
+        self.all_tree = np.zeros(2 * K * K if sorted_trees else 2, dtype=leaf_type)
+        if sorted_trees:
+            kern.build_trees(self.W.transition, self.row_tree, self.col_tree, self.all_tree)
+        lists = self.unigram_oracle == "sparse"
+        self.fl_head = np.full(d + 2 if lists else 1, -1, dtype=np.int64)
+        self.fl_member = np.zeros((d + 2, K) if lists else (1, 1), dtype=np.uint8)
+        self.fl_len = np.zeros(d + 2 if lists else 1, dtype=np.int64)
+        self.fl_used = np.zeros(1, dtype=np.int64)
+        nodes = 1
+        if lists:
+            nodes = 2 * int(np.count_nonzero(self.w)) + 4 * data.X.nnz + 1024
+        self.fl_next = np.empty(nodes, dtype=np.int64)
+        self.fl_label = np.empty(nodes, dtype=np.int32)
+        if lists:
+            kern.build_label_lists(self.W.unigram, self._start, self._end, self.fl_head,
+                                   self.fl_next, self.fl_label, self.fl_member, self.fl_len,
+                                   self.fl_used)
+
+    def _grow(self, need):
+        K = self.model.n_labels
+        if need & kern.NEED_LABEL_SLOTS:
+            cap = min(K, 2 * self.act.shape[1])
+            for name in ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out"):
+                setattr(self, name, _widen(getattr(self, name), cap))
+        if need & kern.NEED_PAIR_SLOTS:
+            cap = 2 * self.q_b.shape[1]
+            for name in ("pair_a", "pair_b", "q_b"):
+                setattr(self, name, _widen(getattr(self, name), cap))
+        if need & kern.NEED_LIST_NODES:
+            n = 2 * self.fl_label.shape[0] + 4 * self.data.X.nnz
+            self.fl_next = np.resize(self.fl_next, n)
+            self.fl_label = np.resize(self.fl_label, n)
+
+    def _kernel_args(self):
+        return (self.model.start_end, self.W.unigram, self.W.transition, self._start,
+                self._end, self.act, self.n_act, self.q_u, self.lam_in, self.sum_in,
+                self.lam_out, self.sum_out)
+
+    def _oracle_args(self):
+        return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
+                self.bigram_oracle == "sorted", self.row_tree, self.col_tree, self.all_tree)
 
     def _one_pass(self, order, chunks):
         indptr, indices, values, offsets = self.arrays
-        W = self.W
-        start = W.start if self.model.start_end else np.zeros(self.model.n_labels)
-        end = W.end if self.model.start_end else np.zeros(self.model.n_labels)
-        calls = kern.gdmm_pass(indptr, indices, values, offsets, self.data.labels,
-                               self.model.loss_weights, self.sq_norms, order, self.C, self.rho,
-                               self.model.start_end, W.unigram, W.transition, start, end,
-                               self.q_u, self.q_b, self.lam_L, self.lam_R,
-                               self.bigram_step == "pairwise")
-        self.residuals.append(kern.multiplier_step(offsets, self.q_u, self.q_b, self.lam_L,
-                                                   self.lam_R, self.eta))
-        return calls
+        calls_before = self.counters[:2].sum()
+        seed = int(self.rng.integers(2**62))  # one key for the pass's random choices
+        for part in np.array_split(order, chunks):
+            pos = 0
+            while pos < len(part):
+                pos, need = kern.gdmm_pass(
+                    indptr, indices, values, offsets, self.data.labels,
+                    self.model.loss_weights, self.sq_norms, part, pos, self.C, self.rho,
+                    *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
+                    *self._oracle_args(), self.fl_head, self.fl_next, self.fl_label,
+                    self.fl_member, self.fl_len, self.fl_used, seed, self.counters, self.eta)
+                if need:
+                    self._grow(need)
+        residual, lagrange, penalty = kern.consistency(
+            offsets, self.n_act, self.q_u, self.lam_in, self.sum_in, self.lam_out,
+            self.sum_out, self.pair_a, self.pair_b, self.q_b, self.n_pair)
+        self.residuals.append(residual)
+        G = self.dual_objective_G()
+        self._last_pass = {"residual": residual, "G": G,
+                           "augmented": G + lagrange + 0.5 * self.rho * penalty}
+        return int(self.counters[:2].sum() - calls_before)
+
+    def dual_objective_G(self):
+        """G(q) = ½‖w(q)‖² − C Σ_t δ_t·q_t (ALGORITHMS.md §5); −G is the dual value only
+        once the marginals are consistent."""
+        lw = self.model.loss_weights[self.data.labels]
+        return 0.5 * float(self.w @ self.w) - self.C * float(lw @ (1.0 - self.q_u[:, 0]))
+
+    def diagnostics(self, check):
+        extra = dict(self._last_pass)
+        extra["active_labels"] = float(self.n_act.mean())
+        extra["active_pairs"] = float(self.n_pair.mean()) if len(self.n_pair) else 0.0
+        if check:
+            indptr, indices, values, offsets = self.arrays
+            t0 = time.perf_counter()
+            kern.oracle_pass(indptr, indices, values, offsets, self.C, self.rho,
+                             *self._kernel_args(), *self._oracle_args(), self.fl_head,
+                             self.fl_next, self.fl_label, self.fl_len, 0)
+            extra["oracle_time"] = time.perf_counter() - t0
+        if self.primal_sample is not None:
+            extra["sampled_primal"] = self._sampled_primal()
+            extra["sample_size"] = min(self.primal_sample, self.data.n_sequences)
+        return extra
+
+    def _sampled_primal(self):
+        data = self.data
+        if getattr(self, "_sample", None) is None:  # a fixed sample, the same at every pass
+            m = min(self.primal_sample, data.n_sequences)
+            picks = np.random.default_rng(0).choice(data.n_sequences, m, replace=False)
+            self._sample = data.take(np.sort(picks))
+        return sampled_primal_objective(self.model, self._sample, data.n_sequences, self.w,
+                                        self.C)
 
     def candidates(self):
         return [self.w]
 
     def dual(self):
         return math.nan
+
+
+def _widen(a, cap):
+    out = np.zeros((a.shape[0], cap), dtype=a.dtype)
+    out[:, :a.shape[1]] = a
+    return out

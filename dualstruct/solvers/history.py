@@ -29,6 +29,8 @@ class Record:
     gap: float = math.nan
     relative_gap: float = math.nan
     validation_score: float = math.nan
+    #: solver-specific diagnostics (GDMM: residual, augmented objective, active-set sizes…)
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -95,4 +97,6 @@ def format_record(r: Record, with_validation: bool) -> str:
             f"{num(r.gap, 11, '.4g')} {num(r.relative_gap, 9, '.2e')}")
     if with_validation:
         line += f" {num(r.validation_score, 9, '.4f')}"
+    for key, value in r.extra.items():
+        line += f" {key}={value:.4g}"
     return line

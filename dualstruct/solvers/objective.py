@@ -29,6 +29,14 @@ def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "mar
     return 0.5 * float(w @ w) + C * float(hinge.sum())
 
 
+def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray,
+                             C: float) -> float:
+    """Unbiased estimate of the margin-rescaled ``P(w)`` from a uniform sample of the
+    training sequences: ``½‖w‖² + C (n / m) Σ_{i ∈ sample} H_i(w)``."""
+    hinge, _ = model.hinge(w, sample)
+    return 0.5 * float(w @ w) + C * n_sequences / sample.n_sequences * float(hinge.sum())
+
+
 def dual_objective(w: np.ndarray, loss_term: float) -> float:
     """Dual value ``D(q) = C Σ_i E_{q_i} δ_i − ½‖w(q)‖²`` given ``w = w(q)`` and the loss term."""
     return float(loss_term) - 0.5 * float(w @ w)

@@ -1,0 +1,416 @@
+"""Large label sets: seconds per pass against the number of labels K (issue 4).
+
+GDMM with the sublinear factorwise oracles (sparse unigram oracle, sorted bigram oracle) should
+cost per pass sublinearly in K; GDMM with brute-force oracles and BCFW (Viterbi, O(T K²) per
+sequence) should not. Datasets, smallest K first:
+
+* OCR (K = 26; folds 1-9 train, fold 0 test), selected by the size 26;
+* synthetic chains (``make_chain``, K from ``--sizes``; 2 × 600 sequences of about 13 tokens
+  drawn with one seed, the first half for training, the second for testing; d = max(10⁴, 10 K);
+  15 non-zeros per token);
+* the Czech UD treebanks with XPOS (PDT) tags (``--czech``): train = CLTT train + CLTT dev + CAC
+  dev, test = CLTT test + CAC test. The features (``TokenFeatures``, ``--min-count``) come from
+  the word forms only: the gold UPOS and FEATS columns would give most of the XPOS tag away.
+  Test tags never seen in training count as errors.
+
+C = 1 for OCR and the synthetic chains, 0.1 for Czech (``--C`` overrides both). Each run stops
+at ``--max-iter`` passes or at its budget of ``--budget`` seconds of training time (the
+``time`` of the history: monitoring, i.e. the exact primal every ``--check-every`` passes, is
+extra); a run stops at the last check that fits in the budget, so its final primal is known.
+``--timing-only METHOD[:KMIN],...`` runs those methods (on datasets with K >= KMIN) for
+``--timing-passes`` passes only, without any check, to measure seconds per pass where they
+are too slow to converge.
+
+Seconds per pass is the median of the per-pass increments of the training time. The optimum
+reference of a dataset, P*, is the lowest primal any run found (an upper estimate of the
+optimum); the certified lower bound is the highest BCFW dual. Time to 1% is the training time
+of the first check with primal <= 1.01 P*. Under the table: the slope of log(s/pass) against
+log(K) per method, fitted over the OCR and synthetic points.
+
+    DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --plot large_labels.png \\
+        --json large_labels.json --timing-only gdmm-brute:1000,bcfw:3000
+    DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --sizes 26,100 \\
+        --no-czech --methods bcfw --budget 20
+    DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --sizes "" --czech \\
+        --methods gdmm,bcfw --C 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import time
+
+import numpy as np
+
+from dualstruct import StructuredSVM
+
+METHODS = {
+    "gdmm": dict(solver="gdmm",
+                 solver_options={"unigram_oracle": "sparse", "bigram_oracle": "sorted"}),
+    "gdmm-brute": dict(solver="gdmm",
+                       solver_options={"unigram_oracle": "brute", "bigram_oracle": "brute"}),
+    "bcfw": dict(solver="bcfw"),
+}
+OCR_K = 26
+C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
+CZECH_TRAIN = ("cs_cltt-ud-train", "cs_cltt-ud-dev", "cs_cac-ud-dev")
+CZECH_TEST = ("cs_cltt-ud-test", "cs_cac-ud-test")
+
+
+def nan_to_dash(value, fmt):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return format(value, fmt)
+
+
+# -- datasets ---------------------------------------------------------------------------------
+def ocr_dataset():
+    from dualstruct.datasets import fetch_ocr
+
+    X, y, folds = fetch_ocr()
+    tr, te = np.flatnonzero(folds != 0), np.flatnonzero(folds == 0)
+    return dict(name="ocr", kind="ocr", fit=True, fit_intercept=True,
+                Xtr=[X[i] for i in tr], ytr=[y[i] for i in tr],
+                Xte=[X[i] for i in te], yte=[y[i] for i in te], d=X[0].shape[1])
+
+
+def chain_dataset(K, n_train=600):
+    from dualstruct.datasets import make_chain
+
+    d = max(10_000, 10 * K)
+    # one seed for both halves: make_chain draws the label structure from random_state too
+    X, y = make_chain(n_sequences=2 * n_train, length=13, n_labels=K, n_features=d,
+                      nnz_per_token=15, random_state=0)
+    return dict(name=f"chain{K}", kind="chain", fit=True, fit_intercept=True,
+                Xtr=X[:n_train], ytr=y[:n_train], Xte=X[n_train:], yte=y[n_train:], d=d)
+
+
+def czech_dataset(min_count):
+    from dualstruct.datasets import find_data_file
+    from dualstruct.datasets.conll import load_conllu
+    from dualstruct.features import TokenFeatures
+
+    def read(names):
+        sentences, labels = [], []
+        for name in names:
+            rel = f"ud_czech/{name}.conllu.gz"
+            path = find_data_file(rel)
+            if path is None:
+                raise FileNotFoundError(f"{rel} not found under $DUALSTRUCT_DATA or the cache")
+            s, lab = load_conllu(path, "xpos")
+            sentences += [[tok[:1] for tok in sent] for sent in s]  # the word forms only
+            labels += lab
+        return sentences, labels
+
+    Str, ytr = read(CZECH_TRAIN)
+    Ste, yte = read(CZECH_TEST)
+    t0 = time.perf_counter()
+    feats = TokenFeatures(min_count=min_count)
+    Xtr = feats.fit_transform(Str)
+    Xte = feats.transform(Ste)
+    seconds = time.perf_counter() - t0
+    seen = set(np.concatenate(ytr).tolist())
+    flat_te = np.concatenate(yte)
+    unseen = float(np.mean([t not in seen for t in flat_te.tolist()]))
+    print(f"czech: features from the word forms, min_count={min_count}: d = {feats.n_features_} "
+          f"({seconds:.1f} s); {len(seen)} XPOS tags in training; {Xtr.n_tokens} train / "
+          f"{Xte.n_tokens} test tokens; {unseen:.2%} of the test tokens have a tag unseen in "
+          "training (counted as errors)")
+    return dict(name="czech", kind="czech", fit=False, fit_intercept=False,
+                Xtr=Xtr, ytr=ytr, Xte=Xte, yte=yte, d=feats.n_features_)
+
+
+def describe(ds):
+    ytr = ds["ytr"]
+    ds["K"] = len(np.unique(np.concatenate(ytr)))
+    ds["n_train"] = len(ytr)
+    ds["train_tokens"] = int(sum(len(t) for t in ytr))
+    ds["test_tokens"] = int(sum(len(t) for t in ds["yte"]))
+    print(f"\n== {ds['name']}: K = {ds['K']} labels in training, d = {ds['d']} features, "
+          f"{ds['n_train']} train sequences ({ds['train_tokens']} tokens), "
+          f"{len(ds['yte'])} test sequences ({ds['test_tokens']} tokens), C = {ds['C']:g}",
+          flush=True)
+
+
+# -- training ---------------------------------------------------------------------------------
+def parse_timing_only(text):
+    """``"gdmm-brute,bcfw:3000"`` -> {"gdmm-brute": 0, "bcfw": 3000} (method -> least K)."""
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, _, kmin = item.partition(":")
+        if name not in METHODS:
+            raise SystemExit(f"--timing-only: unknown method {name!r}")
+        out[name] = int(kmin) if kmin else 0
+    return out
+
+
+def warm_up(methods):
+    """Compile (or load from the numba cache) the kernels of each method on a tiny problem."""
+    rng = np.random.default_rng(0)
+    X = [rng.random((4, 5)) for _ in range(6)]
+    y = [rng.integers(0, 4, 4) for _ in range(6)]
+    t0 = time.perf_counter()
+    for name in methods:
+        try:
+            est = StructuredSVM(max_iter=2, check_every=1, tol=0, random_state=0,
+                                **METHODS[name])
+            est.fit(X, y)
+            est.score(X, y)
+        except Exception as exc:  # the run itself reports it again
+            print(f"warm-up of {name} failed: {type(exc).__name__}: {exc}")
+    return time.perf_counter() - t0
+
+
+def seconds_per_pass(history):
+    times = [r["time"] for r in history]
+    if not times:
+        return math.nan
+    return float(np.median(np.diff([0.0] + times)))
+
+
+def train(ds, method, args, timing):
+    """One run; returns a dict of measurements (and the history), never raises."""
+    passes = args.timing_passes
+    if timing:  # no check at all: max_iter one above, stopped by the callback
+        max_iter, check_every = passes + 1, passes + 1
+    else:
+        max_iter, check_every = args.max_iter, args.check_every
+
+    def stop(est, record):
+        if record.time >= args.budget or (timing and record.passes >= passes):
+            return True
+        if timing or math.isnan(record.primal):
+            return False
+        # at a check: stop here if the next check would not fit in the budget
+        per_pass = record.time / max(record.passes, 1)
+        return record.time + check_every * per_pass > args.budget
+
+    out = dict(method=method, mode="timing" if timing else "budget", status="ok", error="",
+               passes=0, s_per_pass=math.nan, train_seconds=math.nan,
+               monitor_seconds=math.nan, wall_seconds=math.nan, final_primal=math.nan,
+               best_dual=math.nan, test_accuracy=math.nan, stop_reason="", history=[])
+    est = StructuredSVM(C=ds["C"], max_iter=max_iter, check_every=check_every, tol=0,
+                        fit_intercept=ds["fit_intercept"], random_state=0, callback=stop,
+                        **METHODS[method])
+    t0 = time.perf_counter()
+    try:
+        est.fit(ds["Xtr"], ds["ytr"])
+    except Exception as exc:
+        out.update(status="failed", error=f"{type(exc).__name__}: {exc}",
+                   wall_seconds=time.perf_counter() - t0)
+        return out
+    out["wall_seconds"] = time.perf_counter() - t0
+    hist = est.history_.to_dicts()
+    out.update(history=hist, passes=int(est.n_iter_), stop_reason=est.history_.stop_reason,
+               s_per_pass=seconds_per_pass(hist))
+    if hist:
+        out.update(train_seconds=hist[-1]["time"], monitor_seconds=hist[-1]["eval_time"])
+    last = est.history_.last_checked()
+    if last is not None:
+        out["final_primal"] = last.primal
+    duals = [r["dual"] for r in hist if not math.isnan(r["dual"])]
+    if duals:
+        out["best_dual"] = max(duals)
+    if not timing:
+        out["test_accuracy"] = est.score(ds["Xte"], ds["yte"])
+    return out
+
+
+def reference(runs):
+    """P* (lowest primal of any run) and the certified lower bound (highest BCFW dual)."""
+    primals = [r["primal"] for run in runs for r in run["history"] if not math.isnan(r["primal"])]
+    duals = [r["dual"] for run in runs if run["method"] == "bcfw" for r in run["history"]
+             if not math.isnan(r["dual"])]
+    return (min(primals) if primals else math.nan), (max(duals) if duals else math.nan)
+
+
+def time_to(run, target):
+    for r in run["history"]:
+        if not math.isnan(r["primal"]) and r["primal"] <= target:
+            return r["passes"], r["time"]
+    return math.nan, math.nan
+
+
+def note(run):
+    if run["status"] != "ok":
+        return "FAILED " + run["error"][:60]
+    if run["mode"] == "timing":
+        return f"timing only ({run['passes']} passes)"
+    if math.isnan(run["final_primal"]):
+        return f"no check within the budget ({run['stop_reason']})"
+    return "stop: " + ("budget" if run["stop_reason"] == "callback" else run["stop_reason"])
+
+
+def slope(points):
+    """Least-squares slope of log(s/pass) on log(K), or NaN with fewer than two K values."""
+    pts = [(k, s) for k, s in points if s > 0 and not math.isnan(s)]
+    if len({k for k, _ in pts}) < 2:
+        return math.nan
+    k, s = np.array(pts, dtype=float).T
+    return float(np.polyfit(np.log(k), np.log(s), 1)[0])
+
+
+# -- output -----------------------------------------------------------------------------------
+HEADER = (f"{'dataset':<10} {'K':>5} {'method':<11} {'s/pass':>9} {'passes@1%':>9} "
+          f"{'s@1%':>8} {'final primal':>13} {'test acc':>8}  note")
+
+
+def row(ds, run):
+    return (f"{ds['name']:<10} {ds['K']:>5} {run['method']:<11} "
+            f"{nan_to_dash(run['s_per_pass'], '9.4f'):>9} "
+            f"{nan_to_dash(run['passes_to_1pct'], '9.0f'):>9} "
+            f"{nan_to_dash(run['seconds_to_1pct'], '8.2f'):>8} "
+            f"{nan_to_dash(run['final_primal'], '13.6g'):>13} "
+            f"{nan_to_dash(run['test_accuracy'], '8.4f'):>8}  {note(run)}")
+
+
+def plot(results, methods, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in methods:
+        pts = sorted((ds["K"], run["s_per_pass"]) for ds in results if ds["fit"]
+                     for run in ds["runs"] if run["method"] == name and run["s_per_pass"] > 0)
+        czech = [(ds["K"], run["s_per_pass"]) for ds in results if not ds["fit"]
+                 for run in ds["runs"] if run["method"] == name and run["s_per_pass"] > 0]
+        color = None
+        if pts:
+            line, = ax.plot(*zip(*pts), "o-", label=f"{name} (slope {slope(pts):.2f})")
+            color = line.get_color()
+        if czech:
+            ax.plot(*zip(*czech), "s", color=color, mfc="none", ms=9,
+                    label=f"{name}, Czech XPOS")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of labels K")
+    ax.set_ylabel("seconds per pass (median)")
+    ax.set_title("Cost of a pass against K (OCR, synthetic chains; Czech hollow)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="26,100,300,1000,3000",
+                    help="numbers of labels: 26 = OCR, others = synthetic chains ('' = none)")
+    ap.add_argument("--czech", action=argparse.BooleanOptionalAction, default=True,
+                    help="the Czech XPOS dataset (default on)")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--budget", type=float, default=600.0,
+                    help="training seconds per run (monitoring excluded)")
+    ap.add_argument("--check-every", type=int, default=10)
+    ap.add_argument("--max-iter", type=int, default=100_000)
+    ap.add_argument("--C", type=float, default=None,
+                    help="override C (default 1 for OCR and synthetic, 0.1 for Czech)")
+    ap.add_argument("--timing-only", default="", metavar="METHOD[:KMIN],...",
+                    help="run these methods (on datasets with K >= KMIN) for --timing-passes "
+                         "passes only, to measure seconds per pass")
+    ap.add_argument("--timing-passes", type=int, default=5)
+    ap.add_argument("--min-count", type=int, default=2, help="Czech feature cut-off")
+    ap.add_argument("--plot", help="write a log-log plot of seconds per pass against K")
+    ap.add_argument("--json", help="write all results and histories to this JSON file")
+    args = ap.parse_args(argv)
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in METHODS:
+            raise SystemExit(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    timing_only = parse_timing_only(args.timing_only)
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    if args.timing_passes < 1 or args.check_every < 1 or args.max_iter < 1:
+        raise SystemExit("--timing-passes, --check-every and --max-iter must be >= 1")
+
+    import numba
+
+    print(f"machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
+          f"Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
+    print(f"methods: {', '.join(methods)}; budget {args.budget:g} training s per run; check "
+          f"every {args.check_every} passes; timing only: "
+          f"{', '.join(f'{m} (K >= {k})' for m, k in timing_only.items()) or 'none'}")
+    print(f"numba warm-up: {warm_up(methods):.2f} s", flush=True)
+
+    loaders = [(lambda: ocr_dataset()) if K == OCR_K else (lambda K=K: chain_dataset(K))
+               for K in sizes]
+    if args.czech:
+        loaders.append(lambda: czech_dataset(args.min_count))
+
+    results = []
+    for load in loaders:
+        try:
+            ds = load()
+        except FileNotFoundError as exc:
+            print(f"\n(skipping a dataset: {exc})")
+            continue
+        ds["C"] = args.C if args.C is not None else C_DEFAULT[ds["kind"]]
+        describe(ds)
+        runs = []
+        for method in methods:
+            timing = method in timing_only and ds["K"] >= timing_only[method]
+            run = train(ds, method, args, timing)
+            runs.append(run)
+            print(f"  {method:<11} {run['status']:<6} {run['passes']:>6} passes, "
+                  f"{nan_to_dash(run['train_seconds'], '.1f')} s train + "
+                  f"{nan_to_dash(run['monitor_seconds'], '.1f')} s monitoring "
+                  f"({nan_to_dash(run['wall_seconds'], '.1f')} s wall), "
+                  f"{nan_to_dash(run['s_per_pass'], '.4f')} s/pass, final primal "
+                  f"{nan_to_dash(run['final_primal'], '.6g')}"
+                  + (f"  [{run['error']}]" if run["error"] else ""), flush=True)
+            gc.collect()
+        p_star, lower = reference(runs)
+        for run in runs:
+            run["passes_to_1pct"], run["seconds_to_1pct"] = time_to(run, 1.01 * p_star)
+        gap = (p_star - lower) / p_star if p_star == p_star and lower == lower else math.nan
+        print(f"  P* = {nan_to_dash(p_star, '.6g')} (lowest primal found: an upper estimate of "
+              f"the optimum); certified lower bound (best BCFW dual) = "
+              f"{nan_to_dash(lower, '.6g')}; relative gap between them "
+              f"{nan_to_dash(gap, '.2%')}", flush=True)
+        results.append({k: ds[k] for k in ("name", "kind", "fit", "K", "d", "C", "n_train",
+                                           "train_tokens", "test_tokens")}
+                       | {"P_star": p_star, "lower_bound": lower, "runs": runs})
+        del ds
+        gc.collect()
+
+    print("\n" + HEADER)
+    for ds in results:
+        for run in ds["runs"]:
+            print(row(ds, run))
+    print("(s/pass: median training seconds per pass; @1%: first check with primal <= "
+          "1.01 P*, training seconds; P* is the lowest primal found, an upper estimate)")
+    for ds in results:
+        print(f"  {ds['name']:<10} P* = {nan_to_dash(ds['P_star'], '.6g'):<12} (upper "
+              f"estimate)   certified lower bound = {nan_to_dash(ds['lower_bound'], '.6g')}")
+
+    print("\nslope of log(s/pass) against log(K), OCR + synthetic chains (synthetic only):")
+    for name in methods:
+        pts = [(ds["K"], run["s_per_pass"]) for ds in results if ds["fit"]
+               for run in ds["runs"] if run["method"] == name and run["status"] == "ok"]
+        synth = [(ds["K"], run["s_per_pass"]) for ds in results if ds["kind"] == "chain"
+                 for run in ds["runs"] if run["method"] == name and run["status"] == "ok"]
+        print(f"  {name:<11} {nan_to_dash(slope(pts), '.2f'):>5} over {len(pts)} points "
+              f"({nan_to_dash(slope(synth), '.2f')} over {len(synth)})")
+
+    if args.json:
+        machine = {"platform": platform.platform(), "machine": platform.machine(),
+                   "cpus": os.cpu_count(), "python": platform.python_version(),
+                   "numba": numba.__version__, "numpy": np.__version__}
+        with open(args.json, "w") as fh:
+            json.dump({"machine": machine, "args": vars(args), "datasets": results}, fh,
+                      indent=1)
+        print(f"results written to {args.json}")
+    if args.plot:
+        plot(results, methods, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""GDMM: every factorwise oracle against brute force, the max-trees, and the solver against
+the BCFW optimum (the LP relaxation is tight on chains)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import random_chain_problem
+
+from dualstruct.datasets import make_chain
+from dualstruct.models import ChainModel
+from dualstruct.sequences import pack_sequences
+from dualstruct.solvers import BCFW, GDMM
+from dualstruct.solvers import _gdmm_kernels as kern
+
+ROW, COL, ALL = 0, 1, 2
+
+
+def _table(rng, K, ties):
+    """A K×K table; with ``ties`` its values come from {-1, 0, 1} so many entries tie."""
+    return rng.integers(-1, 2, (K, K)).astype(float) if ties else rng.normal(size=(K, K))
+
+
+def _marks(K, labels, stamp=7):
+    mark = np.zeros(K, dtype=np.int64)
+    mark[labels] = stamp
+    return mark
+
+
+@pytest.mark.parametrize("K", [1, 2, 5, 9])
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_trees_and_excluding_search_match_brute_force(K, ties):
+    rng = np.random.default_rng(K + 10 * ties)
+    W = _table(rng, K, ties)
+    rows = np.zeros((K, 2 * K), dtype=np.int32)
+    cols = np.zeros((K, 2 * K), dtype=np.int32)
+    whole = np.zeros(2 * K * K, dtype=np.int32)
+    kern.build_trees(W, rows, cols, whole)
+    stack = np.empty(130, dtype=np.int64)
+    for _ in range(30):
+        a, b = rng.integers(K, size=2)  # change one entry, then repair the three trees
+        W[a, b] = rng.integers(-1, 2) if ties else rng.normal()
+        kern.tree_update(rows[a], W, ROW, a, b)
+        kern.tree_update(cols[b], W, COL, b, a)
+        kern.tree_update(whole, W, ALL, 0, a * K + b)
+        ex_a = rng.choice(K, rng.integers(0, K + 1), replace=False)
+        ex_b = rng.choice(K, rng.integers(0, K + 1), replace=False)
+        ma, mb = _marks(K, ex_a), _marks(K, ex_b)
+        floor = -np.inf if rng.random() < 0.5 else rng.normal()
+
+        def best(values, allowed, floor=floor):
+            # largest value, ties to the smallest index, among allowed entries >= floor
+            ok = [i for i in range(len(values)) if allowed[i] and values[i] >= floor]
+            return -1 if not ok else min(ok, key=lambda i: (-values[i], i))
+
+        r = rng.integers(K)
+        assert kern.tree_best(rows[r], W, ROW, r, ma, mb, 7, floor, stack) == best(
+            W[r], mb != 7)
+        assert kern.tree_best(cols[r], W, COL, r, ma, mb, 7, floor, stack) == best(
+            W[:, r], ma != 7)
+        allowed = ((ma != 7)[:, None] & (mb != 7)[None, :]).ravel()
+        assert kern.tree_best(whole, W, ALL, 0, ma, mb, 7, floor, stack) == best(
+            W.ravel(), allowed)
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 6, 12])
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("zero_messages", [False, True])
+def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
+    rng = np.random.default_rng(100 * K + 10 * ties + zero_messages)
+    stack = np.empty(130, dtype=np.int64)
+    for _trial in range(40):
+        W = _table(rng, K, ties)
+        rows = np.zeros((K, 2 * K), dtype=np.int32)
+        cols = np.zeros((K, 2 * K), dtype=np.int32)
+        whole = np.zeros(2 * K * K, dtype=np.int32)
+        kern.build_trees(W, rows, cols, whole)
+        C = float(rng.choice([0.5, 1.0, 3.0]))
+        act_a = rng.choice(K, rng.integers(0, K + 1), replace=False).astype(np.int32)
+        act_b = rng.choice(K, rng.integers(0, K + 1), replace=False).astype(np.int32)
+        scale = 0.0 if zero_messages else 1.0
+        mu_a = scale * (rng.integers(-2, 3, len(act_a)) if ties else rng.normal(size=len(act_a)))
+        mu_b = scale * (rng.integers(-2, 3, len(act_b)) if ties else rng.normal(size=len(act_b)))
+        mu_a, mu_b = mu_a.astype(float), mu_b.astype(float)
+        # the brute-force argmin over all K² pairs, by enumeration
+        dense_a, dense_b = np.zeros(K), np.zeros(K)
+        dense_a[act_a], dense_b[act_b] = mu_a, mu_b
+        grads = -C * W + dense_a[:, None] + dense_b[None, :]
+        g_min = grads.min()
+        first = np.flatnonzero(grads.ravel() == g_min)[0]
+        expected = (first // K, first % K, g_min)
+        brute = kern.bigram_brute(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
+                                  np.zeros(K), np.zeros(K))
+        fast = kern.bigram_sorted(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
+                                  _marks(K, act_a), _marks(K, act_b), 7, rows, cols, whole,
+                                  stack)
+        assert brute == pytest.approx(expected, abs=0)
+        assert fast == pytest.approx(expected, abs=0)
+
+
+def _unigram_state(rng, K, d, density, ties):
+    W_U = rng.normal(size=(d, K)) if not ties else rng.integers(-1, 2, (d, K)).astype(float)
+    W_U[rng.random((d, K)) > density] = 0.0
+    start = np.where(rng.random(K) < density, rng.normal(size=K), 0.0)
+    end = np.where(rng.random(K) < density, rng.normal(size=K), 0.0)
+    head = np.full(d + 2, -1, dtype=np.int64)
+    length = np.zeros(d + 2, dtype=np.int64)
+    member = np.zeros((d + 2, K), dtype=np.uint8)
+    nxt = np.empty((d + 2) * K + 1, dtype=np.int64)
+    lab = np.empty((d + 2) * K + 1, dtype=np.int32)
+    used = np.zeros(1, dtype=np.int64)
+    kern.build_label_lists(W_U, start, end, head, nxt, lab, member, length, used)
+    return W_U, start, end, head, nxt, lab, length
+
+
+@pytest.mark.parametrize("K", [1, 2, 7, 40])
+@pytest.mark.parametrize("density", [0.0, 0.05, 0.5, 1.0])
+@pytest.mark.parametrize("ties", [False, True])
+def test_unigram_oracles_match_brute_force(K, density, ties):
+    rng = np.random.default_rng(K * 7 + int(density * 100) + ties)
+    d = 6
+    W_U, start, end, head, nxt, lab, length = _unigram_state(rng, K, d, density, ties)
+    perm = np.arange(K, dtype=np.int64)
+    for _trial in range(30):
+        x = sp.random(1, d, density=rng.uniform(0.2, 1.0), format="csr", random_state=rng)
+        if ties:
+            x.data[:] = 1.0
+        indptr, indices = x.indptr.astype(np.int64), x.indices.astype(np.int64)
+        values = x.data.astype(float)
+        at_start, at_end = bool(rng.integers(2)), bool(rng.integers(2))
+        act = rng.choice(K, rng.integers(1, K + 1), replace=False).astype(np.int32)
+        scores = x.toarray()[0] @ W_U + at_start * start + at_end * end
+        inactive = np.setdiff1d(np.arange(K), act)
+        if len(inactive):
+            top = scores[inactive].max()
+            expected = (int(inactive[scores[inactive] == top][0]), top)
+        else:
+            expected = (-1, 0.0)
+        n_groups = int(rng.integers(1, K + 1))
+        results = {}
+        for mode in (kern.UNIGRAM_BRUTE, kern.UNIGRAM_SPARSE, kern.UNIGRAM_SAMPLED):
+            mark = _marks(K, act)
+            theta = np.zeros(K)
+            group = int(rng.integers(n_groups))
+            results[mode] = kern.unigram_fmo(
+                mode, W_U, indptr, indices, values, 0, at_start, at_end, start, end, act,
+                len(act), theta, mark, 7, group, n_groups, perm, head, nxt, lab, length,
+                np.zeros(K), np.zeros(K, dtype=np.int64))
+            assert np.allclose(theta[:len(act)], scores[act], rtol=0, atol=1e-12)
+            assert np.array_equal(mark, _marks(K, act))  # scratch marks are cleaned up
+            if mode == kern.UNIGRAM_SAMPLED:  # the best inactive label of the drawn group
+                size = -(-K // n_groups)
+                members = np.setdiff1d(perm[group * size:(group + 1) * size], act)
+                if len(members):
+                    top = scores[members].max()
+                    want = (int(members[scores[members] == top][0]), top)
+                else:
+                    want = (-1, 0.0)
+                assert results[mode][0] == want[0]
+                assert results[mode][1] == pytest.approx(want[1], abs=1e-12)
+        for mode in (kern.UNIGRAM_BRUTE, kern.UNIGRAM_SPARSE):
+            assert results[mode][0] == expected[0]
+            assert results[mode][1] == pytest.approx(expected[1], abs=1e-12)
+
+
+def _problem(seed, n=10, K=3, d=4, start_end=True):
+    rng = np.random.default_rng(seed)
+    X, Y = random_chain_problem(rng, n=n, K=K, d=d, max_len=5, sparse=False)
+    return pack_sequences(X, Y), ChainModel(K, d, start_end=start_end)
+
+
+ORACLES = [("sparse", "sorted"), ("brute", "brute"), ("sampled", "sorted")]
+
+
+@pytest.mark.parametrize("unigram, bigram", ORACLES)
+@pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (12, 0.3, 3, False),
+                                                   (13, 1.0, 6, True)])
+def test_gdmm_reaches_the_bcfw_optimum(seed, C, K, start_end, unigram, bigram):
+    data, model = _problem(seed, K=K, start_end=start_end)
+    bcfw = BCFW(model, C, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
+    gdmm = GDMM(model, C, max_iter=1500, check_every=1500, random_state=0,
+                unigram_oracle=unigram, bigram_oracle=bigram, n_groups=2).fit(data)
+    p = bcfw.history.last.primal
+    last = gdmm.history.last
+    assert last.primal == pytest.approx(p, rel=1e-3)
+    assert last.primal >= p * (1 - 1e-7)  # BCFW stopped at a 1e-8 gap
+    # consistency residual → 0, and at consistency −G(q) is the dual: no gap is left
+    assert gdmm.residuals[-1] < 1e-6 * gdmm.residuals[0]
+    assert -last.extra["G"] == pytest.approx(last.primal, rel=1e-6)
+    assert last.extra["augmented"] == pytest.approx(last.extra["G"], rel=1e-6)
+    _check_w_equals_w_of_q(gdmm, model, data, C)
+
+
+def _check_w_equals_w_of_q(gdmm, model, data, C):
+    """w is kept equal to w(q): recompute it from the sparse factor marginals."""
+    w = np.zeros(model.size)
+    W = model.unpack(w)
+    for i in range(data.n_sequences):
+        x, gold = data.sequence(i)
+        w += C * model.joint_feature(x, gold)
+    K = model.n_labels
+    q_u = np.zeros((data.n_tokens, K))
+    for row in range(data.n_tokens):
+        n = gdmm.n_act[row]
+        q_u[row, gdmm.act[row, :n]] = gdmm.q_u[row, :n]
+    assert np.allclose(q_u.sum(axis=1), 1.0) and q_u.min() >= 0
+    W.unigram[:] -= C * data.X.T @ q_u
+    not_last = np.ones(data.n_tokens, dtype=bool)
+    not_last[data.offsets[1:] - 1] = False
+    for e, row in enumerate(np.flatnonzero(not_last)):
+        for p in range(gdmm.n_pair[e]):
+            a = gdmm.act[row, gdmm.pair_a[e, p]]
+            b = gdmm.act[row + 1, gdmm.pair_b[e, p]]
+            W.transition[a, b] -= C * gdmm.q_b[e, p]
+    if model.start_end:
+        W.start[:] -= C * q_u[data.offsets[:-1]].sum(axis=0)
+        W.end[:] -= C * q_u[data.offsets[1:] - 1].sum(axis=0)
+    assert np.allclose(w, gdmm.w, atol=1e-9)
+
+
+def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic():
+    X, y = make_chain(40, 6, 60, 400, nnz_per_token=6, random_state=1)
+    data = pack_sequences(X, y, 400)
+    model = ChainModel(60, 400)
+    runs = [GDMM(model, 1.0, max_iter=6, check_every=3, random_state=5, unigram_oracle=u,
+                 bigram_oracle=b).fit(data)
+            for u, b in [("sparse", "sorted"), ("brute", "brute"), ("sparse", "sorted")]]
+    for other in runs[1:]:
+        assert np.array_equal(runs[0].w, other.w)
+        assert [r.primal for r in runs[0].history] == [r.primal for r in other.history]
+    _check_w_equals_w_of_q(runs[0], model, data, 1.0)
+    extra = runs[0].history.last.extra
+    assert {"residual", "G", "augmented", "active_labels", "active_pairs",
+            "oracle_time"} <= set(extra)
+    assert 1.0 <= extra["active_labels"] <= 60
+
+
+def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
+    data, model = _problem(3, n=12)
+    g = GDMM(model, 1.0, max_iter=4, check_every=2, random_state=0, primal_sample=12).fit(data)
+    last = g.history.last
+    assert last.extra["sample_size"] == 12
+    assert last.extra["sampled_primal"] == pytest.approx(last.primal, rel=1e-12)
+    small = GDMM(model, 1.0, max_iter=2, random_state=0, primal_sample=4).fit(data)
+    assert small.history.last.extra["sample_size"] == 4
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"rho": 0}, "rho"), ({"eta": -1}, "eta"), ({"unigram_oracle": "fast"}, "unigram_oracle"),
+    ({"bigram_oracle": "heap"}, "bigram_oracle"), ({"n_groups": 0}, "n_groups"),
+    ({"primal_sample": 0}, "primal_sample"), ({"rescaling": "slack"}, "margin"),
+])
+def test_bad_gdmm_parameters(kwargs, match):
+    _, model = _problem(0)
+    with pytest.raises(ValueError, match=match):
+        GDMM(model, 1.0, **kwargs)
