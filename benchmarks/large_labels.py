@@ -58,6 +58,10 @@ METHODS = {
 }
 OCR_K = 26
 C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
+#: GDMM penalty and multiplier step per dataset kind, from a small grid (ρ ∈ {0.01, 0.03, 0.1,
+#: 0.3, 1, 3}, η ∈ {ρ, ρ/10}) over the first 60 passes; used by both GDMM variants
+GDMM_TUNING = {"ocr": {"rho": 1.0, "eta": 1.0}, "chain": {"rho": 0.1, "eta": 0.01},
+               "czech": {"rho": 0.1, "eta": 0.01}}
 CZECH_TRAIN = ("cs_cltt-ud-train", "cs_cltt-ud-dev", "cs_cac-ud-dev")
 CZECH_TEST = ("cs_cltt-ud-test", "cs_cac-ud-test")
 
@@ -194,9 +198,12 @@ def train(ds, method, args, timing):
                passes=0, s_per_pass=math.nan, train_seconds=math.nan,
                monitor_seconds=math.nan, wall_seconds=math.nan, final_primal=math.nan,
                best_dual=math.nan, test_accuracy=math.nan, stop_reason="", history=[])
+    kwargs = dict(METHODS[method])
+    if kwargs["solver"] == "gdmm":
+        kwargs["solver_options"] = {**kwargs["solver_options"], **GDMM_TUNING[ds["kind"]]}
     est = StructuredSVM(C=ds["C"], max_iter=max_iter, check_every=check_every, tol=0,
                         fit_intercept=ds["fit_intercept"], random_state=0, callback=stop,
-                        **METHODS[method])
+                        **kwargs)
     t0 = time.perf_counter()
     try:
         est.fit(ds["Xtr"], ds["ytr"])

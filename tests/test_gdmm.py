@@ -168,26 +168,30 @@ def _problem(seed, n=10, K=3, d=4, start_end=True):
     return pack_sequences(X, Y), ChainModel(K, d, start_end=start_end)
 
 
-ORACLES = [("sparse", "sorted"), ("brute", "brute"), ("sampled", "sorted")]
+ORACLES = [("sparse", "sorted", 0), ("brute", "brute", 0), ("sampled", "sorted", 0),
+           ("sparse", "sorted", 5)]
 
 
-@pytest.mark.parametrize("unigram, bigram", ORACLES)
+@pytest.mark.parametrize("unigram, bigram, shrink_after", ORACLES)
 @pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (12, 0.3, 3, False),
                                                    (13, 1.0, 6, True)])
-def test_gdmm_reaches_the_bcfw_optimum(seed, C, K, start_end, unigram, bigram):
+def test_gdmm_reaches_the_bcfw_optimum(seed, C, K, start_end, unigram, bigram, shrink_after):
     data, model = _problem(seed, K=K, start_end=start_end)
     bcfw = BCFW(model, C, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
     gdmm = GDMM(model, C, max_iter=1500, check_every=1500, random_state=0,
-                unigram_oracle=unigram, bigram_oracle=bigram, n_groups=2).fit(data)
+                unigram_oracle=unigram, bigram_oracle=bigram, n_groups=2,
+                shrink_after=shrink_after).fit(data)
     p = bcfw.history.last.primal
     last = gdmm.history.last
     assert last.primal == pytest.approx(p, rel=1e-3)
     assert last.primal >= p * (1 - 1e-7)  # BCFW stopped at a 1e-8 gap
+    _check_w_equals_w_of_q(gdmm, model, data, C)
+    if shrink_after:  # labels cycling through the active sets lose their multipliers
+        return
     # consistency residual → 0, and at consistency −G(q) is the dual: no gap is left
     assert gdmm.residuals[-1] < 1e-6 * gdmm.residuals[0]
     assert -last.extra["G"] == pytest.approx(last.primal, rel=1e-6)
     assert last.extra["augmented"] == pytest.approx(last.extra["G"], rel=1e-6)
-    _check_w_equals_w_of_q(gdmm, model, data, C)
 
 
 def _check_w_equals_w_of_q(gdmm, model, data, C):
@@ -234,9 +238,27 @@ def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic():
     assert 1.0 <= extra["active_labels"] <= 60
 
 
+def test_shrinking_drops_idle_labels_and_keeps_the_state_consistent():
+    X, y = make_chain(40, 6, 60, 400, nnz_per_token=6, random_state=2)
+    data = pack_sequences(X, y, 400)
+    model = ChainModel(60, 400)
+    sizes = {}
+    for shrink_after in (0, 1):
+        g = GDMM(model, 1.0, max_iter=15, check_every=15, random_state=0,
+                 shrink_after=shrink_after).fit(data)
+        _check_w_equals_w_of_q(g, model, data, 1.0)
+        assert np.all(g.act[:, 0] == data.labels)  # the gold slot stays
+        for row in range(data.n_tokens):  # no label twice in an active set
+            n = g.n_act[row]
+            assert len(set(g.act[row, :n].tolist())) == n
+        sizes[shrink_after] = g.n_act.sum()
+    assert sizes[1] < sizes[0]
+
+
 def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
     data, model = _problem(3, n=12)
-    g = GDMM(model, 1.0, max_iter=4, check_every=2, random_state=0, primal_sample=12).fit(data)
+    g = GDMM(model, 1.0, max_iter=4, check_every=2, random_state=0, primal_sample=12,
+             averaging=False).fit(data)
     last = g.history.last
     assert last.extra["sample_size"] == 12
     assert last.extra["sampled_primal"] == pytest.approx(last.primal, rel=1e-12)
@@ -248,6 +270,7 @@ def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
     ({"rho": 0}, "rho"), ({"eta": -1}, "eta"), ({"unigram_oracle": "fast"}, "unigram_oracle"),
     ({"bigram_oracle": "heap"}, "bigram_oracle"), ({"n_groups": 0}, "n_groups"),
     ({"primal_sample": 0}, "primal_sample"), ({"rescaling": "slack"}, "margin"),
+    ({"shrink_after": -1}, "shrink_after"), ({"inner_passes": 0}, "inner_passes"),
 ])
 def test_bad_gdmm_parameters(kwargs, match):
     _, model = _problem(0)

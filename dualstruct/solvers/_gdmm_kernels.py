@@ -32,12 +32,15 @@ mass moves from its worst support pair (the away vertex) to the FMO pair; along
 ``D = e_(a*,b*) − e_(a',b')`` the curvature is ``2C² + ρ (‖M_L D‖² + ‖M_R D‖²)``, with
 ``‖M_L D‖² = 2[a* ≠ a']``, so the exact line search is a clipped ratio.
 
-**Sparsity.** Every token keeps an active label set ``A_t`` (slot 0 is the gold label,
-labels never leave it) holding q_t, and the two message halves that touch it: λ and the row
+**Sparsity.** Every token keeps an active label set ``A_t`` (slot 0 is the gold label)
+holding q_t, and the two message halves that touch it: λ and the row
 sums of the edge to its right (``lam_out``, ``sum_out``), λ and the column sums of the edge
 to its left (``lam_in``, ``sum_in``), all aligned with the slots. A bigram factor keeps its
 support as pairs of slots. When a pair enters ``q_e`` its labels enter ``A_t`` and
 ``A_{t+1}``, so messages are non-zero only on active labels and every step costs O(|A|).
+The paper keeps every label that ever entered; here a label idle for ``patience`` passes
+(no mass, in no pair) leaves with its multipliers (:func:`_shrink_example`), else the sets
+grow with the passes and so does the cost of the bigram search (O(|A_t||A_{t+1}|)).
 
 **Oracles.** Labels outside ``A_t`` carry no message, which makes the FMOs cheap:
 
@@ -309,25 +312,38 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
     must be marked (``mark[k] == stamp``); ``group`` is the sampled oracle's random draw.
 
     The brute oracle scores every label in one feature-major sweep (contiguous, vectorized)
-    and reads the answer off it; the sparse oracle does the same when walking its label
-    lists would cost more (when the lists of the token's features hold more than K/16
-    labels on average: a list walk reads W_U at random, the sweep streams it).
+    and reads the answer off it. The sparse oracle walks the label lists of the token's
+    features; features with long lists (more than K/16 labels, e.g. a bias) are added densely
+    instead, since a list walk reads W_U at random while the sweep streams it.
     """
     K = W_U.shape[1]
     best, best_s = -1, 0.0
     sweep = mode == UNIGRAM_BRUTE
     if mode == UNIGRAM_SPARSE:
+        # a feature whose list holds more than K/16 labels is added densely (streaming its
+        # row of W_U); if any is, every label gets a score and the short lists are added on
+        # top, feature by feature in CSR order so the sums equal the brute-force ones exactly
         walk = 0
         for p in range(indptr[row], indptr[row + 1]):
-            walk += fl_len[indices[p]]
-        sweep = 16 * walk > K * (indptr[row + 1] - indptr[row])
+            n_j = fl_len[indices[p]]
+            walk += n_j
+            if 16 * n_j > K:
+                sweep = True
+        sweep = sweep or 16 * walk > K * (indptr[row + 1] - indptr[row])
     if sweep:
         for k in range(K):
             score[k] = 0.0
         for p in range(indptr[row], indptr[row + 1]):
             j, v = indices[p], values[p]
-            for k in range(K):
-                score[k] += v * W_U[j, k]
+            if mode == UNIGRAM_SPARSE and 16 * fl_len[j] <= K:
+                node = fl_head[j]
+                while node >= 0:
+                    k = fl_label[node]
+                    score[k] += v * W_U[j, k]
+                    node = fl_next[node]
+            else:
+                for k in range(K):
+                    score[k] += v * W_U[j, k]
         if at_start:
             for k in range(K):
                 score[k] += start[k]
@@ -455,8 +471,9 @@ def build_label_lists(W_U, start, end, fl_head, fl_next, fl_label, fl_member, fl
 
 
 @njit(cache=True)
-def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out):
+def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
     s = n_act[row]
+    idle[row, s] = 0
     act[row, s] = k
     q_u[row, s] = 0.0
     lam_in[row, s] = 0.0
@@ -495,7 +512,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
               pair_a, pair_b, q_b, n_pair,
               unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
-              fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed, counters, eta):
+              fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed, counters, eta,
+              idle, patience):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
@@ -592,7 +610,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                     g_min = min(g_min, grad[s])
                 if k_new >= 0 and -C * (th_new + lw) < g_min:
                     s = _activate(row, k_new, act, n_act, q_u, lam_in, sum_in, lam_out,
-                                  sum_out)
+                                  sum_out, idle)
                     grad[s] = -C * (th_new + lw)
                     nA += 1
                     counters[2] += 1
@@ -668,13 +686,13 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 sa_new = slot_a[a_new]
             else:
                 sa_new = _activate(row, a_new, act, n_act, q_u, lam_in, sum_in, lam_out,
-                                   sum_out)
+                                   sum_out, idle)
                 counters[2] += 1
             if mark_b[b_new] == stamp:
                 sb_new = slot_b[b_new]
             else:
                 sb_new = _activate(row + 1, b_new, act, n_act, q_u, lam_in, sum_in, lam_out,
-                                   sum_out)
+                                   sum_out, idle)
                 counters[2] += 1
             p_new = -1
             for p in range(n_pair[e]):
@@ -712,6 +730,9 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 n_pair[e] = last
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
+        if patience > 0:
+            _shrink_example(i, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle,
+                            pair_a, pair_b, n_pair, patience)
     return order.shape[0], 0
 
 
@@ -749,6 +770,45 @@ def _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_ou
         residual += np.sqrt(r_l) + np.sqrt(r_r)
         penalty += r_l + r_r
     return residual, lagrange, penalty
+
+
+@njit(cache=True)
+def _shrink_example(i, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle,
+                    pair_a, pair_b, n_pair, patience):
+    """Drop from the active sets of example i the labels that have been idle (no mass in
+    q_t and in no pair of either incident edge; the sums are exact here) for ``patience``
+    consecutive multiplier steps. Their multipliers are dropped with them: the Lagrangian's
+    value is unchanged (their constraint residual is 0), and should such a label become
+    attractive again without its message the FMO re-activates it. The gold slot 0 stays."""
+    first, stop = offsets[i], offsets[i + 1]
+    for row in range(first, stop):
+        for s in range(n_act[row] - 1, 0, -1):
+            if q_u[row, s] == 0.0 and sum_in[row, s] == 0.0 and sum_out[row, s] == 0.0:
+                idle[row, s] += 1
+            else:
+                idle[row, s] = 0
+            if idle[row, s] < patience:
+                continue
+            last = n_act[row] - 1
+            if s != last:  # move the last slot into s and re-point the pairs that use it
+                act[row, s] = act[row, last]
+                q_u[row, s] = q_u[row, last]
+                lam_in[row, s] = lam_in[row, last]
+                sum_in[row, s] = sum_in[row, last]
+                lam_out[row, s] = lam_out[row, last]
+                sum_out[row, s] = sum_out[row, last]
+                idle[row, s] = idle[row, last]
+                if row < stop - 1:
+                    e = row - i
+                    for p in range(n_pair[e]):
+                        if pair_a[e, p] == last:
+                            pair_a[e, p] = s
+                if row > first:
+                    e = row - 1 - i
+                    for p in range(n_pair[e]):
+                        if pair_b[e, p] == last:
+                            pair_b[e, p] = s
+            n_act[row] = last
 
 
 @njit(cache=True)

@@ -41,10 +41,20 @@ class GDMM(PassSolver):
         Bigram FMO: the four-case search over max-trees of W_B (default) or all K² pairs.
     n_groups : int or None
         Label groups ν of the sampled unigram oracle (default ⌈K / 64⌉).
+    shrink_after : int
+        Drop a label from a token's active set once it has been idle (no mass in the token's
+        marginal, in no pair of its edges) for this many consecutive passes, multipliers
+        included. Default 0: every label that ever entered stays, as in the paper. Shrinking
+        keeps the active sets (and the cost of a pass) small on large label sets, but a
+        label that keeps leaving and re-entering loses its multiplier each time, so the
+        consistency residual may stall at a small value instead of vanishing.
+    inner_passes : int
+        Passes of block steps per multiplier step (default 1, Algorithm 1).
     primal_sample : int or None
-        Also estimate the primal after every pass on this many fixed random sequences
-        (``½‖w‖² + C n/m Σ_sample H_i``; recorded as ``extra["sampled_primal"]``) — for label
-        sets so large that the exact primal at every check is too costly.
+        Also estimate the primal of the last iterate after every pass on this many fixed
+        random sequences (``½‖w‖² + C n/m Σ_sample H_i``; recorded as
+        ``extra["sampled_primal"]``), for label sets so large that the exact primal at every
+        check is too costly.
 
     There is no certified dual: the factor marginals are consistent only in the limit, so
     the ``dual`` column is NaN and ``tol`` does not stop training. Every record's ``extra``
@@ -57,11 +67,11 @@ class GDMM(PassSolver):
     has_dual = False
 
     def __init__(self, model, C=1.0, *, rho=1.0, eta=None, unigram_oracle="sparse",
-                 bigram_oracle="sorted", n_groups=None, primal_sample=None,
+                 bigram_oracle="sorted", n_groups=None, shrink_after=0, inner_passes=1,
+                 primal_sample=None,
                  **kwargs):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
-        kwargs.setdefault("averaging", False)
         super().__init__(model, C, **kwargs)
         if not rho > 0:
             raise ValueError(f"rho must be positive, got {rho}")
@@ -81,14 +91,20 @@ class GDMM(PassSolver):
         self.n_groups = int(math.ceil(K / 64) if n_groups is None else n_groups)
         if not 1 <= self.n_groups <= K:
             raise ValueError(f"n_groups must be in [1, n_labels={K}], got {n_groups}")
+        if int(shrink_after) < 0:
+            raise ValueError(f"shrink_after must be >= 0, got {shrink_after}")
+        self.shrink_after = int(shrink_after)
+        if int(inner_passes) < 1:
+            raise ValueError(f"inner_passes must be >= 1, got {inner_passes}")
+        self.inner_passes = int(inner_passes)
         if primal_sample is not None and int(primal_sample) < 1:
             raise ValueError(f"primal_sample must be a positive int, got {primal_sample}")
         self.primal_sample = None if primal_sample is None else int(primal_sample)
 
-    state_arrays = ("w", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
-                    "pair_a", "pair_b", "q_b", "n_pair", "perm", "counters")
-    growable_arrays = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "pair_a",
-                       "pair_b", "q_b")
+    state_arrays = ("w", "w_avg", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
+                    "idle", "pair_a", "pair_b", "q_b", "n_pair", "perm", "counters")
+    growable_arrays = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle",
+                       "pair_a", "pair_b", "q_b")
 
     def _init_state(self):
         model, data = self.model, self.data
@@ -101,6 +117,7 @@ class GDMM(PassSolver):
         X = data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
         self.w = model.init_weights()  # w(q) = 0 when every factor sits on its gold label
+        self.w_avg = model.init_weights()
         self.act = np.zeros((n_tok, cap), dtype=np.int32)
         self.act[:, 0] = data.labels
         self.n_act = np.ones(n_tok, dtype=np.int32)
@@ -115,6 +132,7 @@ class GDMM(PassSolver):
         self.sum_out = np.zeros((n_tok, cap))
         self.sum_out[:, 0] = 1.0
         self.sum_out[lasts, 0] = 0.0
+        self.idle = np.zeros((n_tok, cap), dtype=np.int32)
         n_edges = n_tok - n_seq
         self.pair_a = np.zeros((n_edges, 4), dtype=np.int32)
         self.pair_b = np.zeros((n_edges, 4), dtype=np.int32)
@@ -166,7 +184,7 @@ class GDMM(PassSolver):
         K = self.model.n_labels
         if need & kern.NEED_LABEL_SLOTS:
             cap = min(K, 2 * self.act.shape[1])
-            for name in ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out"):
+            for name in ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle"):
                 setattr(self, name, _widen(getattr(self, name), cap))
         if need & kern.NEED_PAIR_SLOTS:
             cap = 2 * self.q_b.shape[1]
@@ -190,6 +208,7 @@ class GDMM(PassSolver):
         indptr, indices, values, offsets = self.arrays
         calls_before = self.counters[:2].sum()
         seed = int(self.rng.integers(2**62))  # one key for the pass's random choices
+        eta = self.eta if (self.passes + 1) % self.inner_passes == 0 else 0.0
         for part in np.array_split(order, chunks):
             pos = 0
             while pos < len(part):
@@ -198,13 +217,18 @@ class GDMM(PassSolver):
                     self.model.loss_weights, self.sq_norms, part, pos, self.C, self.rho,
                     *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
                     *self._oracle_args(), self.fl_head, self.fl_next, self.fl_label,
-                    self.fl_member, self.fl_len, self.fl_used, seed, self.counters, self.eta)
+                    self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
+                    self.idle, self.shrink_after)
                 if need:
                     self._grow(need)
         residual, lagrange, penalty = kern.consistency(
             offsets, self.n_act, self.q_u, self.lam_in, self.sum_in, self.lam_out,
             self.sum_out, self.pair_a, self.pair_b, self.q_b, self.n_pair)
         self.residuals.append(residual)
+        if self.averaging:  # w̄ ← (1 − β) w̄ + β w with β = 2 / (k + 2) (weighted averaging)
+            beta = 2.0 / (self.passes + 2.0)
+            self.w_avg *= 1.0 - beta
+            self.w_avg += beta * self.w
         G = self.dual_objective_G()
         self._last_pass = {"residual": residual, "G": G,
                            "augmented": G + lagrange + 0.5 * self.rho * penalty}
@@ -242,7 +266,7 @@ class GDMM(PassSolver):
                                         self.C)
 
     def candidates(self):
-        return [self.w]
+        return [self.w_avg, self.w] if self.averaging else [self.w]
 
     def dual(self):
         return math.nan
