@@ -1,8 +1,10 @@
 """Loaders for the standard benchmark files; ``fetch_*`` look in ``$DUALSTRUCT_DATA``."""
 
 from ._base import data_dirs, default_cache_dir, find_data_file
+from .multilabel import fetch_multilabel, load_arff, load_libsvm_multilabel, read_mulan_labels
 from .ocr import fetch_ocr, load_ocr
 from .synthetic import make_chain
 
 __all__ = ["load_ocr", "fetch_ocr", "make_chain", "data_dirs", "default_cache_dir",
-           "find_data_file"]
+           "find_data_file", "load_libsvm_multilabel", "load_arff", "read_mulan_labels",
+           "fetch_multilabel"]

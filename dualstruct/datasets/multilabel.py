@@ -1,0 +1,261 @@
+"""Multi-label data: LIBSVM/SVMlight multi-label files and MULAN ARFF (+ XML label names).
+
+Every loader returns ``(X, Y)`` with ``X`` a CSR matrix of float64 (n × d) and ``Y`` a dense
+uint8 matrix (n × L) of 0/1 label indicators. Malformed input raises ``ValueError`` naming
+the file and line; nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._base import find_data_file, open_text
+
+__all__ = ["load_libsvm_multilabel", "load_arff", "read_mulan_labels", "fetch_multilabel"]
+
+
+def _csr(rows_idx, rows_val, n_features):
+    indptr = np.zeros(len(rows_idx) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows_idx], out=indptr[1:])
+    indices = np.array([j for r in rows_idx for j in r], dtype=np.int64)
+    values = np.array([v for r in rows_val for v in r], dtype=np.float64)
+    X = sp.csr_matrix((values, indices, indptr), shape=(len(rows_idx), n_features))
+    X.sort_indices()
+    return X
+
+
+def _indicators(label_rows, n_labels):
+    Y = np.zeros((len(label_rows), n_labels), dtype=np.uint8)
+    for i, labels in enumerate(label_rows):
+        Y[i, labels] = 1
+    return Y
+
+
+def _number(text, where):
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: value {text!r} is not finite")
+    return value
+
+
+def load_libsvm_multilabel(path, n_features=None, n_labels=None):
+    """Read a LIBSVM multi-label file: per line ``l1,l2,... j:v j:v ...`` with 0-based label
+    ids and 1-based feature indices (a line starting with a space has no labels).
+
+    ``n_features`` / ``n_labels`` fix the widths (e.g. those of the training file when
+    reading a test file); features or labels beyond them are errors. Without them the widths
+    are the largest index seen plus one.
+    """
+    path = Path(path)
+    rows_idx, rows_val, label_rows = [], [], []
+    max_feature, max_label = 0, -1
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            where = f"{path}:{lineno}"
+            line = line.rstrip("\n\r")
+            if not line.strip():
+                raise ValueError(f"{where}: empty line")
+            head, _, rest = line.partition(" ")
+            if ":" in head:  # no label field: the line starts with a feature
+                raise ValueError(f"{where}: the line must start with the label list "
+                                 "(comma-separated label ids, or a space for none)")
+            labels = []
+            for tok in head.split(",") if head else []:
+                if not tok.isdigit():
+                    raise ValueError(f"{where}: label {tok!r} is not a non-negative integer")
+                labels.append(int(tok))
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"{where}: a label is repeated in {head!r}")
+            if labels and n_labels is not None and max(labels) >= n_labels:
+                raise ValueError(f"{where}: label {max(labels)} outside 0..{n_labels - 1}")
+            idx, val = [], []
+            for tok in rest.split():
+                j, sep, v = tok.partition(":")
+                if not sep or not j.isdigit() or int(j) < 1:
+                    raise ValueError(f"{where}: {tok!r} is not index:value with a 1-based "
+                                     "index")
+                j = int(j) - 1
+                if n_features is not None and j >= n_features:
+                    raise ValueError(f"{where}: feature {j + 1} beyond the {n_features} "
+                                     "features")
+                idx.append(j)
+                val.append(_number(v, where))
+            if len(set(idx)) != len(idx):
+                raise ValueError(f"{where}: a feature index is repeated")
+            if not idx:
+                raise ValueError(f"{where}: the row has no features")
+            max_feature = max(max_feature, max(idx) + 1)
+            max_label = max(max_label, max(labels, default=-1))
+            rows_idx.append(idx)
+            rows_val.append(val)
+            label_rows.append(labels)
+    if not rows_idx:
+        raise ValueError(f"{path}: no examples")
+    d = max_feature if n_features is None else int(n_features)
+    L = max_label + 1 if n_labels is None else int(n_labels)
+    return _csr(rows_idx, rows_val, d), _indicators(label_rows, L)
+
+
+def read_mulan_labels(path):
+    """The label names of a MULAN XML file (``<label name="...">``, nested or flat)."""
+    path = Path(path)
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise ValueError(f"{path}: not a valid XML file ({exc})") from None
+    names = [el.get("name") for el in root.iter() if el.tag.split("}")[-1] == "label"]
+    if not names or any(n is None for n in names):
+        raise ValueError(f"{path}: no <label name=...> elements")
+    return names
+
+
+_ATTRIBUTE = re.compile(r"@attribute\s+('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\S+)\s+(.+)$", re.I)
+
+
+def _attribute(line, where):
+    m = _ATTRIBUTE.match(line)
+    if not m:
+        raise ValueError(f"{where}: cannot parse the @attribute line")
+    name, kind = m.group(1), m.group(2).strip()
+    if name[0] in "'\"":
+        name = name[1:-1].replace("\\'", "'")
+    if kind.lower() in ("numeric", "real", "integer"):
+        return name, None
+    if kind.startswith("{") and kind.endswith("}"):
+        return name, [v.strip().strip("'\"") for v in kind[1:-1].split(",")]
+    raise ValueError(f"{where}: attribute {name!r} has type {kind!r}; only numeric and "
+                     "nominal attributes are supported")
+
+
+def load_arff(path, labels=None):
+    """Read a MULAN ARFF file (dense or sparse rows) into ``(X, Y, feature_names,
+    label_names)``.
+
+    ``labels`` names the label attributes: a MULAN XML file (path ending in ``.xml``), a
+    list of attribute names, or an int L for the last L attributes. Label values must be 0
+    or 1; feature attributes must be numeric or nominal with numeric values (e.g. {0,1}).
+    """
+    path = Path(path)
+    attrs = []
+    rows_idx, rows_val, label_rows = [], [], []
+    with open_text(path) as fh:
+        in_data = False
+        label_pos = None
+        for lineno, raw in enumerate(fh, 1):
+            where = f"{path}:{lineno}"
+            line = raw.strip()
+            if not line or line.startswith("%"):
+                continue
+            if not in_data:
+                low = line.lower()
+                if low.startswith("@attribute"):
+                    attrs.append(_attribute(line, where))
+                elif low.startswith("@data"):
+                    in_data = True
+                    label_pos = _label_positions(attrs, labels, path)
+                    is_label = np.zeros(len(attrs), dtype=bool)
+                    is_label[label_pos] = True
+                    feature_col = np.cumsum(~is_label) - 1
+                    label_col = np.cumsum(is_label) - 1
+                elif not low.startswith("@relation"):
+                    raise ValueError(f"{where}: unexpected header line {line[:40]!r}")
+                continue
+            if line.startswith("{"):
+                if not line.endswith("}"):
+                    raise ValueError(f"{where}: a sparse row must end with '}}'")
+                pairs = []
+                for tok in line[1:-1].split(","):
+                    tok = tok.strip()
+                    if not tok:
+                        continue
+                    k, _, v = tok.partition(" ")
+                    if not k.isdigit() or int(k) >= len(attrs):
+                        raise ValueError(f"{where}: bad sparse entry {tok!r}")
+                    pairs.append((int(k), v.strip()))
+            else:
+                values = [v.strip() for v in line.split(",")]
+                if len(values) != len(attrs):
+                    raise ValueError(f"{where}: {len(values)} values for {len(attrs)} "
+                                     "attributes")
+                pairs = list(enumerate(values))
+            idx, val, labs = [], [], []
+            for k, v in pairs:
+                if v in ("?", ""):
+                    raise ValueError(f"{where}: missing value for attribute {attrs[k][0]!r}")
+                v = v.strip("'\"")
+                if is_label[k]:
+                    if v not in ("0", "1"):
+                        raise ValueError(f"{where}: label attribute {attrs[k][0]!r} has "
+                                         f"value {v!r}; labels must be 0 or 1")
+                    if v == "1":
+                        labs.append(int(label_col[k]))
+                else:
+                    x = _number(v, f"{where} (attribute {attrs[k][0]!r})")
+                    if x != 0.0:
+                        idx.append(int(feature_col[k]))
+                        val.append(x)
+            rows_idx.append(idx)
+            rows_val.append(val)
+            label_rows.append(labs)
+    if label_pos is None:
+        raise ValueError(f"{path}: no @data section")
+    if not rows_idx:
+        raise ValueError(f"{path}: no examples")
+    names = [a[0] for a in attrs]
+    for k in label_pos:
+        if attrs[k][1] is None or sorted(attrs[k][1]) != ["0", "1"]:
+            raise ValueError(f"{path}: label attribute {names[k]!r} is not binary {{0,1}}")
+    label_names = [names[k] for k in label_pos]
+    feature_names = [n for k, n in enumerate(names) if not is_label[k]]
+    X = _csr(rows_idx, rows_val, len(feature_names))
+    return X, _indicators(label_rows, len(label_names)), feature_names, label_names
+
+
+def _label_positions(attrs, labels, path):
+    names = [a[0] for a in attrs]
+    if labels is None:
+        raise ValueError(f"{path}: say which attributes are labels (an XML file, names or a "
+                         "count)")
+    if isinstance(labels, (int, np.integer)):
+        if not 1 <= labels < len(attrs):
+            raise ValueError(f"{path}: cannot take the last {labels} of {len(attrs)} "
+                             "attributes as labels")
+        return list(range(len(attrs) - labels, len(attrs)))
+    if isinstance(labels, (str, Path)) and str(labels).endswith(".xml"):
+        labels = read_mulan_labels(labels)
+    missing = [n for n in labels if n not in names]
+    if missing:
+        raise ValueError(f"{path}: label attributes not declared in the file: "
+                         f"{missing[:5]}")
+    return sorted(names.index(n) for n in labels)  # column order, as in labels.txt
+
+
+def fetch_multilabel(name, subset="train", fmt="arff", data_home=None):
+    """``(X, Y)`` of the ``subset`` ("train" or "test") of a MULAN data set (yeast, scene,
+    bibtex, ...) read from ``multilabel/<name>/`` in the data folder; ``fmt`` is ``"arff"``
+    (with the XML label names) or ``"libsvm"`` (widths from the ARFF header)."""
+    if subset not in ("train", "test"):
+        raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
+    if fmt not in ("arff", "libsvm"):
+        raise ValueError(f"fmt must be 'arff' or 'libsvm', got {fmt!r}")
+
+    def need(rel):
+        p = find_data_file(f"multilabel/{name}/{rel}", data_home)
+        if p is None:
+            raise FileNotFoundError(f"multilabel/{name}/{rel} not found in the data folders "
+                                    "(set DUALSTRUCT_DATA or pass data_home)")
+        return p
+
+    X, Y, _, _ = load_arff(need(f"{name}-{subset}.arff.gz"), need(f"{name}.xml"))
+    if fmt == "arff":
+        return X, Y
+    return load_libsvm_multilabel(need(f"{name}_{subset}.svm.gz"), X.shape[1], Y.shape[1])
