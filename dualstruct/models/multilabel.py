@@ -1,0 +1,217 @@
+"""Multi-label model with pairwise label interactions (issue 6; first part).
+
+L binary labels per example. Parameters, flat:
+
+    [ U (n_features × L, feature-major) | V (n_edges,) ]
+
+with the score ``s(x, y) = Σ_l y_l <U[:, l], x> + Σ_{e=(l,k)} V_e y_l y_k`` (interactions
+score the (1, 1) outcome of each edge), joint feature ``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` and
+the (optionally per-label weighted) Hamming loss ``Σ_l c_l [y_l ≠ ȳ_l]``.
+
+Edges: ``"independent"`` (none), ``"chain"`` (l — l+1), ``"tree"`` (the maximum spanning
+tree of the labels' empirical mutual information, Chow–Liu; set by :meth:`fit_edges`),
+``"full"`` (all L(L−1)/2 pairs) or an explicit (E, 2) array. Inference here is exact: max
+product on forests, enumeration of all 2^L labellings on loopy graphs with L ≤ 16; the LP
+relaxation for larger loopy graphs and the solvers are not written yet.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..inference import multilabel as kernels
+
+EDGE_KINDS = ("independent", "chain", "tree", "full")
+MAX_ENUMERATED_LABELS = 16
+
+
+class MultiLabelWeights(NamedTuple):
+    unary: np.ndarray  # (n_features, L)
+    pairwise: np.ndarray  # (n_edges,): score of the (1, 1) outcome of each edge
+
+
+def chow_liu_edges(Y, smoothing=1.0):
+    """Edges of the maximum spanning tree over the pairwise mutual information of the
+    binary label columns of ``Y`` (n × L), with additive ``smoothing`` of the 2×2 counts.
+    Prim's algorithm, O(L²); ties go to the smaller label index."""
+    Y = np.asarray(Y, dtype=np.float64)
+    n, L = Y.shape
+    if L < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    ones = Y.T @ Y  # counts of (1, 1)
+    col = Y.sum(axis=0)
+    counts = np.empty((L, L, 2, 2))
+    counts[:, :, 1, 1] = ones
+    counts[:, :, 1, 0] = col[:, None] - ones
+    counts[:, :, 0, 1] = col[None, :] - ones
+    counts[:, :, 0, 0] = n - col[:, None] - col[None, :] + ones
+    p = (counts + smoothing) / (n + 4 * smoothing)
+    pl = p.sum(axis=3)  # (L, L, 2): marginal of l
+    pk = p.sum(axis=2)  # (L, L, 2): marginal of k
+    mi = (p * np.log(p / (pl[:, :, :, None] * pk[:, :, None, :]))).sum(axis=(2, 3))
+    in_tree = np.zeros(L, dtype=bool)
+    in_tree[0] = True
+    best = mi[0].copy()
+    parent = np.zeros(L, dtype=np.int64)
+    edges = []
+    for _ in range(L - 1):
+        cand = np.where(in_tree, -np.inf, best)
+        v = int(np.argmax(cand))
+        edges.append((int(parent[v]), v))
+        in_tree[v] = True
+        better = ~in_tree & (mi[v] > best)
+        best[better] = mi[v][better]
+        parent[better] = v
+    return np.array(edges, dtype=np.int64)
+
+
+class MultiLabelModel:
+    """L binary labels over n_features features with pairwise interactions on ``edges``."""
+
+    kind = "multilabel"
+
+    def __init__(self, n_labels: int, n_features: int, *, edges="full", loss_weights=None):
+        if n_labels < 1:
+            raise ValueError(f"n_labels must be >= 1, got {n_labels}")
+        if n_features < 1:
+            raise ValueError(f"n_features must be >= 1, got {n_features}")
+        self.n_labels, self.n_features = int(n_labels), int(n_features)
+        L = self.n_labels
+        if loss_weights is None:
+            self.loss_weights = np.ones(L)
+        else:
+            self.loss_weights = np.asarray(loss_weights, dtype=np.float64)
+            if self.loss_weights.shape != (L,) or not np.all(self.loss_weights > 0):
+                raise ValueError(f"loss_weights must be {L} positive numbers")
+        self.edge_kind = edges if isinstance(edges, str) else "explicit"
+        if isinstance(edges, str):
+            if edges not in EDGE_KINDS:
+                raise ValueError(f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got "
+                                 f"{edges!r}")
+            pairs = {"independent": [], "chain": [(l, l + 1) for l in range(L - 1)],
+                     "tree": [], "full": [(l, k) for l in range(L) for k in range(l + 1, L)]}
+            self.edges = np.array(pairs[edges], dtype=np.int64).reshape(-1, 2)
+        else:
+            self.edges = self._check_edges(edges)
+
+    def _check_edges(self, edges):
+        edges = np.asarray(edges)
+        L = self.n_labels
+        if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(edges.dtype, np.integer):
+            raise ValueError("edges must be an (E, 2) integer array")
+        if edges.size and (edges.min() < 0 or edges.max() >= L):
+            raise ValueError(f"edge labels must lie in 0..{L - 1}")
+        if np.any(edges[:, 0] == edges[:, 1]):
+            raise ValueError("an edge joins a label to itself")
+        keys = {tuple(sorted(e)) for e in edges.tolist()}
+        if len(keys) != len(edges):
+            raise ValueError("an edge is repeated")
+        return edges.astype(np.int64)
+
+    def fit_edges(self, Y):
+        """For ``edges="tree"``: the Chow–Liu tree of the training label matrix ``Y``."""
+        Y = self._check_labels(Y)
+        if self.edge_kind == "tree":
+            self.edges = chow_liu_edges(Y)
+        return self
+
+    @property
+    def size(self) -> int:
+        return self.n_features * self.n_labels + len(self.edges)
+
+    def init_weights(self) -> np.ndarray:
+        return np.zeros(self.size)
+
+    def unpack(self, w) -> MultiLabelWeights:
+        d, L = self.n_features, self.n_labels
+        if w.shape != (self.size,):
+            raise ValueError(f"w must have shape ({self.size},), got {w.shape}")
+        return MultiLabelWeights(w[:d * L].reshape(d, L), w[d * L:])
+
+    def _check_labels(self, Y):
+        Y = np.asarray(Y)
+        if Y.ndim != 2 or Y.shape[1] != self.n_labels:
+            raise ValueError(f"Y must have shape (n, {self.n_labels}), got {Y.shape}")
+        if not np.all((Y == 0) | (Y == 1)):
+            raise ValueError("Y must hold only 0 and 1")
+        return Y.astype(np.int64)
+
+    def _check_X(self, X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features}")
+        return X
+
+    def _tables(self, w):
+        W = self.unpack(w)
+        V = np.zeros((len(self.edges), 2, 2))
+        V[:, 1, 1] = W.pairwise
+        return W, V
+
+    def _map(self, a, V, out):
+        if self._is_forest():
+            return kernels.tree_map(a, self.edges, V, out)
+        if self.n_labels <= MAX_ENUMERATED_LABELS:
+            return kernels.enumerate_map(a, self.edges, V, out)
+        raise NotImplementedError("inference on a loopy graph with more than "
+                                  f"{MAX_ENUMERATED_LABELS} labels needs the LP relaxation, "
+                                  "which is not written yet")
+
+    def _is_forest(self):
+        if not hasattr(self, "_forest_edges") or self._forest_edges is not self.edges:
+            parent = list(range(self.n_labels))
+
+            def root(u):
+                while parent[u] != u:
+                    parent[u] = parent[parent[u]]
+                    u = parent[u]
+                return u
+
+            forest = True
+            for i, k in self.edges.tolist():
+                ri, rk = root(i), root(k)
+                if ri == rk:
+                    forest = False
+                    break
+                parent[ri] = rk
+            self._forest_edges, self._forest = self.edges, forest
+        return self._forest
+
+    def predict(self, w, X) -> np.ndarray:
+        """The highest-scoring labelling of every row of X, (n, L) uint8."""
+        X = self._check_X(X)
+        W, V = self._tables(w)
+        theta = np.asarray(X @ W.unary)
+        out = np.zeros((X.shape[0], self.n_labels), dtype=np.int64)
+        for i in range(X.shape[0]):
+            self._map(kernels.unary_tables(theta[i]), V, out[i])
+        return out.astype(np.uint8)
+
+    def hinge(self, w, X, Y):
+        """Per-example margin-rescaled hinge ``max_y δ(ȳ, y) + s(y) − s(ȳ)`` and the
+        loss-augmented argmax labellings."""
+        X, Y = self._check_X(X), self._check_labels(Y)
+        W, V = self._tables(w)
+        theta = np.asarray(X @ W.unary)
+        hinge = np.empty(X.shape[0])
+        out = np.zeros((X.shape[0], self.n_labels), dtype=np.int64)
+        for i in range(X.shape[0]):
+            a = kernels.unary_tables(theta[i], Y[i], self.loss_weights)
+            best = self._map(a, V, out[i])
+            gold = kernels.labelling_score(kernels.unary_tables(theta[i]), self.edges, V, Y[i])
+            hinge[i] = best - gold
+        return hinge, out
+
+    def loss(self, y_true, y_pred) -> float:
+        y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+        return float(self.loss_weights @ (y_true != y_pred))
+
+    def joint_feature(self, x, y) -> np.ndarray:
+        """``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` as a flat vector in the layout of w."""
+        x = np.asarray(sp.csr_matrix(x).toarray()).ravel()
+        y = np.asarray(y, dtype=np.float64)
+        pair = y[self.edges[:, 0]] * y[self.edges[:, 1]] if len(self.edges) else np.zeros(0)
+        return np.concatenate([np.outer(x, y).ravel(), pair])
