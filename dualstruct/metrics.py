@@ -107,3 +107,28 @@ def _check_pairs(y_true, y_pred):
     for i, (t, p) in enumerate(zip(y_true, y_pred)):
         if len(t) != len(p):
             raise ValueError(f"sequence {i}: {len(t)} true labels but {len(p)} predicted")
+
+
+def multilabel_scores(Y_true, Y_pred) -> dict:
+    """Multi-label metrics of two (n, L) 0/1 matrices: Hamming loss (fraction of wrong label
+    bits), subset accuracy (whole label sets right), example-based (Jaccard) accuracy
+    ``mean |y ∩ ŷ| / |y ∪ ŷ|`` (1 when both sets are empty), micro and macro F1 (a label
+    with no true and no predicted positive counts as F1 = 1 in the macro average). The
+    scikit-learn implementations are used."""
+    from sklearn.metrics import accuracy_score, f1_score, hamming_loss, jaccard_score
+
+    Y_true, Y_pred = np.asarray(Y_true), np.asarray(Y_pred)
+    if Y_true.ndim != 2 or Y_true.shape != Y_pred.shape:
+        raise ValueError(f"Y_true and Y_pred must be (n, L) matrices of the same shape, got "
+                         f"{Y_true.shape} and {Y_pred.shape}")
+    for name, Y in (("Y_true", Y_true), ("Y_pred", Y_pred)):
+        if not np.all((Y == 0) | (Y == 1)):
+            raise ValueError(f"{name} must hold only 0 and 1")
+    Y_true, Y_pred = Y_true.astype(np.int8), Y_pred.astype(np.int8)
+    return {
+        "hamming_loss": float(hamming_loss(Y_true, Y_pred)),
+        "subset_accuracy": float(accuracy_score(Y_true, Y_pred)),
+        "jaccard": float(jaccard_score(Y_true, Y_pred, average="samples", zero_division=1)),
+        "micro_f1": float(f1_score(Y_true, Y_pred, average="micro", zero_division=0)),
+        "macro_f1": float(f1_score(Y_true, Y_pred, average="macro", zero_division=1)),
+    }

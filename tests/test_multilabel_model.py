@@ -101,3 +101,22 @@ def test_bad_labels_and_widths():
         model.predict(w, np.ones((1, 5)))
     with pytest.raises(NotImplementedError, match="LP relaxation"):
         MultiLabelModel(17, 2).predict(MultiLabelModel(17, 2).init_weights(), np.ones((1, 2)))
+
+
+def test_multilabel_scores_against_direct_formulas():
+    from dualstruct.metrics import multilabel_scores
+
+    Y = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0], [0, 1, 1]])
+    P = np.array([[1, 0, 0], [0, 0, 0], [1, 1, 0], [1, 0, 1]])
+    s = multilabel_scores(Y, P)
+    assert s["hamming_loss"] == pytest.approx(3 / 12)
+    assert s["subset_accuracy"] == pytest.approx(2 / 4)
+    assert s["jaccard"] == pytest.approx((1 / 2 + 1 + 1 + 1 / 3) / 4)  # empty/empty = 1
+    tp, fp, fn = 4, 1, 2
+    assert s["micro_f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn))
+    per_label = [2 * 2 / (2 * 2 + 1 + 0), 2 * 1 / (2 * 1 + 0 + 1), 2 * 1 / (2 * 1 + 0 + 1)]
+    assert s["macro_f1"] == pytest.approx(np.mean(per_label))
+    with pytest.raises(ValueError, match="same shape"):
+        multilabel_scores(Y, P[:, :2])
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        multilabel_scores(Y, P * 2)
