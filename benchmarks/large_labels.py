@@ -200,7 +200,8 @@ def train(ds, method, args, timing):
                best_dual=math.nan, test_accuracy=math.nan, stop_reason="", history=[])
     kwargs = dict(METHODS[method])
     if kwargs["solver"] == "gdmm":
-        kwargs["solver_options"] = {**kwargs["solver_options"], **GDMM_TUNING[ds["kind"]]}
+        kwargs["solver_options"] = {**kwargs["solver_options"], **GDMM_TUNING[ds["kind"]],
+                                    **args.gdmm_option}
     est = StructuredSVM(C=ds["C"], max_iter=max_iter, check_every=check_every, tol=0,
                         fit_intercept=ds["fit_intercept"], random_state=0, callback=stop,
                         **kwargs)
@@ -307,6 +308,19 @@ def plot(results, methods, path):
     print(f"plot written to {path}")
 
 
+def _option(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--gdmm-option wants KEY=VALUE, got {text!r}")
+    try:
+        return key, int(value)
+    except ValueError:
+        try:
+            return key, float(value)
+        except ValueError:
+            return key, value
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="26,100,300,1000,3000",
@@ -325,9 +339,13 @@ def main(argv=None):
                          "passes only, to measure seconds per pass")
     ap.add_argument("--timing-passes", type=int, default=5)
     ap.add_argument("--min-count", type=int, default=2, help="Czech feature cut-off")
+    ap.add_argument("--gdmm-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra GDMM solver option for both GDMM methods, e.g. shrink_after=5 "
+                         "(repeatable; values are parsed as numbers where possible)")
     ap.add_argument("--plot", help="write a log-log plot of seconds per pass against K")
     ap.add_argument("--json", help="write all results and histories to this JSON file")
     args = ap.parse_args(argv)
+    args.gdmm_option = dict(_option(text) for text in args.gdmm_option)
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:

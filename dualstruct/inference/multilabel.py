@@ -9,8 +9,8 @@ only ``V_e(1, 1)``). Loss augmentation with the Hamming loss ``Σ_l c_l [y_l ≠
 ``c_l`` to the unary score of the state ``1 − ȳ_l``, so every routine takes the augmented
 unary tables ``a[l, s]`` (score of label l in state s) and the edge tables.
 
-* :func:`enumerate_map`: all ``2^L`` labellings in Gray-code order (L ≤ 20; the ground truth
-  the tests use);
+* :func:`enumerate_map`: all ``2^L`` labellings in Gray-code order (the model uses it up to
+  L = 16; the ground truth of the tests);
 * :func:`tree_map`: max-product on a forest (exact), two states per node, O(L).
 
 Loopy graphs need the LP relaxation (issue 6), not written yet.
@@ -19,19 +19,19 @@ Loopy graphs need the LP relaxation (issue 6), not written yet.
 import numpy as np
 from numba import njit
 
-MAX_ENUMERATION_LABELS = 20
-
 
 def unary_tables(theta, gold=None, loss_weights=None):
-    """``a[l, s]``: the score of label l in state s ∈ {0, 1}, loss-augmented when ``gold``
-    is given (``+ c_l`` on the state that differs from the gold one)."""
+    """``a[..., l, s]``: the score of label l in state s ∈ {0, 1} for unary scores ``theta``
+    of shape (L,) or (n, L); loss-augmented when ``gold`` (same shape) is given (``+ c_l``
+    on the state that differs from the gold one)."""
     theta = np.asarray(theta, dtype=np.float64)
-    a = np.zeros((theta.shape[0], 2))
-    a[:, 1] = theta
+    a = np.zeros(theta.shape + (2,))
+    a[..., 1] = theta
     if gold is not None:
-        c = np.ones(theta.shape[0]) if loss_weights is None else np.asarray(loss_weights, float)
+        c = np.ones(theta.shape[-1]) if loss_weights is None else np.asarray(loss_weights, float)
         gold = np.asarray(gold, dtype=np.int64)
-        a[np.arange(len(gold)), 1 - gold] += c
+        a[..., 0] += c * gold  # state 0 differs from a gold 1
+        a[..., 1] += c * (1 - gold)
     return a
 
 
@@ -47,27 +47,35 @@ def labelling_score(a, edges, V, y):
 
 
 @njit(cache=True)
-def enumerate_map(a, edges, V, out):
-    """Exact argmax over all 2^L labellings (Gray code: one label flips per step, and only
-    its unary score and incident edges are updated). Ties go to the first labelling in
-    Gray-code order. Writes the argmax into ``out`` and returns its score."""
-    L = a.shape[0]
-    n_edges = edges.shape[0]
-    # incidence lists
+def _incidence(L, edges):
+    """CSR incidence of the labels: for label l, ``edge[start[l]:start[l + 1]]`` are its
+    edges and ``other[...]`` the labels at their other ends."""
     degree = np.zeros(L, dtype=np.int64)
-    for e in range(n_edges):
+    for e in range(edges.shape[0]):
         degree[edges[e, 0]] += 1
         degree[edges[e, 1]] += 1
     start = np.zeros(L + 1, dtype=np.int64)
     for l in range(L):
         start[l + 1] = start[l] + degree[l]
-    incident = np.empty(max(1, start[L]), dtype=np.int64)
+    edge = np.empty(max(1, start[L]), dtype=np.int64)
+    other = np.empty(max(1, start[L]), dtype=np.int64)
     fill = start[:L].copy()
-    for e in range(n_edges):
+    for e in range(edges.shape[0]):
         for side in range(2):
             l = edges[e, side]
-            incident[fill[l]] = e
+            edge[fill[l]] = e
+            other[fill[l]] = edges[e, 1 - side]
             fill[l] += 1
+    return start, edge, other
+
+
+@njit(cache=True)
+def enumerate_map(a, edges, V, out):
+    """Exact argmax over all 2^L labellings (Gray code: one label flips per step, and only
+    its unary score and incident edges are updated). Ties go to the first labelling in
+    Gray-code order. Writes the argmax into ``out`` and returns its score."""
+    L = a.shape[0]
+    start, incident, _ = _incidence(L, edges)
     y = np.zeros(L, dtype=np.int64)
     score = labelling_score(a, edges, V, y)
     best = score
@@ -99,25 +107,7 @@ def tree_map(a, edges, V, out):
     contain a cycle (checked: raises if it does). Writes the argmax into ``out`` and
     returns its score."""
     L = a.shape[0]
-    n_edges = edges.shape[0]
-    degree = np.zeros(L, dtype=np.int64)
-    for e in range(n_edges):
-        degree[edges[e, 0]] += 1
-        degree[edges[e, 1]] += 1
-    start = np.zeros(L + 1, dtype=np.int64)
-    for l in range(L):
-        start[l + 1] = start[l] + degree[l]
-    nbr = np.empty(max(1, start[L]), dtype=np.int64)
-    nbr_edge = np.empty(max(1, start[L]), dtype=np.int64)
-    fill = start[:L].copy()
-    for e in range(n_edges):
-        i, k = edges[e, 0], edges[e, 1]
-        nbr[fill[i]] = k
-        nbr_edge[fill[i]] = e
-        fill[i] += 1
-        nbr[fill[k]] = i
-        nbr_edge[fill[k]] = e
-        fill[k] += 1
+    start, nbr_edge, nbr = _incidence(L, edges)
     # BFS order from a root per component; parent edge of each node
     order = np.empty(L, dtype=np.int64)
     parent = np.full(L, -1, dtype=np.int64)
@@ -174,3 +164,26 @@ def tree_map(a, edges, V, out):
         else:
             out[v] = choice[v, out[u]]
     return total
+
+
+@njit(cache=True)
+def map_all(A, edges, V, forest, out):
+    """The argmax of every example: ``A`` (n, L, 2) unary tables, ``forest`` selects
+    :func:`tree_map` over :func:`enumerate_map`. Returns the n maximal scores."""
+    n = A.shape[0]
+    best = np.empty(n)
+    for i in range(n):
+        if forest:
+            best[i] = tree_map(A[i], edges, V, out[i])
+        else:
+            best[i] = enumerate_map(A[i], edges, V, out[i])
+    return best
+
+
+@njit(cache=True)
+def score_all(A, edges, V, Y):
+    """``labelling_score`` of the labelling ``Y[i]`` of every example."""
+    out = np.empty(A.shape[0])
+    for i in range(A.shape[0]):
+        out[i] = labelling_score(A[i], edges, V, Y[i])
+    return out

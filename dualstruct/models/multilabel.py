@@ -151,43 +151,38 @@ class MultiLabelModel:
         V[:, 1, 1] = W.pairwise
         return W, V
 
-    def _map(self, a, V, out):
-        if self._is_forest():
-            return kernels.tree_map(a, self.edges, V, out)
-        if self.n_labels <= MAX_ENUMERATED_LABELS:
-            return kernels.enumerate_map(a, self.edges, V, out)
-        raise NotImplementedError("inference on a loopy graph with more than "
-                                  f"{MAX_ENUMERATED_LABELS} labels needs the LP relaxation, "
-                                  "which is not written yet")
+    def _map_all(self, A, V):
+        """The (loss-augmented) argmax labellings of unary tables A (n, L, 2) and scores."""
+        out = np.zeros(A.shape[:2], dtype=np.int64)
+        forest = self._is_forest()
+        if not forest and self.n_labels > MAX_ENUMERATED_LABELS:
+            raise NotImplementedError("inference on a loopy graph with more than "
+                                      f"{MAX_ENUMERATED_LABELS} labels needs the LP "
+                                      "relaxation, which is not written yet")
+        return kernels.map_all(A, self.edges, V, forest, out), out
 
     def _is_forest(self):
-        if not hasattr(self, "_forest_edges") or self._forest_edges is not self.edges:
-            parent = list(range(self.n_labels))
+        """Whether the edges have no cycle (union–find; stops at the first cycle)."""
+        parent = list(range(self.n_labels))
 
-            def root(u):
-                while parent[u] != u:
-                    parent[u] = parent[parent[u]]
-                    u = parent[u]
-                return u
+        def root(u):
+            while parent[u] != u:
+                parent[u] = parent[parent[u]]
+                u = parent[u]
+            return u
 
-            forest = True
-            for i, k in self.edges.tolist():
-                ri, rk = root(i), root(k)
-                if ri == rk:
-                    forest = False
-                    break
-                parent[ri] = rk
-            self._forest_edges, self._forest = self.edges, forest
-        return self._forest
+        for i, k in self.edges.tolist():
+            ri, rk = root(i), root(k)
+            if ri == rk:
+                return False
+            parent[ri] = rk
+        return True
 
     def predict(self, w, X) -> np.ndarray:
         """The highest-scoring labelling of every row of X, (n, L) uint8."""
         X = self._check_X(X)
         W, V = self._tables(w)
-        theta = np.asarray(X @ W.unary)
-        out = np.zeros((X.shape[0], self.n_labels), dtype=np.int64)
-        for i in range(X.shape[0]):
-            self._map(kernels.unary_tables(theta[i]), V, out[i])
+        _, out = self._map_all(kernels.unary_tables(np.asarray(X @ W.unary)), V)
         return out.astype(np.uint8)
 
     def hinge(self, w, X, Y):
@@ -196,14 +191,9 @@ class MultiLabelModel:
         X, Y = self._check_X(X), self._check_labels(Y)
         W, V = self._tables(w)
         theta = np.asarray(X @ W.unary)
-        hinge = np.empty(X.shape[0])
-        out = np.zeros((X.shape[0], self.n_labels), dtype=np.int64)
-        for i in range(X.shape[0]):
-            a = kernels.unary_tables(theta[i], Y[i], self.loss_weights)
-            best = self._map(a, V, out[i])
-            gold = kernels.labelling_score(kernels.unary_tables(theta[i]), self.edges, V, Y[i])
-            hinge[i] = best - gold
-        return hinge, out
+        best, out = self._map_all(kernels.unary_tables(theta, Y, self.loss_weights), V)
+        gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
+        return best - gold, out
 
     def loss(self, y_true, y_pred) -> float:
         y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)

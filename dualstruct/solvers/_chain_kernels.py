@@ -316,6 +316,17 @@ def _add_coef(labels, coefs, n, label, c):
 
 
 @njit(cache=True)
+def _add_ends(start, end, gold, yhat, v, T, c_gold, c_hat, c_v):
+    """start/end weights of the three corners gold, ŷ and v, scaled by their coefficients."""
+    start[gold[0]] += c_gold
+    start[yhat[0]] -= c_hat
+    start[v[0]] += c_v
+    end[gold[T - 1]] += c_gold
+    end[yhat[T - 1]] -= c_hat
+    end[v[T - 1]] += c_v
+
+
+@njit(cache=True)
 def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_offsets,
                order, C, start_end,
                W_U, W_B, start, end, atom_labels, atom_weights, atom_count, capacity, scalars,
@@ -526,19 +537,10 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
                 R_B[yhat[t], yhat[t + 1]] -= fr * g_hat
                 R_B[v[t], v[t + 1]] += fr * g_v
         if start_end:
-            start[gold[0]] += f * g_gold
-            start[yhat[0]] -= f * g_hat
-            start[v[0]] += f * g_v
-            end[gold[T - 1]] += f * g_gold
-            end[yhat[T - 1]] -= f * g_hat
-            end[v[T - 1]] += f * g_v
+            _add_ends(start, end, gold, yhat, v, T, f * g_gold, f * g_hat, f * g_v)
             if averaging:
-                R_start[gold[0]] += fr * g_gold
-                R_start[yhat[0]] -= fr * g_hat
-                R_start[v[0]] += fr * g_v
-                R_end[gold[T - 1]] += fr * g_gold
-                R_end[yhat[T - 1]] -= fr * g_hat
-                R_end[v[T - 1]] += fr * g_v
+                _add_ends(R_start, R_end, gold, yhat, v, T, fr * g_gold, fr * g_hat,
+                          fr * g_v)
         dl = gamma * C * dloss
         loss_term += dl
         if averaging:

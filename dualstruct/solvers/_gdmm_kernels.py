@@ -424,6 +424,18 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
 # active sets and the label lists of the sparse unigram oracle
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
+def _list_push(j, k, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used):
+    """Prepend label k to the list of feature j (the caller checked it is not there)."""
+    node = fl_used[0]
+    fl_label[node] = k
+    fl_next[node] = fl_head[j]
+    fl_head[j] = node
+    fl_used[0] = node + 1
+    fl_len[j] += 1
+    fl_member[j, k] = 1
+
+
+@njit(cache=True)
 def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_head, fl_next,
                       fl_label, fl_member, fl_len, fl_used):
     """Record that label k may now carry weight on every feature of token ``row``."""
@@ -437,15 +449,8 @@ def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_head, fl_
             j = d + 1
         else:
             continue
-        if fl_member[j, k]:
-            continue
-        node = fl_used[0]
-        fl_label[node] = k
-        fl_next[node] = fl_head[j]
-        fl_head[j] = node
-        fl_used[0] = node + 1
-        fl_len[j] += 1
-        fl_member[j, k] = 1
+        if not fl_member[j, k]:
+            _list_push(j, k, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used)
 
 
 @njit(cache=True)
@@ -461,13 +466,7 @@ def build_label_lists(W_U, start, end, fl_head, fl_next, fl_label, fl_member, fl
         for k in range(K):
             v = W_U[j, k] if j < d else (start[k] if j == d else end[k])
             if v != 0.0:
-                node = fl_used[0]
-                fl_label[node] = k
-                fl_next[node] = fl_head[j]
-                fl_head[j] = node
-                fl_used[0] = node + 1
-                fl_len[j] += 1
-                fl_member[j, k] = 1
+                _list_push(j, k, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used)
 
 
 @njit(cache=True)
@@ -513,7 +512,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               pair_a, pair_b, q_b, n_pair,
               unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
               fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed, counters, eta,
-              idle, patience):
+              idle, patience, max_T):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
@@ -521,7 +520,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     lists have room for what the example can add (3 labels per token, 1 pair per edge); if
     not, it
     returns ``(position, NEED_* flags)`` so the caller can grow the arrays and call again.
-    Returns ``(len(order), 0)`` when done. ``counters`` accumulates [unigram oracle calls,
+    Returns ``(len(order), 0)`` when done; ``max_T`` is the longest sequence. ``counters``
+    accumulates [unigram oracle calls,
     bigram oracle calls, labels activated, pairs added].
     """
     K = W_U.shape[1]
@@ -530,9 +530,6 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     cap_pairs = q_b.shape[1]
     free_nodes = fl_label.shape[0]
     sparse_lists = unigram_mode == UNIGRAM_SPARSE
-    max_T = 1
-    for i in range(offsets.shape[0] - 1):
-        max_T = max(max_T, offsets[i + 1] - offsets[i])
     grad = np.empty(cap)
     mu_a = np.empty(cap)
     mu_b = np.empty(cap)

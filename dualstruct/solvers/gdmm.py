@@ -151,10 +151,17 @@ class GDMM(PassSolver):
         self._prepare()
 
     def _prepare(self):
-        """Views and derived structures: the max-trees of W_B and the label lists."""
+        """Views and derived structures: the max-trees of W_B, the label lists, the fixed
+        sample of the sampled primal."""
         model, data = self.model, self.data
         K, d = model.n_labels, model.n_features
         self.W = model.unpack(self.w)
+        self.max_length = int(data.lengths.max())
+        self._sample = None
+        if self.primal_sample is not None:  # a fixed sample, the same at every pass
+            m = min(self.primal_sample, data.n_sequences)
+            picks = np.random.default_rng(0).choice(data.n_sequences, m, replace=False)
+            self._sample = data.take(np.sort(picks))
         self._start = self.W.start if model.start_end else np.zeros(K)
         self._end = self.W.end if model.start_end else np.zeros(K)
         sorted_trees = self.bigram_oracle == "sorted"
@@ -218,7 +225,7 @@ class GDMM(PassSolver):
                     *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
                     *self._oracle_args(), self.fl_head, self.fl_next, self.fl_label,
                     self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
-                    self.idle, self.shrink_after)
+                    self.idle, self.shrink_after, self.max_length)
                 if need:
                     self._grow(need)
         residual, lagrange, penalty = kern.consistency(
@@ -251,19 +258,13 @@ class GDMM(PassSolver):
                              *self._kernel_args(), *self._oracle_args(), self.fl_head,
                              self.fl_next, self.fl_label, self.fl_len, 0)
             extra["oracle_time"] = time.perf_counter() - t0
-        if self.primal_sample is not None:
-            extra["sampled_primal"] = self._sampled_primal()
-            extra["sample_size"] = min(self.primal_sample, self.data.n_sequences)
+        if self._sample is not None:
+            extra["sampled_primal"] = sampled_primal_objective(
+                self.model, self._sample, self.data.n_sequences, self.w, self.C)
+            extra["sample_size"] = self._sample.n_sequences
+        # cumulative: labels that entered an active set, pairs that entered a bigram support
+        extra["labels_added"], extra["pairs_added"] = (float(c) for c in self.counters[2:])
         return extra
-
-    def _sampled_primal(self):
-        data = self.data
-        if getattr(self, "_sample", None) is None:  # a fixed sample, the same at every pass
-            m = min(self.primal_sample, data.n_sequences)
-            picks = np.random.default_rng(0).choice(data.n_sequences, m, replace=False)
-            self._sample = data.take(np.sort(picks))
-        return sampled_primal_objective(self.model, self._sample, data.n_sequences, self.w,
-                                        self.C)
 
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]
