@@ -12,8 +12,25 @@ unary tables ``a[l, s]`` (score of label l in state s) and the edge tables.
 * :func:`enumerate_map`: all ``2^L`` labellings in Gray-code order (the model uses it up to
   L = 16; the ground truth of the tests);
 * :func:`tree_map`: max-product on a forest (exact), two states per node, O(L).
+* :func:`lp_map`: the LP relaxation over the local polytope for any graph, solved exactly by
+  one max-flow (roof duality, below); :func:`round_lp` turns its half-integral solution into
+  a labelling.
 
-Loopy graphs need the LP relaxation (issue 6), not written yet.
+**The LP relaxation by max-flow.** For binary labels the local polytope is parametrized by
+``μ_l = q_l(1)`` and ``μ_e = q_e(1, 1)`` with ``max(0, μ_l + μ_k − 1) ≤ μ_e ≤ min(μ_l, μ_k)``
+(the other three entries of ``q_e`` follow from consistency). Write a 2×2 table as
+``V(y_l, y_k) = V00 + (V10 − V00) y_l + (V01 − V00) y_k + p_e y_l y_k`` with
+``p_e = V11 − V10 − V01 + V00``, so the score is a quadratic pseudo-boolean function. Its LP
+relaxation equals the *roof dual* (Hammer, Hansen & Simeone 1984; Boros & Hammer 2002): double
+every label into ``z_l`` (meaning ``y_l``) and ``z̄_l`` (meaning ``1 − y_l``), write the energy
+``−s`` as ``½[E(z) + E(1 − z̄)]`` with every pairwise term submodular — ``p_e > 0`` as
+``½p_e (z_l z_k + (1 − z̄_l)(1 − z̄_k))``, ``p_e < 0`` as
+``½|p_e| (z_l (1 − z̄_k) + (1 − z̄_l) z_k)`` in energy terms — and minimize it by one s–t min
+cut on 2L + 2 nodes. A minimum cut gives the half-integral LP optimum
+``μ_l = ½ (z_l + 1 − z̄_l) ∈ {0, ½, 1}``; the optimal ``μ_e`` is ``min(μ_l, μ_k)`` when
+``p_e > 0`` and ``max(0, μ_l + μ_k − 1)`` otherwise. Labels with ``μ_l ∈ {0, 1}`` are
+persistent (part of some integer optimum); the solution is *integral* when no label is ½, and
+then it is an exact MAP labelling. The tests check the LP value against HiGHS.
 """
 
 import numpy as np
@@ -167,17 +184,44 @@ def tree_map(a, edges, V, out):
 
 
 @njit(cache=True)
-def map_all(A, edges, V, forest, out):
-    """The argmax of every example: ``A`` (n, L, 2) unary tables, ``forest`` selects
-    :func:`tree_map` over :func:`enumerate_map`. Returns the n maximal scores."""
-    n = A.shape[0]
+def map_all(A, edges, V, mode, relaxed, out, integral):
+    """The argmax of every example: ``A`` (n, L, 2) unary tables; ``mode`` 0 :func:`tree_map`,
+    1 :func:`enumerate_map`, 2 :func:`lp_map` then :func:`round_lp` (returned scores are the
+    LP values when ``relaxed``, else those of the rounded labellings; ``integral[i]`` says
+    whether the LP optimum was integral). Returns the n maximal scores."""
+    n, L = A.shape[0], A.shape[1]
     best = np.empty(n)
+    mu = np.empty(L)
+    mu_pair = np.empty(edges.shape[0])
     for i in range(n):
-        if forest:
+        integral[i] = True
+        if mode == 0:
             best[i] = tree_map(A[i], edges, V, out[i])
-        else:
+        elif mode == 1:
             best[i] = enumerate_map(A[i], edges, V, out[i])
+        else:
+            value = lp_map(A[i], edges, V, mu, mu_pair)
+            rounded, integral[i] = round_lp(A[i], edges, V, mu, out[i])
+            best[i] = value if relaxed else rounded
     return best
+
+
+@njit(cache=True)
+def relaxed_oracle(a, edges, V, mode, mu, mu_pair, y):
+    """The (loss-augmented) maximizer as a local-polytope point: ``mu`` (L) and ``mu_pair``
+    (E) — the indicator of the exact argmax for modes 0 and 1, the LP optimum for mode 2 —
+    and its score. ``y`` is scratch (L)."""
+    if mode == 2:
+        return lp_map(a, edges, V, mu, mu_pair)
+    if mode == 0:
+        value = tree_map(a, edges, V, y)
+    else:
+        value = enumerate_map(a, edges, V, y)
+    for l in range(a.shape[0]):
+        mu[l] = y[l]
+    for e in range(edges.shape[0]):
+        mu_pair[e] = y[edges[e, 0]] * y[edges[e, 1]]
+    return value
 
 
 @njit(cache=True)
@@ -187,3 +231,215 @@ def score_all(A, edges, V, Y):
     for i in range(A.shape[0]):
         out[i] = labelling_score(A[i], edges, V, Y[i])
     return out
+
+
+@njit(cache=True)
+def _min_cut_source_side(n_nodes, tail, head, cap, n_arcs, s, t, in_source):
+    """Dinic's max-flow on arcs ``tail[j] → head[j]`` of capacity ``cap[j]`` (j < n_arcs);
+    marks in ``in_source`` the nodes reachable from ``s`` in the final residual graph (the
+    source side of a minimum cut). Capacities below ``1e-12 × max cap`` count as zero."""
+    m = n_arcs
+    biggest = 0.0
+    for j in range(m):
+        biggest = max(biggest, cap[j])
+    eps = 1e-12 * biggest
+    degree = np.zeros(n_nodes + 1, dtype=np.int64)
+    for j in range(m):
+        degree[tail[j] + 1] += 1
+        degree[head[j] + 1] += 1
+    start = np.cumsum(degree)
+    fill = start[:n_nodes].copy()
+    adj = np.empty(max(1, 2 * m), dtype=np.int64)
+    to = np.empty(max(1, 2 * m), dtype=np.int64)
+    res = np.empty(max(1, 2 * m))
+    for j in range(m):  # arc 2j forward, 2j + 1 its reverse
+        to[2 * j], res[2 * j] = head[j], cap[j]
+        to[2 * j + 1], res[2 * j + 1] = tail[j], 0.0
+        adj[fill[tail[j]]] = 2 * j
+        fill[tail[j]] += 1
+        adj[fill[head[j]]] = 2 * j + 1
+        fill[head[j]] += 1
+    level = np.empty(n_nodes, dtype=np.int64)
+    queue = np.empty(n_nodes, dtype=np.int64)
+    current = np.empty(n_nodes, dtype=np.int64)
+    path = np.empty(n_nodes, dtype=np.int64)
+    while True:
+        level[:] = -1
+        level[s] = 0
+        queue[0] = s
+        head_q, n_q = 0, 1
+        while head_q < n_q:
+            u = queue[head_q]
+            head_q += 1
+            for p in range(start[u], start[u + 1]):
+                a = adj[p]
+                if res[a] > eps and level[to[a]] < 0:
+                    level[to[a]] = level[u] + 1
+                    queue[n_q] = to[a]
+                    n_q += 1
+        if level[t] < 0:
+            break
+        current[:] = start[:n_nodes]
+        depth = 0
+        u = s
+        while True:  # augmenting paths in the level graph, with dead-end pruning
+            if u == t:
+                push = np.inf
+                for i in range(depth):
+                    push = min(push, res[path[i]])
+                for i in range(depth):
+                    res[path[i]] -= push
+                    res[path[i] ^ 1] += push
+                depth, u = 0, s
+                continue
+            advanced = False
+            while current[u] < start[u + 1]:
+                a = adj[current[u]]
+                v = to[a]
+                if res[a] > eps and level[v] == level[u] + 1:
+                    path[depth] = a
+                    depth += 1
+                    u = v
+                    advanced = True
+                    break
+                current[u] += 1
+            if not advanced:
+                if u == s:
+                    break
+                level[u] = -1  # dead end for the rest of this phase
+                depth -= 1
+                u = to[path[depth] ^ 1]
+                current[u] += 1
+    in_source[:] = False
+    in_source[s] = True
+    queue[0] = s
+    head_q, n_q = 0, 1
+    while head_q < n_q:
+        u = queue[head_q]
+        head_q += 1
+        for p in range(start[u], start[u + 1]):
+            a = adj[p]
+            if res[a] > eps and not in_source[to[a]]:
+                in_source[to[a]] = True
+                queue[n_q] = to[a]
+                n_q += 1
+
+
+@njit(cache=True)
+def relaxed_score(a, edges, V, mu, mu_pair):
+    """Score of a local-polytope point: ``Σ_l Σ_s a[l, s] q_l(s) + Σ_e Σ V_e q_e`` with
+    ``q_l = (1 − μ_l, μ_l)`` and ``q_e`` recovered from ``(μ_l, μ_k, μ_e)``."""
+    total = 0.0
+    for l in range(a.shape[0]):
+        total += a[l, 0] + (a[l, 1] - a[l, 0]) * mu[l]
+    for e in range(edges.shape[0]):
+        ml, mk, m11 = mu[edges[e, 0]], mu[edges[e, 1]], mu_pair[e]
+        total += (V[e, 0, 0] * (1.0 - ml - mk + m11) + V[e, 1, 0] * (ml - m11)
+                  + V[e, 0, 1] * (mk - m11) + V[e, 1, 1] * m11)
+    return total
+
+
+@njit(cache=True)
+def lp_map(a, edges, V, mu, mu_pair):
+    """The LP relaxation of ``max_y s(y)`` over the local polytope, exactly, by one minimum
+    cut (module docstring). Writes the half-integral optimum into ``mu`` (L) and ``mu_pair``
+    (E) and returns its score (an upper bound on the integer optimum; equal to it on
+    forests and whenever the solution is integral)."""
+    L, E = a.shape[0], edges.shape[0]
+    u = np.empty(L)  # energy (−score) coefficient of y_l after reducing the tables
+    for l in range(L):
+        u[l] = a[l, 0] - a[l, 1]
+    p = np.empty(E)  # energy coefficient of y_l y_k (minus the score's p_e)
+    for e in range(E):
+        i, k = edges[e, 0], edges[e, 1]
+        u[i] -= V[e, 1, 0] - V[e, 0, 0]
+        u[k] -= V[e, 0, 1] - V[e, 0, 0]
+        p[e] = -(V[e, 1, 1] - V[e, 1, 0] - V[e, 0, 1] + V[e, 0, 0])
+    n_nodes = 2 * L + 2
+    s, t = 2 * L, 2 * L + 1
+    tail = np.empty(2 * E + 2 * L, dtype=np.int64)
+    head = np.empty(2 * E + 2 * L, dtype=np.int64)
+    cap = np.empty(2 * E + 2 * L)
+    cz = np.zeros(2 * L)  # unary energy coefficient of each node variable z_v
+    m = 0
+    for l in range(L):  # ½ u (z_l + 1 − z̄_l)
+        cz[l] += 0.5 * u[l]
+        cz[L + l] -= 0.5 * u[l]
+    for e in range(E):
+        i, k = edges[e, 0], edges[e, 1]
+        c = 0.5 * p[e]
+        if c < 0.0:
+            # c z_i z_k = c z_i + |c| z_i (1 − z_k): arc k → i
+            cz[i] += c
+            tail[m], head[m], cap[m] = k, i, -c
+            m += 1
+            # c (1 − z̄_i)(1 − z̄_k) = c − c z̄_i − c z̄_k + c z̄_i z̄_k, where
+            # c z̄_i z̄_k = c z̄_i + |c| z̄_i (1 − z̄_k): net −c z̄_k and arc k̄ → ī
+            cz[L + k] -= c
+            tail[m], head[m], cap[m] = L + k, L + i, -c
+            m += 1
+        elif c > 0.0:
+            # c z_i (1 − z̄_k) + c (1 − z̄_i) z_k: arcs k̄ → i and ī → k
+            tail[m], head[m], cap[m] = L + k, i, c
+            m += 1
+            tail[m], head[m], cap[m] = L + i, k, c
+            m += 1
+    for v in range(2 * L):
+        if cz[v] > 0.0:  # pay when z_v = 1 (v on the sink side)
+            tail[m], head[m], cap[m] = s, v, cz[v]
+            m += 1
+        elif cz[v] < 0.0:  # pay |cz| when z_v = 0
+            tail[m], head[m], cap[m] = v, t, -cz[v]
+            m += 1
+    in_source = np.zeros(n_nodes, dtype=np.bool_)
+    _min_cut_source_side(n_nodes, tail, head, cap, m, s, t, in_source)
+    for l in range(L):
+        z = 0.0 if in_source[l] else 1.0
+        zbar = 0.0 if in_source[L + l] else 1.0
+        mu[l] = 0.5 * (z + 1.0 - zbar)
+    for e in range(E):
+        ml, mk = mu[edges[e, 0]], mu[edges[e, 1]]
+        if p[e] < 0.0:  # the score rewards (1, 1)
+            mu_pair[e] = min(ml, mk)
+        else:
+            mu_pair[e] = max(0.0, ml + mk - 1.0)
+    return relaxed_score(a, edges, V, mu, mu_pair)
+
+
+@njit(cache=True)
+def round_lp(a, edges, V, mu, out):
+    """A labelling from a half-integral LP solution: persistent labels keep their value, the
+    ½ labels start at 0 and are improved by greedy flips (ICM) until no single flip of
+    theirs raises the score. Returns the labelling's score and whether ``mu`` was
+    integral."""
+    L = a.shape[0]
+    start, incident, _ = _incidence(L, edges)
+    integral = True
+    for l in range(L):
+        if mu[l] > 0.75:
+            out[l] = 1
+        else:
+            out[l] = 0
+            if mu[l] > 0.25:
+                integral = False
+    if not integral:
+        for sweep in range(L + 1):
+            changed = False
+            for l in range(L):
+                if mu[l] < 0.25 or mu[l] > 0.75:
+                    continue
+                old = out[l]
+                gain = a[l, 1 - old] - a[l, old]
+                for p in range(start[l], start[l + 1]):
+                    e = incident[p]
+                    i, k = edges[e, 0], edges[e, 1]
+                    before = V[e, out[i], out[k]]
+                    out[l] = 1 - old
+                    gain += V[e, out[i], out[k]] - before
+                    out[l] = old
+                if gain > 1e-12:
+                    out[l] = 1 - old
+                    changed = True
+            if not changed:
+                break
+    return labelling_score(a, edges, V, out), integral

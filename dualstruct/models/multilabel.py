@@ -10,9 +10,14 @@ the (optionally per-label weighted) Hamming loss ``Σ_l c_l [y_l ≠ ȳ_l]``.
 
 Edges: ``"independent"`` (none), ``"chain"`` (l — l+1), ``"tree"`` (the maximum spanning
 tree of the labels' empirical mutual information, Chow–Liu; set by :meth:`fit_edges`),
-``"full"`` (all L(L−1)/2 pairs) or an explicit (E, 2) array. Inference here is exact: max
-product on forests, enumeration of all 2^L labellings on loopy graphs with L ≤ 16; the LP
-relaxation for larger loopy graphs and the solvers are not written yet.
+``"full"`` (all L(L−1)/2 pairs) or an explicit (E, 2) array.
+
+Inference (``inference=``): ``"exact"`` is max-product on forests and enumeration of all 2^L
+labellings on loopy graphs (L ≤ 16); ``"lp"`` is the LP relaxation over the local polytope
+(exact on forests, an upper bound elsewhere, :func:`~dualstruct.inference.multilabel.lp_map`);
+``"auto"`` is exact on forests and for L ≤ 16, the LP otherwise. With the LP, training uses the
+LP-relaxed hinge ``max_{μ ∈ local polytope} δ(ȳ, μ) + s(μ) − s(ȳ)`` (Finley & Joachims 2008),
+and prediction rounds the LP solution (:func:`~dualstruct.inference.multilabel.round_lp`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,46 @@ import scipy.sparse as sp
 from ..inference import multilabel as kernels
 
 EDGE_KINDS = ("independent", "chain", "tree", "full")
+INFERENCE = ("auto", "exact", "lp")
 MAX_ENUMERATED_LABELS = 16
+#: inference codes of the numba kernels
+TREE, ENUMERATE, LP = 0, 1, 2
+
+
+class MultiLabelDataset:
+    """Training data of a multi-label model: ``X`` (n × d, CSR float64) and ``Y`` (n × L,
+    0/1). ``n_sequences``/``n_tokens`` (both n) let the pass-based solvers treat every
+    example as one block."""
+
+    kind = "multilabel"
+
+    def __init__(self, X, Y):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.sum_duplicates()
+        X.sort_indices()
+        Y = np.asarray(Y)
+        if Y.ndim != 2 or Y.shape[0] != X.shape[0]:
+            raise ValueError(f"Y must have shape ({X.shape[0]}, n_labels), got {Y.shape}")
+        if not np.all((Y == 0) | (Y == 1)):
+            raise ValueError("Y must hold only 0 and 1")
+        if not np.all(np.isfinite(X.data)):
+            raise ValueError("X holds a NaN or infinite value")
+        self.X, self.Y = X, np.ascontiguousarray(Y, dtype=np.int64)
+
+    @property
+    def n_sequences(self) -> int:
+        return self.X.shape[0]
+
+    n_tokens = n_sequences
+
+    def fingerprint_arrays(self):
+        return (self.X.indptr, self.X.indices, self.X.data, self.Y)
+
+    def kernel_arrays(self):
+        return self.X.indptr.astype(np.int64), self.X.indices.astype(np.int64), self.X.data
+
+    def take(self, indices):
+        return MultiLabelDataset(self.X[indices], self.Y[indices])
 
 
 class MultiLabelWeights(NamedTuple):
@@ -73,7 +117,11 @@ class MultiLabelModel:
 
     kind = "multilabel"
 
-    def __init__(self, n_labels: int, n_features: int, *, edges="full", loss_weights=None):
+    def __init__(self, n_labels: int, n_features: int, *, edges="full", loss_weights=None,
+                 inference="auto"):
+        if inference not in INFERENCE:
+            raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
+        self.inference = inference
         if n_labels < 1:
             raise ValueError(f"n_labels must be >= 1, got {n_labels}")
         if n_features < 1:
@@ -140,6 +188,8 @@ class MultiLabelModel:
         return Y.astype(np.int64)
 
     def _check_X(self, X):
+        if isinstance(X, MultiLabelDataset):
+            X = X.X
         X = sp.csr_matrix(X, dtype=np.float64)
         if X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features}")
@@ -151,15 +201,36 @@ class MultiLabelModel:
         V[:, 1, 1] = W.pairwise
         return W, V
 
-    def _map_all(self, A, V):
-        """The (loss-augmented) argmax labellings of unary tables A (n, L, 2) and scores."""
+    @property
+    def inference_code(self) -> int:
+        """TREE, ENUMERATE or LP: the oracle the kernels run for this model."""
+        if self.inference == "lp":
+            return LP
+        if self._is_forest():
+            return TREE
+        if self.n_labels <= MAX_ENUMERATED_LABELS:
+            return ENUMERATE
+        if self.inference == "exact":
+            raise ValueError(f"exact inference on a loopy graph needs n_labels <= "
+                             f"{MAX_ENUMERATED_LABELS} (enumeration); use inference='lp'")
+        return LP
+
+    @property
+    def is_relaxed(self) -> bool:
+        """Whether training uses the LP relaxation (the oracle can return fractional μ)."""
+        return self.inference_code == LP and not self._is_forest()
+
+    def _map_all(self, A, V, relaxed=False):
+        """The (loss-augmented) maxima of unary tables A (n, L, 2): the scores (LP values
+        when ``relaxed`` and the model uses the LP) and labellings (rounded from the LP)."""
         out = np.zeros(A.shape[:2], dtype=np.int64)
-        forest = self._is_forest()
-        if not forest and self.n_labels > MAX_ENUMERATED_LABELS:
-            raise NotImplementedError("inference on a loopy graph with more than "
-                                      f"{MAX_ENUMERATED_LABELS} labels needs the LP "
-                                      "relaxation, which is not written yet")
-        return kernels.map_all(A, self.edges, V, forest, out), out
+        integral = np.ones(A.shape[0], dtype=np.bool_)
+        best = kernels.map_all(A, self.edges, V, self.inference_code, relaxed, out, integral)
+        self.last_integral_ = integral
+        return best, out
+
+    def check_slack(self):
+        raise NotImplementedError("slack rescaling is not available for multi-label models yet")
 
     def _is_forest(self):
         """Whether the edges have no cycle (union–find; stops at the first cycle)."""
@@ -179,19 +250,24 @@ class MultiLabelModel:
         return True
 
     def predict(self, w, X) -> np.ndarray:
-        """The highest-scoring labelling of every row of X, (n, L) uint8."""
+        """The highest-scoring labelling of every row of X, (n, L) uint8 (with the LP: its
+        rounding; ``last_integral_`` then says which rows had an integral LP optimum)."""
         X = self._check_X(X)
         W, V = self._tables(w)
         _, out = self._map_all(kernels.unary_tables(np.asarray(X @ W.unary)), V)
         return out.astype(np.uint8)
 
-    def hinge(self, w, X, Y):
-        """Per-example margin-rescaled hinge ``max_y δ(ȳ, y) + s(y) − s(ȳ)`` and the
-        loss-augmented argmax labellings."""
+    def hinge(self, w, X, Y=None):
+        """Per-example margin-rescaled hinge ``max_y δ(ȳ, y) + s(y) − s(ȳ)`` (the LP-relaxed
+        maximum when the model uses the LP) and the loss-augmented argmax labellings
+        (rounded). ``X`` may be a :class:`MultiLabelDataset` (then ``Y`` is its labels)."""
+        if isinstance(X, MultiLabelDataset):
+            X, Y = X.X, X.Y
         X, Y = self._check_X(X), self._check_labels(Y)
         W, V = self._tables(w)
         theta = np.asarray(X @ W.unary)
-        best, out = self._map_all(kernels.unary_tables(theta, Y, self.loss_weights), V)
+        best, out = self._map_all(kernels.unary_tables(theta, Y, self.loss_weights), V,
+                                  relaxed=True)
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
         return best - gold, out
 

@@ -272,9 +272,12 @@ class PassSolver:
 
 
 def data_fingerprint(data) -> str:
-    """SHA-256 of a labelled PackedSequences (offsets, labels and the CSR arrays)."""
+    """SHA-256 of the training data: a labelled PackedSequences (offsets, labels and the CSR
+    arrays) or any data object with ``fingerprint_arrays()``."""
     h = hashlib.sha256()
-    for arr in (data.offsets, data.labels, data.X.indptr, data.X.indices, data.X.data):
+    arrays = (data.fingerprint_arrays() if hasattr(data, "fingerprint_arrays") else
+              (data.offsets, data.labels, data.X.indptr, data.X.indices, data.X.data))
+    for arr in arrays:
         a = np.ascontiguousarray(arr)
         h.update(str(a.dtype).encode() + str(a.shape).encode())
         h.update(a.tobytes())

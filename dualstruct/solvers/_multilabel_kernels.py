@@ -1,0 +1,154 @@
+"""numba passes of the multi-label solvers (BCFW, SSG) over examples, C-form.
+
+Model layout (see :mod:`dualstruct.models.multilabel`): unary weights ``U`` (d × L) and one
+interaction weight ``V_e`` per edge on the (1, 1) outcome; the oracle works on the edge
+tables ``V_tab`` (E × 2 × 2, only ``[e, 1, 1]`` non-zero), kept in step with ``V``.
+
+A dual point of example i is a local-polytope point ``(μ_i, μ^pair_i)`` (L + E numbers; the
+indicator of a labelling, or an LP solution). Then
+
+    w_i = C (φ(x_i, ȳ_i) − φ(x_i, μ_i)),   φ(x, μ) = (x ⊗ μ, μ^pair),
+    ℓ_i = C Σ_l c_l |μ_il − ȳ_il|          (Hamming loss, linear on the polytope),
+
+``w = Σ_i w_i`` and the dual is ``D = Σ_i ℓ_i − ½‖w‖²`` (ALGORITHMS.md §1).
+"""
+
+import numpy as np
+from numba import njit
+
+from ..inference.multilabel import relaxed_oracle
+
+
+@njit(cache=True)
+def unary_scores(indptr, indices, values, i, U, theta):
+    """``θ_l = <U[:, l], x_i>`` for every label (O(nnz(x_i) L))."""
+    theta[:] = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        f, v = indices[p], values[p]
+        for l in range(U.shape[1]):
+            theta[l] += v * U[f, l]
+
+
+@njit(cache=True)
+def augmented_tables(theta, gold, loss_weights, loss_scale, a):
+    """Unary tables ``a[l, s]`` of ``s_l(s) + loss_scale · c_l [s ≠ ȳ_l]``."""
+    for l in range(theta.shape[0]):
+        a[l, 0] = loss_scale * loss_weights[l] * gold[l]
+        a[l, 1] = theta[l] + loss_scale * loss_weights[l] * (1 - gold[l])
+
+
+@njit(cache=True)
+def hamming(mu, gold, loss_weights):
+    """``Σ_l c_l |μ_l − ȳ_l|``."""
+    total = 0.0
+    for l in range(mu.shape[0]):
+        total += loss_weights[l] * abs(mu[l] - gold[l])
+    return total
+
+
+@njit(cache=True)
+def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, order, C,
+              U, V, V_tab, mu, mu_pair, scalars, averaging, R_U, R_V, block_gaps):
+    """One BCFW pass (Lacoste-Julien et al. 2013, Alg. 3 in C-form) over ``order``.
+
+    For example i with oracle point ``s = (μ_s, μ^pair_s)`` and ``Δ = (μ_i − μ_s,
+    μ^pair_i − μ^pair_s)``: ``w_s − w_i = C (x_i ⊗ Δμ, Δμ^pair)``, the block gap is
+    ``g_i = (ℓ_s − ℓ_i) − <w, w_s − w_i> = (ℓ_s − ℓ_i) − C (θ·Δμ + V·Δμ^pair)`` and the
+    exact line search is ``γ = clip(g_i / ‖w_s − w_i‖², 0, 1)`` with
+    ``‖w_s − w_i‖² = C² (‖x_i‖² ‖Δμ‖² + ‖Δμ^pair‖²)``. ``scalars = [ℓ, steps, R_ℓ]``;
+    with ``averaging`` the weighted average ``w̄ = w − R / A`` (``A = m(m+1)/2``) is kept
+    through ``R += A_m Δw``. Returns the number of oracle calls."""
+    L, E = U.shape[1], edges.shape[0]
+    theta = np.empty(L)
+    a = np.empty((L, 2))
+    mu_s = np.empty(L)
+    pair_s = np.empty(E)
+    d_mu = np.empty(L)
+    d_pair = np.empty(E)
+    y = np.zeros(L, dtype=np.int64)
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        gold = Y[i]
+        unary_scores(indptr, indices, values, i, U, theta)
+        augmented_tables(theta, gold, loss_weights, 1.0, a)
+        relaxed_oracle(a, edges, V_tab, mode, mu_s, pair_s, y)
+        inner = 0.0
+        sq_mu = 0.0
+        for l in range(L):
+            d_mu[l] = mu[i, l] - mu_s[l]
+            inner += theta[l] * d_mu[l]
+            sq_mu += d_mu[l] * d_mu[l]
+        sq_pair = 0.0
+        for e in range(E):
+            d_pair[e] = mu_pair[i, e] - pair_s[e]
+            inner += V[e] * d_pair[e]
+            sq_pair += d_pair[e] * d_pair[e]
+        d_loss = C * (hamming(mu_s, gold, loss_weights) - hamming(mu[i], gold, loss_weights))
+        gap = d_loss - C * inner
+        block_gaps[i] = gap
+        norm2 = C * C * (sq_norms[i] * sq_mu + sq_pair)
+        m = scalars[1]
+        scalars[1] = m + 1.0
+        if norm2 <= 0.0 or gap <= 0.0:
+            continue
+        gamma = min(1.0, gap / norm2)
+        A = 0.5 * m * (m + 1.0) if averaging else 0.0
+        step = gamma * C
+        for p in range(indptr[i], indptr[i + 1]):
+            f, v = indices[p], values[p]
+            for l in range(L):
+                if d_mu[l] != 0.0:
+                    delta = step * v * d_mu[l]
+                    U[f, l] += delta
+                    R_U[f, l] += A * delta
+        for e in range(E):
+            if d_pair[e] != 0.0:
+                delta = step * d_pair[e]
+                V[e] += delta
+                V_tab[e, 1, 1] = V[e]
+                R_V[e] += A * delta
+        for l in range(L):
+            mu[i, l] -= gamma * d_mu[l]
+        for e in range(E):
+            mu_pair[i, e] -= gamma * d_pair[e]
+        scalars[0] += gamma * d_loss
+        scalars[2] += A * gamma * d_loss
+    return order.shape[0]
+
+
+@njit(cache=True)
+def ssg_pass(indptr, indices, values, Y, loss_weights, edges, mode, order, U, V, V_tab,
+             scalars, averaging, R_U, R_V):
+    """One pass of Pegasos SSG (ALGORITHMS.md §2) in the parametrization of the chain SSG:
+    ``w_m = (C n / m) v_m`` with ``v_m`` the sum of the subgradient directions
+    ``ψ_i = φ(x_i, ȳ_i) − φ(x_i, μ̂)``; the oracle at ``w_m`` runs on ``v`` with the loss
+    scaled by ``m / (C n)``. ``scalars = [m, C n]``; averaging keeps ``R += (m − 1) ψ``."""
+    L, E = U.shape[1], edges.shape[0]
+    theta = np.empty(L)
+    a = np.empty((L, 2))
+    mu_s = np.empty(L)
+    pair_s = np.empty(E)
+    y = np.zeros(L, dtype=np.int64)
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        gold = Y[i]
+        m = scalars[0]
+        unary_scores(indptr, indices, values, i, U, theta)
+        augmented_tables(theta, gold, loss_weights, m / scalars[1] if m > 0 else 1.0, a)
+        relaxed_oracle(a, edges, V_tab, mode, mu_s, pair_s, y)
+        weight = m if averaging else 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            f, v = indices[p], values[p]
+            for l in range(L):
+                d = v * (gold[l] - mu_s[l])
+                if d != 0.0:
+                    U[f, l] += d
+                    R_U[f, l] += weight * d
+        for e in range(E):
+            d = gold[edges[e, 0]] * gold[edges[e, 1]] - pair_s[e]
+            if d != 0.0:
+                V[e] += d
+                V_tab[e, 1, 1] = V[e]
+                R_V[e] += weight * d
+        scalars[0] = m + 1.0
+    return order.shape[0]
