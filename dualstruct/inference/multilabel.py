@@ -443,3 +443,25 @@ def round_lp(a, edges, V, mu, out):
             if not changed:
                 break
     return labelling_score(a, edges, V, out), integral
+
+
+@njit(cache=True)
+def relaxed_sums(A, edges, V, mode, Y, loss_weights, mu, pair_sum):
+    """For every example the loss-augmented maximizer as a local-polytope point: ``mu[i]``
+    (L) and, summed over the examples, ``pair_sum[e] = Σ_i (ȳ_il ȳ_ik − μ^pair_ie)``. Returns
+    the maximal (relaxed) scores and the Hamming losses of the maximizers."""
+    n, L, E = A.shape[0], A.shape[1], edges.shape[0]
+    best = np.empty(n)
+    losses = np.empty(n)
+    mu_pair = np.empty(E)
+    y = np.zeros(L, dtype=np.int64)
+    pair_sum[:] = 0.0
+    for i in range(n):
+        best[i] = relaxed_oracle(A[i], edges, V, mode, mu[i], mu_pair, y)
+        loss = 0.0
+        for l in range(L):
+            loss += loss_weights[l] * abs(mu[i, l] - Y[i, l])
+        losses[i] = loss
+        for e in range(E):
+            pair_sum[e] += Y[i, edges[e, 0]] * Y[i, edges[e, 1]] - mu_pair[e]
+    return best, losses

@@ -271,6 +271,23 @@ class MultiLabelModel:
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
         return best - gold, out
 
+    def aggregate_constraint(self, w, data):
+        """For the 1-slack cutting plane: the per-example (relaxed) hinge and the aggregated
+        constraint ``(ψ_c, δ_c) = (Σ_i φ(x_i, ȳ_i) − φ(x_i, μ̂_i), Σ_i δ(ȳ_i, μ̂_i))`` of the
+        loss-augmented maximizers μ̂_i at ``w``."""
+        X, Y = self._check_X(data.X), self._check_labels(data.Y)
+        W, V = self._tables(w)
+        theta = np.asarray(X @ W.unary)
+        mu = np.zeros(Y.shape)
+        psi = self.init_weights()
+        P = self.unpack(psi)
+        best, losses = kernels.relaxed_sums(
+            kernels.unary_tables(theta, Y, self.loss_weights), self.edges, V,
+            self.inference_code, Y, self.loss_weights, mu, P.pairwise)
+        P.unary[:] = np.asarray(X.T @ (Y - mu))
+        gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
+        return best - gold, psi, float(losses.sum())
+
     def loss(self, y_true, y_pred) -> float:
         y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
         return float(self.loss_weights @ (y_true != y_pred))

@@ -54,7 +54,7 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
     For example i with oracle point ``s = (μ_s, μ^pair_s)`` and ``Δ = (μ_i − μ_s,
     μ^pair_i − μ^pair_s)``: ``w_s − w_i = C (x_i ⊗ Δμ, Δμ^pair)``, the block gap is
     ``g_i = (ℓ_s − ℓ_i) − <w, w_s − w_i> = (ℓ_s − ℓ_i) − C (θ·Δμ + V·Δμ^pair)`` and the
-    exact line search is ``γ = clip(g_i / ‖w_s − w_i‖², 0, 1)`` with
+    exact line search is ``γ = clip(g_i / ‖w_s − w_i‖², 0, 1)`` (1 when the norm is 0) with
     ``‖w_s − w_i‖² = C² (‖x_i‖² ‖Δμ‖² + ‖Δμ^pair‖²)``. ``scalars = [ℓ, steps, R_ℓ]``;
     with ``averaging`` the weighted average ``w̄ = w − R / A`` (``A = m(m+1)/2``) is kept
     through ``R += A_m Δw``. Returns the number of oracle calls."""
@@ -89,9 +89,10 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
         norm2 = C * C * (sq_norms[i] * sq_mu + sq_pair)
         m = scalars[1]
         scalars[1] = m + 1.0
-        if norm2 <= 0.0 or gap <= 0.0:
+        if gap <= 0.0:
             continue
-        gamma = min(1.0, gap / norm2)
+        # a block that does not move w (e.g. an all-zero x without bias) goes to the corner
+        gamma = min(1.0, gap / norm2) if norm2 > 0.0 else 1.0
         A = 0.5 * m * (m + 1.0) if averaging else 0.0
         step = gamma * C
         for p in range(indptr[i], indptr[i + 1]):

@@ -47,15 +47,16 @@ class CuttingPlane(PassSolver):
 
     def _init_state(self):
         model, data = self.model, self.data
-        if model.kind != "chain":
-            raise ValueError(f"the cutting plane supports chain models here, got {model.kind!r}")
+        if model.kind not in ("chain", "multilabel"):
+            raise ValueError(f"the cutting plane supports chain and multi-label models, got "
+                             f"{model.kind!r}")
         bytes_needed = 8 * model.size * (self.max_constraints + 1)
         if bytes_needed > 4 * 2**30:
             raise MemoryError(
                 f"the cutting-plane working set would need up to {bytes_needed / 2**30:.1f} GiB "
                 f"({self.max_constraints} constraints × {model.size} parameters); lower "
                 "max_constraints or use solver='bcfw'")
-        self.arrays = data.kernel_arrays()
+        self.arrays = data.kernel_arrays() if model.kind == "chain" else None
         self.w = model.init_weights()
         self.psi = np.zeros((0, model.size))   # working set directions ψ_c
         self.delta = np.zeros(0)               # their losses δ_c
@@ -83,7 +84,12 @@ class CuttingPlane(PassSolver):
     def _iterate(self):
         model, data, C = self.model, self.data, self.C
         calls = data.n_sequences
-        if self.rescaling == "slack" and self.slack_search != "exact":
+        constraint = None
+        if model.kind == "multilabel":  # margin rescaling (slack is refused at set-up)
+            hinge, psi, delta = model.aggregate_constraint(self.w, data)
+            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
+            constraint = (psi, delta)
+        elif self.rescaling == "slack" and self.slack_search != "exact":
             hinge, ncalls, yhat = model.slack_search(self.w, data, self.slack_search)
             calls = int(ncalls.sum())
             # the primal is that of the exact oracle, the constraint that of the search
@@ -102,11 +108,12 @@ class CuttingPlane(PassSolver):
         if len(self.delta):
             xi = max(0.0, float(np.max(self.delta - self.psi @ self.w)))
         if float(hinge.sum()) > xi + self.eps / C:
-            self._add_constraint(yhat)
+            self._add_constraint(*(constraint or self._chain_constraint(yhat)))
         self._solve()
         return calls
 
-    def _add_constraint(self, yhat):
+    def _chain_constraint(self, yhat):
+        """``(ψ_c, δ_c)`` of the chain labellings ``yhat``."""
         model, data = self.model, self.data
         psi = model.init_weights()
         P = model.unpack(psi)
@@ -120,7 +127,9 @@ class CuttingPlane(PassSolver):
         kern.aggregate_joint_feature_difference(
             indptr, indices, values, offsets, data.labels, yhat, weights,
             model.start_end, P.unigram, P.transition, start, end)
-        delta = float(losses.sum())
+        return psi, float(losses.sum())
+
+    def _add_constraint(self, psi, delta):
         if len(self.delta) >= self.max_constraints:  # drop the longest-idle constraint
             drop = int(np.argmax(self.idle))
             self._remove(np.array([drop]))

@@ -1,0 +1,175 @@
+"""Multi-label LP relaxation against HiGHS and enumeration; BCFW, SSG and the cutting plane
+on multi-label models: the gap closes and all reach the same (LP-relaxed) optimum."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from dualstruct.inference.multilabel import (
+    enumerate_map,
+    labelling_score,
+    lp_map,
+    relaxed_score,
+    round_lp,
+    tree_map,
+    unary_tables,
+)
+from dualstruct.models.multilabel import MultiLabelDataset, MultiLabelModel
+from dualstruct.solvers import CuttingPlane, MultiLabelBCFW, MultiLabelSSG, primal_objective
+
+STATES = ((0, 0), (1, 0), (0, 1), (1, 1))
+
+
+def highs_lp(a, edges, V):
+    """The local-polytope LP with every q_e explicit (4 entries), solved by HiGHS."""
+    L, E = a.shape[0], len(edges)
+    n = L + 4 * E
+    cost = np.zeros(n)
+    cost[:L] = -(a[:, 1] - a[:, 0])
+    rows, rhs = [], []
+    for e, (i, k) in enumerate(edges):
+        for s, (yi, yk) in enumerate(STATES):
+            cost[L + 4 * e + s] = -V[e, yi, yk]
+        for r, b in ((np.r_[L + 4 * e:L + 4 * e + 4], 1.0),):
+            row = np.zeros(n)
+            row[r] = 1.0
+            rows.append(row)
+            rhs.append(b)
+        for side, j in ((1, i), (2, k)):  # q_e(1, ·) = μ_i and q_e(·, 1) = μ_k
+            row = np.zeros(n)
+            row[L + 4 * e + side] = row[L + 4 * e + 3] = 1.0
+            row[j] = -1.0
+            rows.append(row)
+            rhs.append(0.0)
+    res = linprog(cost, A_eq=np.array(rows) if rows else None, b_eq=rhs if rows else None,
+                  bounds=[(0, 1)] * n, method="highs")
+    assert res.status == 0
+    return -res.fun + a[:, 0].sum()
+
+
+def _graph(rng, L, kind):
+    full = np.array(list(itertools.combinations(range(L), 2)), dtype=np.int64).reshape(-1, 2)
+    if kind == "full":
+        return full
+    if kind == "sparse":
+        return full[rng.random(len(full)) < 0.5]
+    edges = [(int(rng.integers(v)), v) for v in range(1, L)]  # a random tree
+    return np.array(edges, dtype=np.int64).reshape(-1, 2)
+
+
+@pytest.mark.parametrize("kind", ["full", "sparse", "tree"])
+@pytest.mark.parametrize("only_11", [True, False])
+def test_lp_matches_highs_and_bounds_the_integer_optimum(kind, only_11):
+    rng = np.random.default_rng(len(kind) + 10 * only_11)
+    for trial in range(40):
+        L = int(rng.integers(1, 9))
+        edges = _graph(rng, L, kind)
+        gold = rng.integers(0, 2, L) if trial % 2 else None
+        a = unary_tables(rng.normal(size=L), gold)
+        V = rng.normal(size=(len(edges), 2, 2)) * (3 if trial % 3 == 0 else 1)
+        if only_11:
+            V[:, 0, :] = V[:, :, 0] = 0.0
+        if trial % 5 == 0:
+            V[:] = 0.0  # all-zero interactions
+        mu, pair = np.zeros(L), np.zeros(len(edges))
+        value = lp_map(a, edges, V, mu, pair)
+        assert value == pytest.approx(highs_lp(a, edges, V), abs=1e-8)
+        assert value == pytest.approx(relaxed_score(a, edges, V, mu, pair), abs=1e-12)
+        assert set(np.unique(mu)) <= {0.0, 0.5, 1.0}  # half-integral
+        for e, (i, k) in enumerate(edges):  # a point of the local polytope
+            assert max(0.0, mu[i] + mu[k] - 1) - 1e-12 <= pair[e] <= min(mu[i], mu[k]) + 1e-12
+        exact_y = np.zeros(L, dtype=np.int64)
+        exact = enumerate_map(a, edges, V, exact_y)
+        assert value >= exact - 1e-9
+        y = np.zeros(L, dtype=np.int64)
+        rounded, integral = round_lp(a, edges, V, mu, y)
+        assert rounded == pytest.approx(labelling_score(a, edges, V, y), abs=1e-12)
+        assert rounded <= exact + 1e-9
+        if integral:
+            assert value == pytest.approx(exact, abs=1e-9)
+            assert rounded == pytest.approx(exact, abs=1e-9)
+        if kind == "tree":  # the LP is tight on trees
+            assert value == pytest.approx(tree_map(a, edges, V, y), abs=1e-9)
+
+
+def test_lp_is_fractional_on_a_frustrated_triangle():
+    # three labels that each want to be on, pairwise exclusive: the LP puts ½ everywhere
+    edges = np.array([[0, 1], [1, 2], [0, 2]], dtype=np.int64)
+    V = np.zeros((3, 2, 2))
+    V[:, 1, 1] = -2.0
+    a = unary_tables(np.ones(3))
+    mu, pair = np.zeros(3), np.zeros(3)
+    assert lp_map(a, edges, V, mu, pair) == pytest.approx(1.5)
+    assert mu.tolist() == [0.5, 0.5, 0.5] and pair.tolist() == [0.0, 0.0, 0.0]
+    y = np.zeros(3, dtype=np.int64)
+    score, integral = round_lp(a, edges, V, mu, y)
+    assert not integral and score == pytest.approx(1.0)
+
+
+def _problem(seed, n=12, L=5, d=4, edges="full", inference="auto"):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(np.where(rng.random((n, d)) < 0.6, rng.normal(size=(n, d)), 0.0))
+    W = rng.normal(size=(d, L))
+    Y = ((X @ W + rng.normal(scale=0.7, size=(n, L))) > 0).astype(int)
+    model = MultiLabelModel(L, d, edges=edges, inference=inference,
+                            loss_weights=rng.uniform(0.5, 2, L)).fit_edges(Y)
+    return model, MultiLabelDataset(X, Y)
+
+
+@pytest.mark.parametrize("edges,inference", [("independent", "auto"), ("tree", "auto"),
+                                             ("full", "exact"), ("full", "lp")])
+def test_multilabel_solvers_reach_the_same_optimum(edges, inference):
+    model, data = _problem(3, edges=edges, inference=inference)
+    C = 2.0
+    cp = CuttingPlane(model, C, max_iter=2000, tol=1e-7).fit(data)
+    assert cp.history.stop_reason == "tol"
+    p_opt = cp.history.last.primal
+    # the classic FW step converges sublinearly: a 1e-4 gap
+    bcfw = MultiLabelBCFW(model, C, max_iter=20000, tol=1e-4, check_every=20,
+                          random_state=0).fit(data)
+    assert bcfw.history.stop_reason == "tol"
+    gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
+    assert min(gaps) >= -1e-9
+    assert bcfw.history.last.dual <= p_opt * (1 + 1e-7)
+    assert bcfw.history.last.primal == pytest.approx(p_opt, rel=1e-4)
+    assert bcfw.history.last.primal == pytest.approx(
+        primal_objective(model, data, bcfw.weights(), C), rel=1e-12)
+    ssg = MultiLabelSSG(model, C, max_iter=3000, check_every=500, random_state=0).fit(data)
+    assert ssg.history.last.primal == pytest.approx(p_opt, rel=1e-3)
+
+
+def test_bcfw_state_reproduces_weights_and_resumes():
+    model, data = _problem(5, L=4, edges="full", inference="lp")
+    C = 1.0
+    s = MultiLabelBCFW(model, C, max_iter=30, random_state=1).fit(data)
+    # w = C Σ_i φ(ȳ_i) − φ(μ_i), recomputed from the dual points
+    W = model.unpack(np.zeros(model.size))
+    W.unary[:] = C * (data.X.T @ (data.Y - s.mu))
+    gold_pairs = data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]
+    W.pairwise[:] = C * (gold_pairs - s.mu_pair).sum(axis=0)
+    assert np.allclose(np.concatenate([W.unary.ravel(), W.pairwise]), s.w, atol=1e-10)
+    loss = C * (model.loss_weights * np.abs(s.mu - data.Y)).sum()
+    assert s.scalars[0] == pytest.approx(loss, rel=1e-10)
+    # 30 + 20 passes in two runs equal 50 in one (state saved and restored)
+    meta, arrays = s.state_dict()
+    t = MultiLabelBCFW(model, C, max_iter=20, random_state=1)
+    t.load_state(data, meta, arrays)
+    t.fit(data)
+    full = MultiLabelBCFW(model, C, max_iter=50, random_state=1).fit(data)
+    assert np.allclose(t.w, full.w, atol=1e-12)
+
+
+def test_multilabel_solver_input_errors():
+    model, data = _problem(0)
+    other = MultiLabelModel(3, 4)
+    with pytest.raises(ValueError, match="labels"):
+        MultiLabelBCFW(other, 1.0, max_iter=1).fit(data)
+    with pytest.raises(NotImplementedError, match="slack"):
+        MultiLabelBCFW(model, 1.0, rescaling="slack")
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        MultiLabelDataset(np.eye(2), np.array([[0, 2], [1, 0]]))
+    with pytest.raises(ValueError, match="shape"):
+        MultiLabelDataset(np.eye(2), np.array([0, 1]))
