@@ -1,9 +1,14 @@
-"""The ``dualstruct`` command line: train, predict, evaluate and inspect sequence taggers.
+"""The ``dualstruct`` command line: train, predict, evaluate and inspect sequence taggers and
+multi-label models.
 
     dualstruct train train.txt.gz -o chunker.npz --label-column 2 --dev test.txt.gz
     dualstruct predict chunker.npz test.txt.gz -o predicted.txt
     dualstruct evaluate chunker.npz test.txt.gz
     dualstruct info chunker.npz
+
+    dualstruct multilabel train yeast_train.svm.gz -o yeast.npz --edges full
+    dualstruct multilabel evaluate yeast.npz yeast_test.svm.gz
+    dualstruct multilabel predict yeast.npz yeast_test.svm.gz -o labels.txt
 """
 
 from __future__ import annotations
@@ -151,6 +156,138 @@ class Progress:
             self.tagger.svm_ = estimator
             self.tagger.save(self.checkpoint, include_solver_state=True, compress=False)
         return False
+
+
+# -- multi-label commands -------------------------------------------------------------------------
+def read_multilabel(path, labels=None, n_features=None, n_labels=None):
+    """``(X, Y)`` of a LIBSVM multi-label file or a MULAN ARFF file (``.arff``, ``.arff.gz``);
+    for ARFF, ``labels`` is the MULAN XML file or the number of (last) label attributes."""
+    from .datasets.multilabel import load_arff, load_libsvm_multilabel
+
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"no such file: {path}")
+    try:
+        if path.name.endswith((".arff", ".arff.gz")):
+            if labels is None:
+                raise CLIError(f"{path}: an ARFF file needs --labels (the MULAN XML file or "
+                               "the number of label attributes at the end)")
+            if isinstance(labels, str) and labels.isdigit():
+                labels = int(labels)
+            X, Y, _, _ = load_arff(path, labels)
+            if n_features is not None and X.shape[1] != n_features:
+                raise CLIError(f"{path}: {X.shape[1]} features, the model has {n_features}")
+            if n_labels is not None and Y.shape[1] != n_labels:
+                raise CLIError(f"{path}: {Y.shape[1]} labels, the model has {n_labels}")
+            return X, Y
+        return load_libsvm_multilabel(path, n_features, n_labels)
+    except (ValueError, FileNotFoundError) as exc:
+        raise CLIError(str(exc)) from None
+
+
+class _MultiLabelCheckpoint:
+    """What :class:`Progress` saves checkpoints through, for a :class:`MultiLabelSVM`."""
+
+    svm_ = None
+
+    def save(self, path, include_solver_state=True, compress=False):
+        from . import io
+
+        io.save_arrays(path, *self.svm_.to_arrays(include_solver_state), compress=compress)
+
+
+def _load_multilabel(path):
+    from .multilabel import MultiLabelSVM
+
+    model = _load_model(path)
+    if not isinstance(model, MultiLabelSVM):
+        raise CLIError(f"{path} does not hold a multi-label model")
+    return model
+
+
+def cmd_multilabel_train(args, out):
+    from .multilabel import MultiLabelSVM
+
+    model_path = Path(args.output)
+    if not model_path.parent.is_dir():
+        raise CLIError(f"cannot write {model_path}: folder {model_path.parent} does not exist")
+    checkpoint = Path(str(model_path) + ".ckpt")
+    if args.resume:
+        svm = _load_multilabel(args.resume)
+        if getattr(svm, "_saved_state", None) is None:
+            raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
+                           "from it")
+        X, Y = read_multilabel(args.train, args.labels, svm.n_features_in_, svm.n_labels_)
+        done = svm.n_iter_
+        if args.max_iter <= done:
+            raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
+        svm.set_params(max_iter=args.max_iter - done, tol=args.tol, warm_start=True)
+    else:
+        X, Y = read_multilabel(args.train, args.labels)
+        svm = MultiLabelSVM(edges=args.edges, solver=args.solver, C=args.C,
+                            inference=args.inference, max_iter=args.max_iter, tol=args.tol,
+                            check_every=args.check_every, random_state=args.seed)
+    dev = None
+    if args.dev:
+        dev = read_multilabel(args.dev, args.labels, X.shape[1], Y.shape[1])
+    saver = _MultiLabelCheckpoint()
+    progress = Progress(args.max_iter, args.tol, out, args.checkpoint_every, checkpoint, saver)
+    svm.set_params(callback=progress)
+    print(f"training on {X.shape[0]} examples, {X.shape[1]} features, {Y.shape[1]} labels "
+          f"({args.train}); model -> {model_path}", file=out, flush=True)
+    t0 = time.perf_counter()
+    try:
+        svm.fit(X, Y, validation_data=dev)
+    except (MemoryError, ValueError, NotImplementedError) as exc:
+        raise CLIError(str(exc)) from None
+    svm.set_params(callback=None, warm_start=False)
+    stop = svm.history_.stop_reason
+    interrupted = stop == "interrupted"
+    svm.save(model_path, include_solver_state=interrupted or args.save_state)
+    if checkpoint.exists():
+        checkpoint.unlink()
+    last = svm.history_.last_checked()
+    summary = f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}"
+    if last is not None:
+        summary += f", primal {last.primal:.6g}"
+        if not math.isnan(last.relative_gap):
+            summary += f", relative gap {last.relative_gap:.3%}"
+    if interrupted:
+        print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
+              f"resume with --resume {model_path}", file=out, flush=True)
+        return 130
+    print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
+    return 0
+
+
+def cmd_multilabel_evaluate(args, out):
+    svm = _load_multilabel(args.model)
+    X, Y = read_multilabel(args.test, args.labels, svm.n_features_in_, svm.n_labels_)
+    scores = svm.evaluate(X, Y)
+    scores["lp_integral_fraction"] = float(np.mean(svm.lp_integral_))
+    if args.json:
+        json.dump(scores, out, indent=1)
+        out.write("\n")
+        return 0
+    for k, v in scores.items():
+        print(f"{k:>22}: {v:.4f}", file=out)
+    return 0
+
+
+def cmd_multilabel_predict(args, out):
+    svm = _load_multilabel(args.model)
+    X, _ = read_multilabel(args.input, args.labels, svm.n_features_in_, svm.n_labels_)
+    pred = svm.predict(X)
+    lines = [",".join(str(j) for j in np.flatnonzero(row)) + "\n" for row in pred]
+    if args.output:
+        if not Path(args.output).parent.is_dir():
+            raise CLIError(f"cannot write {args.output}: its folder does not exist")
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.writelines(lines)
+        print(f"wrote the label sets of {len(lines)} examples to {args.output}", file=out)
+    else:
+        out.writelines(lines)
+    return 0
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -318,13 +455,19 @@ def _table(out, title, rows):
 
 
 def cmd_info(args, out):
+    from .multilabel import MultiLabelSVM
+
     path = Path(args.model)
     model = _load_model(path)
     svm = model.svm_ if isinstance(model, SequenceTagger) else model
+    multilabel = isinstance(model, MultiLabelSVM)
+    kind = ("tagger" if isinstance(model, SequenceTagger) else
+            "multilabel" if multilabel else "structured_svm")
     info = {
         "file": str(path),
-        "kind": "tagger" if isinstance(model, SequenceTagger) else "structured_svm",
-        "labels": [str(c) for c in svm.classes_],
+        "kind": kind,
+        "labels": ([str(j) for j in range(svm.n_labels_)] if multilabel
+                   else [str(c) for c in svm.classes_]),
         "n_features": int(svm.n_features_in_),
         "params": {k: v for k, v in svm.get_params().items() if k != "callback"},
         "passes": int(svm.n_iter_),
@@ -335,6 +478,9 @@ def cmd_info(args, out):
     if last is not None:
         info["final"] = {"primal": last.primal, "dual": last.dual, "gap": last.gap,
                          "relative_gap": last.relative_gap, "train_seconds": last.time}
+    if multilabel:
+        info["n_edges"] = int(len(svm.edges_))
+        info["params"]["edges"] = svm.model_.edge_kind
     if isinstance(model, SequenceTagger):
         info["tag_scheme"] = model.tag_scheme
         info["input_format"] = model.input_format
@@ -399,6 +545,40 @@ def build_parser():
     i = sub.add_parser("info", help="labels, features, hyperparameters, final objective and gap")
     i.add_argument("model")
     i.add_argument("--json", action="store_true")
+
+    ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
+    mls = ml.add_subparsers(dest="ml_command", required=True)
+    labels_help = ("ARFF input: the MULAN XML file naming the label attributes, or their "
+                   "number (the last attributes)")
+    mt = mls.add_parser("train", help="train a multi-label model")
+    mt.add_argument("train", help="LIBSVM multi-label (l1,l2 j:v ...) or ARFF file (.gz allowed)")
+    mt.add_argument("-o", "--output", required=True, help="model file to write")
+    mt.add_argument("--labels", help=labels_help)
+    mt.add_argument("--edges", choices=("independent", "chain", "tree", "full"), default="full")
+    mt.add_argument("--inference", choices=("auto", "exact", "lp"), default="auto")
+    mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane"), default="bcfw")
+    mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
+    mt.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
+    mt.add_argument("--tol", type=float, default=0.01,
+                    help="stop at this relative duality gap (default 0.01)")
+    mt.add_argument("--check-every", type=int, default=5)
+    mt.add_argument("--dev", help="held-out file (same format) scored at every check")
+    mt.add_argument("--seed", type=int, default=0)
+    mt.add_argument("--checkpoint-every", type=int, default=0,
+                    help="save a resumable checkpoint to MODEL.ckpt every N passes")
+    mt.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
+    mt.add_argument("--save-state", action="store_true",
+                    help="keep the solver state in the final model so training can continue")
+    me = mls.add_parser("evaluate", help="Hamming loss, subset/Jaccard accuracy, micro/macro F1")
+    me.add_argument("model")
+    me.add_argument("test")
+    me.add_argument("--labels", help=labels_help)
+    me.add_argument("--json", action="store_true")
+    mp = mls.add_parser("predict", help="write one comma-separated label set per example")
+    mp.add_argument("model")
+    mp.add_argument("input")
+    mp.add_argument("--labels", help=labels_help)
+    mp.add_argument("-o", "--output", help="output file (default: standard output)")
     return ap
 
 
@@ -406,7 +586,7 @@ def main(argv=None, out=None):
     out = out or sys.stdout
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.command == "train":
+    if args.command == "train" or getattr(args, "ml_command", None) == "train":
         for name in ("max_iter", "check_every"):
             if getattr(args, name) < 1:
                 ap.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -414,7 +594,11 @@ def main(argv=None, out=None):
             ap.error("-C must be positive")
     commands = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate,
                 "info": cmd_info}
+    multilabel = {"train": cmd_multilabel_train, "evaluate": cmd_multilabel_evaluate,
+                  "predict": cmd_multilabel_predict}
     try:
+        if args.command == "multilabel":
+            return multilabel[args.ml_command](args, out)
         return commands[args.command](args, out)
     except CLIError as exc:
         print(f"dualstruct: error: {exc}", file=sys.stderr)

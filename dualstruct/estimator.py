@@ -456,11 +456,16 @@ class StructuredSVM(BaseEstimator):
 
 
 def load(path):
-    """Load a model file: a :class:`StructuredSVM` or a
-    :class:`~dualstruct.tagger.SequenceTagger`, whichever the file holds."""
+    """Load a model file: a :class:`StructuredSVM`, a
+    :class:`~dualstruct.tagger.SequenceTagger` or a :class:`~dualstruct.MultiLabelSVM`,
+    whichever the file holds."""
     header, arrays = io.load_arrays(path)
     if header.get("model_type") == "tagger":
         from .tagger import SequenceTagger
 
         return SequenceTagger.from_arrays(header, arrays, path)
+    if header.get("model_type") == "multilabel":
+        from .multilabel import MultiLabelSVM
+
+        return MultiLabelSVM.from_arrays(header, arrays, path)
     return StructuredSVM.from_arrays(header, arrays, path)

@@ -423,7 +423,7 @@ def round_lp(a, edges, V, mu, out):
             if mu[l] > 0.25:
                 integral = False
     if not integral:
-        for sweep in range(L + 1):
+        for _sweep in range(L + 1):
             changed = False
             for l in range(L):
                 if mu[l] < 0.25 or mu[l] > 0.75:

@@ -1,0 +1,321 @@
+"""``MultiLabelSVM``: the scikit-learn compatible multi-label estimator (fit / predict / score /
+save) over :class:`~dualstruct.models.MultiLabelModel` and the multi-label solvers."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from . import io
+from .metrics import multilabel_scores
+from .models.multilabel import EDGE_KINDS, INFERENCE, MultiLabelDataset, MultiLabelModel
+from .solvers import MULTILABEL_SOLVERS, History
+
+
+class MultiLabelSVM(BaseEstimator):
+    """Structural SVM over L binary labels with pairwise label interactions.
+
+    Parameters
+    ----------
+    edges : {"independent", "chain", "tree", "full"} or (E, 2) int array, default "full"
+        Which label pairs interact; ``"tree"`` is the Chow–Liu tree of the training labels.
+    solver : {"bcfw", "ssg", "cutting_plane"}, default "bcfw"
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)`` (Hamming-loss margin rescaling).
+    inference : {"auto", "exact", "lp"}, default "auto"
+        Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation
+        (any graph; training then uses the LP-relaxed hinge).
+    max_iter, tol, check_every, averaging, random_state, verbose, callback, warm_start,
+    solver_options : as :class:`~dualstruct.StructuredSVM`.
+    fit_intercept : bool, default True
+        Append a constant feature (value ``intercept_scaling``) so every label has a bias.
+    loss_weights : array of L positive numbers or None
+        Per-label weights of the Hamming loss.
+
+    Attributes
+    ----------
+    n_labels_, n_features_in_, edges_ (E, 2), coef_ (flat weights), history_, n_iter_;
+    ``unary_weights_`` (d × L), ``intercept_`` (L,) and ``interaction_weights_`` (E,) are
+    views of ``coef_``.
+    """
+
+    def __init__(self, edges="full", solver="bcfw", C=1.0, inference="auto", max_iter=200,
+                 tol=1e-2, check_every=5, averaging=True, fit_intercept=True,
+                 intercept_scaling=1.0, loss_weights=None, random_state=None, verbose=0,
+                 callback=None, warm_start=False, solver_options=None):
+        self.edges = edges
+        self.solver = solver
+        self.C = C
+        self.inference = inference
+        self.max_iter = max_iter
+        self.tol = tol
+        self.check_every = check_every
+        self.averaging = averaging
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.loss_weights = loss_weights
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.warm_start = warm_start
+        self.solver_options = solver_options
+
+    _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
+                     "intercept_scaling", "solver_options")
+
+    def _validate_params(self):
+        def real(name, value, low, low_ok):
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not math.isfinite(value) or value < low or (value == low and not low_ok)):
+                bound = ">=" if low_ok else ">"
+                raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
+
+        def integer(name, value, low):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+        if isinstance(self.edges, str) and self.edges not in EDGE_KINDS:
+            raise ValueError(f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got "
+                             f"{self.edges!r}")
+        if self.solver not in MULTILABEL_SOLVERS:
+            raise ValueError(f"solver must be one of {tuple(MULTILABEL_SOLVERS)}, got "
+                             f"{self.solver!r}")
+        if self.inference not in INFERENCE:
+            raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
+        real("C", self.C, 0, False)
+        real("tol", self.tol, 0, True)
+        real("intercept_scaling", self.intercept_scaling, 0, False)
+        integer("max_iter", self.max_iter, 0)
+        integer("check_every", self.check_every, 1)
+        integer("verbose", self.verbose, 0)
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback must be callable, got {self.callback!r}")
+        if self.solver_options is not None and not isinstance(self.solver_options, dict):
+            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
+
+    # -- input handling -----------------------------------------------------------------------
+    def _features(self, X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if hasattr(self, "n_features_in_") and X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model was trained on "
+                             f"{self.n_features_in_}")
+        if self.fit_intercept:
+            X = sp.hstack([X, np.full((X.shape[0], 1), float(self.intercept_scaling))],
+                          format="csr")
+        return X
+
+    def _labels(self, Y, n):
+        Y = np.asarray(Y)
+        if Y.ndim != 2 or Y.shape[0] != n:
+            raise ValueError(f"Y must be an ({n}, n_labels) 0/1 indicator matrix, got shape "
+                             f"{Y.shape}")
+        if hasattr(self, "n_labels_") and Y.shape[1] != self.n_labels_:
+            raise ValueError(f"Y has {Y.shape[1]} labels, the model was trained on "
+                             f"{self.n_labels_}")
+        if not np.all((Y == 0) | (Y == 1)):
+            raise ValueError("Y must hold only 0 and 1 (an indicator matrix)")
+        return Y.astype(np.int64)
+
+    # -- training -----------------------------------------------------------------------------
+    def fit(self, X, Y, validation_data=None):
+        """Train on features ``X`` (n × d, dense or sparse) and labels ``Y`` (n × L, 0/1).
+
+        ``validation_data=(X_val, Y_val)`` adds ``1 −`` Hamming loss on it to the history at
+        every check. Ctrl-C stops training and keeps the model trained so far."""
+        self._validate_params()
+        state = {k: getattr(self, k) for k in self._STATE_PARAMS}
+        continuing = self.warm_start and hasattr(self, "solver_")
+        resume = getattr(self, "_saved_state", None) if self.warm_start else None
+        if continuing or resume is not None:
+            changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
+            if changed:
+                raise ValueError(f"warm_start: parameters {changed} changed since the model's "
+                                 "last fit; the solver state belongs to the old problem")
+            data = MultiLabelDataset(self._features(X), self._labels(Y, X.shape[0]))
+            if continuing:
+                old = self.solver_.data
+                if not (old.X.shape == data.X.shape and (old.X != data.X).nnz == 0
+                        and np.array_equal(old.Y, data.Y)):
+                    raise ValueError("warm_start continues only on the same training data")
+                data = old
+        else:
+            for attr in ("n_features_in_", "n_labels_"):
+                self.__dict__.pop(attr, None)
+            Xf = sp.csr_matrix(X, dtype=np.float64)
+            self.n_features_in_ = Xf.shape[1]
+            Y = self._labels(Y, Xf.shape[0])
+            self.n_labels_ = Y.shape[1]
+            data = MultiLabelDataset(self._features(Xf), Y)
+            edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
+            self.model_ = MultiLabelModel(self.n_labels_, data.X.shape[1], edges=edges,
+                                          loss_weights=self.loss_weights,
+                                          inference=self.inference).fit_edges(Y)
+            self.edges_ = self.model_.edges
+            resume = None
+        validation = None
+        if validation_data is not None:
+            Xv, Yv = validation_data
+            Xv = self._features(Xv)
+            Yv = self._labels(Yv, Xv.shape[0])
+
+            def validation(w):
+                return 1.0 - multilabel_scores(Yv, self.model_.predict(w, Xv))["hamming_loss"]
+
+        solver = self.solver_ if continuing else None
+
+        def callback(record):
+            if self.callback is None:
+                return False
+            self._set_weights(self.solver_)
+            return bool(self.callback(self, record))
+
+        if solver is None:
+            solver = MULTILABEL_SOLVERS[self.solver](
+                self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
+                check_every=self.check_every, averaging=self.averaging,
+                random_state=self.random_state, verbose=self.verbose, callback=callback,
+                validation=validation, **(self.solver_options or {}))
+            if resume is not None:
+                solver.load_state(data, *resume)
+                solver.history = self.history_
+                self._saved_state = None
+        else:
+            solver.callback, solver.validation = callback, validation
+            solver.verbose, solver.tol = self.verbose, self.tol
+        self.solver_ = solver
+        self._state_params = state
+        solver.fit(data, max_iter=self.max_iter)
+        self._set_weights(solver)
+        return self
+
+    def _set_weights(self, solver):
+        self.coef_ = solver.weights()
+        self.history_ = solver.history
+        self.n_iter_ = solver.passes
+
+    # -- prediction ---------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError("this MultiLabelSVM is not fitted yet; call fit first")
+
+    def predict(self, X):
+        """The (n, L) 0/1 label matrix of the rows of ``X`` (the rounded LP solution where the
+        model uses the LP; ``lp_integral_`` then flags rows whose LP optimum was integral)."""
+        self._check_fitted()
+        pred = self.model_.predict(self.coef_, self._features(X)).astype(np.int64)
+        self.lp_integral_ = self.model_.last_integral_.copy()
+        return pred
+
+    def score(self, X, Y):
+        """Subset accuracy (scikit-learn's convention for multi-label classifiers)."""
+        pred = self.predict(X)
+        return multilabel_scores(self._labels(Y, pred.shape[0]), pred)["subset_accuracy"]
+
+    def evaluate(self, X, Y) -> dict:
+        """Hamming loss, subset accuracy, Jaccard accuracy, micro and macro F1 on (X, Y)."""
+        pred = self.predict(X)
+        return multilabel_scores(self._labels(Y, pred.shape[0]), pred)
+
+    @property
+    def unary_weights_(self):
+        self._check_fitted()
+        U = self.model_.unpack(self.coef_).unary
+        return U[:-1] if self.fit_intercept else U
+
+    @property
+    def intercept_(self):
+        self._check_fitted()
+        U = self.model_.unpack(self.coef_).unary
+        return U[-1] * self.intercept_scaling if self.fit_intercept else np.zeros(U.shape[1])
+
+    @property
+    def interaction_weights_(self):
+        self._check_fitted()
+        return self.model_.unpack(self.coef_).pairwise
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path, include_solver_state=False):
+        """Write the fitted model to ``path`` (``.npz`` arrays + JSON header, no pickle);
+        ``include_solver_state=True`` makes it a checkpoint that ``fit`` with
+        ``warm_start=True`` resumes exactly."""
+        return io.save_arrays(path, *self.to_arrays(include_solver_state))
+
+    def to_arrays(self, include_solver_state=False):
+        self._check_fitted()
+        params = {k: v for k, v in self.get_params().items() if k != "callback"}
+        params["random_state"] = (params["random_state"] if isinstance(
+            params["random_state"], (int, type(None))) else None)
+        params["edges"] = params["edges"] if isinstance(params["edges"], str) else "explicit"
+        params["loss_weights"] = None
+        last = self.history_.last_checked()
+        header = {
+            "model_type": "multilabel",
+            "estimator_params": params,
+            "n_labels": int(self.n_labels_), "n_features_in": int(self.n_features_in_),
+            "n_iter": int(self.n_iter_), "stop_reason": self.history_.stop_reason,
+            "final": None if last is None else {
+                "primal": last.primal, "dual": last.dual, "gap": last.gap,
+                "relative_gap": last.relative_gap, "passes": last.passes},
+        }
+        arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights,
+                  "edges": self.model_.edges}
+        for name, col in self.history_.as_arrays().items():
+            arrays["history." + name] = col
+        if include_solver_state and getattr(self, "solver_", None) is not None:
+            meta, state = self.solver_.state_dict()
+            header["solver_state"] = meta
+            arrays.update({"state." + k: v for k, v in state.items()})
+        return header, arrays
+
+    @classmethod
+    def load(cls, path):
+        header, arrays = io.load_arrays(path)
+        return cls.from_arrays(header, arrays, path)
+
+    @classmethod
+    def from_arrays(cls, header, arrays, path="model file"):
+        try:
+            if header["model_type"] != "multilabel":
+                raise ValueError(f"not a multi-label model ({header['model_type']!r})")
+            params = dict(header["estimator_params"])
+            edges = arrays["edges"]
+            if params["edges"] == "explicit":
+                params["edges"] = edges
+            params["loss_weights"] = arrays["loss_weights"]
+            est = cls(**params)
+            est._validate_params()
+            est.n_labels_ = int(header["n_labels"])
+            est.n_features_in_ = int(header["n_features_in"])
+            d = est.n_features_in_ + int(bool(est.fit_intercept))
+            est.model_ = MultiLabelModel(est.n_labels_, d, edges=edges,
+                                         loss_weights=arrays["loss_weights"],
+                                         inference=est.inference)
+            est.model_.edge_kind = params["edges"] if isinstance(params["edges"], str) else (
+                "explicit")
+            est.edges_ = est.model_.edges
+            coef = arrays["coef"]
+            if coef.shape != (est.model_.size,) or coef.dtype != np.float64:
+                raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
+                                 f"({est.model_.size},) float64")
+            if not np.all(np.isfinite(coef)):
+                raise ValueError("coef holds NaN or infinite values")
+            est.coef_ = coef
+            est.n_iter_ = int(header["n_iter"])
+            hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
+            est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+            if "solver_state" in header:
+                state = {k.split(".", 1)[1]: v for k, v in arrays.items()
+                         if k.startswith("state.")}
+                est._saved_state = (header["solver_state"], state)
+                est._state_params = {k: getattr(est, k) for k in cls._STATE_PARAMS}
+        except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
+            raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
+                             ) from None
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        return est
