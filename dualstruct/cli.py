@@ -556,7 +556,8 @@ def build_parser():
     mt.add_argument("--labels", help=labels_help)
     mt.add_argument("--edges", choices=("independent", "chain", "tree", "full"), default="full")
     mt.add_argument("--inference", choices=("auto", "exact", "lp"), default="auto")
-    mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane"), default="bcfw")
+    mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
+                    default="bcfw")
     mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
     mt.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     mt.add_argument("--tol", type=float, default=0.01,

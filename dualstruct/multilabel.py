@@ -24,12 +24,15 @@ class MultiLabelSVM(BaseEstimator):
     ----------
     edges : {"independent", "chain", "tree", "full"} or (E, 2) int array, default "full"
         Which label pairs interact; ``"tree"`` is the Chow–Liu tree of the training labels.
-    solver : {"bcfw", "ssg", "cutting_plane"}, default "bcfw"
+    solver : {"bcfw", "ssg", "cutting_plane", "gdmm"}, default "bcfw"
+        ``"gdmm"``: GDMM with block-greedy coordinate descent, which never calls the LP and
+        is the fast choice for many labels on the full graph (it solves the LP relaxation).
     C : float, default 1.0
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)`` (Hamming-loss margin rescaling).
     inference : {"auto", "exact", "lp"}, default "auto"
         Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation
-        (any graph; training then uses the LP-relaxed hinge).
+        (any graph; training then uses the LP-relaxed hinge). With ``solver="gdmm"``,
+        "auto" is the LP.
     max_iter, tol, check_every, averaging, random_state, verbose, callback, warm_start,
     solver_options : as :class:`~dualstruct.StructuredSVM`.
     fit_intercept : bool, default True
@@ -121,6 +124,10 @@ class MultiLabelSVM(BaseEstimator):
             raise ValueError("Y must hold only 0 and 1 (an indicator matrix)")
         return Y.astype(np.int64)
 
+    def _inference(self):
+        """GDMM solves the LP relaxation, so with it "auto" means the LP."""
+        return "lp" if self.solver == "gdmm" and self.inference == "auto" else self.inference
+
     # -- training -----------------------------------------------------------------------------
     def fit(self, X, Y, validation_data=None):
         """Train on features ``X`` (n × d, dense or sparse) and labels ``Y`` (n × L, 0/1).
@@ -154,7 +161,7 @@ class MultiLabelSVM(BaseEstimator):
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
             self.model_ = MultiLabelModel(self.n_labels_, data.X.shape[1], edges=edges,
                                           loss_weights=self.loss_weights,
-                                          inference=self.inference).fit_edges(Y)
+                                          inference=self._inference()).fit_edges(Y)
             self.edges_ = self.model_.edges
             resume = None
         validation = None
@@ -294,7 +301,7 @@ class MultiLabelSVM(BaseEstimator):
             d = est.n_features_in_ + int(bool(est.fit_intercept))
             est.model_ = MultiLabelModel(est.n_labels_, d, edges=edges,
                                          loss_weights=arrays["loss_weights"],
-                                         inference=est.inference)
+                                         inference=est._inference())
             est.model_.edge_kind = params["edges"] if isinstance(params["edges"], str) else (
                 "explicit")
             est.edges_ = est.model_.edges

@@ -19,7 +19,7 @@ def _data(seed=0, n=40, d=6, L=4):
     return X, Y
 
 
-@pytest.mark.parametrize("solver", ["bcfw", "ssg", "cutting_plane"])
+@pytest.mark.parametrize("solver", ["bcfw", "ssg", "cutting_plane", "gdmm"])
 @pytest.mark.parametrize("edges", ["independent", "tree", "full"])
 def test_fit_predict_score_and_objective(solver, edges):
     X, Y = _data()

@@ -173,3 +173,79 @@ def test_multilabel_solver_input_errors():
         MultiLabelDataset(np.eye(2), np.array([[0, 2], [1, 0]]))
     with pytest.raises(ValueError, match="shape"):
         MultiLabelDataset(np.eye(2), np.array([0, 1]))
+
+
+def test_project_simplex4_matches_a_qp():
+    from dualstruct.solvers._multilabel_gdmm_kernels import project_simplex4
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        z = rng.normal(size=4) * rng.choice([0.1, 1, 10])
+        out = np.empty(4)
+        project_simplex4(z, out)
+        assert out.min() >= 0 and out.sum() == pytest.approx(1.0)
+        # optimality: z − out = τ·1 on the support, and ≤ τ off it
+        tau = (z - out)[out > 0]
+        assert np.ptp(tau) < 1e-12
+        assert np.all((z - out)[out == 0] <= tau[0] + 1e-12)
+
+
+@pytest.mark.parametrize("edges,inference", [("independent", "auto"), ("tree", "auto"),
+                                             ("full", "lp"), ("chain", "lp")])
+def test_gdmm_reaches_the_optimum_with_vanishing_residual(edges, inference):
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(3, edges=edges, inference=inference)
+    C = 2.0
+    cp = CuttingPlane(model, C, max_iter=2000, tol=1e-8).fit(data)
+    g = MultiLabelGDMM(model, C, max_iter=1000, check_every=250, random_state=0).fit(data)
+    last = g.history.last
+    assert last.primal == pytest.approx(cp.history.last.primal, rel=1e-4)
+    assert last.extra["residual"] < 1e-3
+    # G at a (nearly) consistent point is (nearly) the negated dual optimum
+    assert -last.extra["G"] == pytest.approx(cp.history.last.primal, rel=1e-3)
+    assert last.primal == pytest.approx(primal_objective(model, data, g.weights(), C),
+                                        rel=1e-12)
+
+
+def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(8, n=30, L=7, edges="full", inference="lp")
+    C = 1.0
+    kw = dict(max_iter=25, random_state=4, check_every=25)
+    g = MultiLabelGDMM(model, C, **kw).fit(data)
+    brute = MultiLabelGDMM(model, C, pair_search="brute", **kw).fit(data)
+    assert np.array_equal(g.w, brute.w)  # same choices, same trajectory
+    assert np.array_equal(g.n_slots, brute.n_slots)
+    # w = w(q): unary from μ, pairwise from the active pairs' (1, 1) mass
+    W = model.unpack(np.zeros(model.size))
+    W.unary[:] = C * (data.X.T @ (data.Y - g.mu))
+    gold_pairs = data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]
+    pair_mass = np.zeros(len(model.edges))
+    for i in range(data.n_sequences):
+        for a in range(g.n_slots[i]):
+            for b in range(a + 1, g.n_slots[i]):
+                if g.pair_edge[i, a, b] >= 0:
+                    pair_mass[g.pair_edge[i, a, b]] += g.q[i, a, b, 3]
+    W.pairwise[:] = C * (gold_pairs.sum(axis=0) - pair_mass)
+    assert np.allclose(np.concatenate([W.unary.ravel(), W.pairwise]), g.w, atol=1e-9)
+    assert np.all(g.q[g.pair_edge >= 0] >= -1e-15)
+    assert np.allclose(g.q[g.pair_edge >= 0].sum(axis=-1), 1.0)
+    # capacity grows (7 labels + gold from a capacity of 8) and a resumed run is exact
+    part = MultiLabelGDMM(model, C, max_iter=10, random_state=4, check_every=25).fit(data)
+    meta, arrays = part.state_dict()
+    rest = MultiLabelGDMM(model, C, max_iter=15, random_state=4, check_every=25)
+    rest.load_state(data, meta, arrays)
+    rest.fit(data)
+    assert np.array_equal(rest.w, g.w)
+
+
+def test_gdmm_refuses_exact_inference_on_a_loopy_graph():
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, _ = _problem(0, edges="full", inference="exact")
+    with pytest.raises(ValueError, match="inference='lp'"):
+        MultiLabelGDMM(model, 1.0)
+    with pytest.raises(ValueError, match="rho"):
+        MultiLabelGDMM(_problem(0, edges="tree")[0], 1.0, rho=0)

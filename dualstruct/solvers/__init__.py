@@ -4,14 +4,14 @@ from .bcfw import BCFW
 from .cutting_plane import CuttingPlane
 from .gdmm import GDMM
 from .history import History, Record
-from .multilabel import MultiLabelBCFW, MultiLabelSSG
+from .multilabel import MultiLabelBCFW, MultiLabelGDMM, MultiLabelSSG
 from .objective import dual_objective, duality_gap, primal_objective
 from .ssg import SSG
 
 SOLVERS = {"bcfw": BCFW, "ssg": SSG, "cutting_plane": CuttingPlane, "gdmm": GDMM}
 #: the solvers of multi-label models (the cutting plane serves both model kinds)
 MULTILABEL_SOLVERS = {"bcfw": MultiLabelBCFW, "ssg": MultiLabelSSG,
-                      "cutting_plane": CuttingPlane}
+                      "cutting_plane": CuttingPlane, "gdmm": MultiLabelGDMM}
 
 
 def solver_class(name, model):
@@ -23,5 +23,6 @@ def solver_class(name, model):
     return table[name]
 
 __all__ = ["BCFW", "SSG", "CuttingPlane", "GDMM", "MultiLabelBCFW", "MultiLabelSSG",
+           "MultiLabelGDMM",
            "SOLVERS", "MULTILABEL_SOLVERS", "solver_class", "History", "Record",
            "primal_objective", "dual_objective", "duality_gap"]

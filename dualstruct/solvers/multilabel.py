@@ -153,3 +153,173 @@ class MultiLabelSSG(_MultiLabelPasses):
 
     def dual(self):
         return math.nan
+
+
+class MultiLabelGDMM(_MultiLabelPasses):
+    """GDMM with block-greedy coordinate descent (Yen et al. 2016, Algorithms 1 and 3) for
+    multi-label models; the derivation is in :mod:`dualstruct.solvers._multilabel_gdmm_kernels`.
+
+    It optimizes the LP-relaxed structural SVM (exact on forests) without ever calling the
+    LP: each example keeps a small active set of labels and of the pairwise factors among
+    them, grown one greedy factor per pass, so a pass costs O(n (nnz(x) L + |S|²)) instead of
+    BCFW's LP over all L(L−1)/2 pairs.
+
+    Extra parameters
+    ----------------
+    rho : float
+        Penalty ρ of the augmented Lagrangian (default 0.3; on bibtex's 40 most frequent
+        labels ρ = 0.1–0.3 reach a given primal in fewer passes than ρ = 1 or 3).
+    eta : float or None
+        Multiplier step η (default ``rho``).
+    inner_sweeps : int
+        Sweeps of block steps over an example's active factors per visit (default 2).
+    pair_search : {"tree", "brute"}
+        How the best inactive pair with both labels outside the active set is found:
+        branch-and-bound over a max segment tree of the interaction weights (default), or a
+        scan of all edges (the test twin).
+
+    No certified dual (the factors are consistent only in the limit): ``dual`` is NaN and
+    ``tol`` does not stop training. Records' ``extra`` hold the consistency residual, the
+    augmented Lagrangian, G, mean active labels and pairs per example, labels added.
+    """
+
+    name = "gdmm"
+    has_dual = False
+
+    def __init__(self, model, C=1.0, *, rho=0.3, eta=None, inner_sweeps=2,
+                 pair_search="tree", **kwargs):
+        super().__init__(model, C, **kwargs)
+        if model.kind == "multilabel" and not model._is_forest() and model.inference != "lp":
+            raise ValueError("GDMM optimizes the LP relaxation: on a loopy graph build the "
+                             "model with inference='lp' so that the primal it reports is the "
+                             "one it minimizes")
+        if not rho > 0:
+            raise ValueError(f"rho must be positive, got {rho}")
+        self.rho = float(rho)
+        self.eta = float(rho if eta is None else eta)
+        if not self.eta > 0:
+            raise ValueError(f"eta must be positive, got {eta}")
+        if int(inner_sweeps) < 1:
+            raise ValueError(f"inner_sweeps must be >= 1, got {inner_sweeps}")
+        self.inner_sweeps = int(inner_sweeps)
+        if pair_search not in ("tree", "brute"):
+            raise ValueError(f"pair_search must be 'tree' or 'brute', got {pair_search!r}")
+        self.pair_search = pair_search
+
+    def _init_state(self):
+        self._check_problem()
+        model, data = self.model, self.data
+        n = data.n_sequences
+        Y = data.Y
+        n_gold = Y.sum(axis=1)
+        cap = 8
+        while cap < n_gold.max() + 4:
+            cap *= 2
+        self.capacity = cap
+        self.w = model.init_weights()
+        self.w_avg = model.init_weights()
+        self.mu = Y.astype(np.float64)
+        self.slot_label = np.zeros((n, cap), dtype=np.int64)
+        self.n_slots = n_gold.astype(np.int64)
+        self.pair_edge = np.full((n, cap, cap), -1, dtype=np.int64)
+        self.q = np.zeros((n, cap, cap, 4))
+        self.lam = np.zeros((n, cap, cap, 2))
+        edge_id = self._edge_ids()
+        for i in range(n):  # gold labels active at μ = 1, their pairs at (1, 1)
+            gold = np.flatnonzero(Y[i])
+            self.slot_label[i, :len(gold)] = gold
+            for a in range(len(gold)):
+                for b in range(a + 1, len(gold)):
+                    e = edge_id[gold[a], gold[b]]
+                    self.pair_edge[i, a, b] = e
+                    if e >= 0:
+                        self.q[i, a, b, 3] = 1.0
+        self.labels_added = 0
+        self._after_load()
+
+    state_arrays = ("w", "w_avg", "mu", "slot_label", "n_slots", "pair_edge", "q", "lam")
+    state_scalars = ("capacity", "labels_added")
+    growable_arrays = ("slot_label", "pair_edge", "q", "lam")
+
+    def _edge_ids(self):
+        L, edges = self.model.n_labels, self.model.edges
+        edge_id = np.full((L, L), -1, dtype=np.int64)
+        edge_id[edges[:, 0], edges[:, 1]] = np.arange(len(edges))
+        edge_id[edges[:, 1], edges[:, 0]] = np.arange(len(edges))
+        return edge_id
+
+    def _after_load(self):
+        from . import _multilabel_gdmm_kernels as gk
+
+        if not hasattr(self, "arrays"):
+            self._check_problem()
+        self.capacity = int(self.capacity)
+        if self.slot_label.shape[1] != self.capacity:
+            raise ValueError("saved GDMM active sets are inconsistent with their capacity")
+        self.W = self.model.unpack(self.w)
+        self.edge_id = self._edge_ids()
+        X = self.data.X
+        self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+        E = len(self.model.edges)
+        P = 1
+        while P < max(1, E):
+            P *= 2
+        self.tree = np.empty(2 * P)
+        gk.tree_build(self.W.pairwise, self.tree)
+
+    def _grow(self):
+        n, old = self.data.n_sequences, self.capacity
+        new = 2 * old
+        slot_label = np.zeros((n, new), dtype=np.int64)
+        slot_label[:, :old] = self.slot_label
+        pair_edge = np.full((n, new, new), -1, dtype=np.int64)
+        pair_edge[:, :old, :old] = self.pair_edge
+        q = np.zeros((n, new, new, 4))
+        q[:, :old, :old] = self.q
+        lam = np.zeros((n, new, new, 2))
+        lam[:, :old, :old] = self.lam
+        self.slot_label, self.pair_edge, self.q, self.lam = slot_label, pair_edge, q, lam
+        self.capacity = new
+
+    def _run(self, order):
+        from . import _multilabel_gdmm_kernels as gk
+
+        indptr, indices, values = self.arrays
+        status = np.zeros(2, dtype=np.int64)
+        stats = np.zeros(1)
+        done = 0
+        while done < len(order):
+            done += gk.gdmm_pass(
+                indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
+                self.model.edges, self.edge_id, order[done:], self.C, self.rho, self.eta,
+                self.W.unary, self.W.pairwise, self.tree, self.mu, self.slot_label,
+                self.n_slots, self.pair_edge, self.q, self.lam, self.inner_sweeps,
+                self.pair_search == "brute", status, stats)
+            if status[0] == gk.NEED_CAPACITY:
+                self._grow()
+        self.labels_added += int(stats[0])
+        return len(order)
+
+    def _one_pass(self, order, chunks):
+        calls = super()._one_pass(order, chunks)
+        beta = 2.0 / (self.passes + 2.0)  # weighted averaging of the pass iterates
+        self.w_avg *= 1.0 - beta
+        self.w_avg += beta * self.w
+        return calls
+
+    def diagnostics(self, check):
+        from . import _multilabel_gdmm_kernels as gk
+
+        c = gk.consistency(self.mu, self.slot_label, self.n_slots, self.pair_edge, self.q,
+                           self.lam, self.rho, self.model.loss_weights, self.data.Y)
+        n = self.data.n_sequences
+        G = 0.5 * float(self.w @ self.w) - self.C * c[4]
+        return {"residual": c[0], "G": G, "augmented": G + c[1],
+                "active_labels": c[2] / n, "active_pairs": c[3] / n,
+                "labels_added": self.labels_added}
+
+    def candidates(self):
+        return [self.w_avg, self.w] if self.averaging else [self.w]
+
+    def dual(self):
+        return math.nan

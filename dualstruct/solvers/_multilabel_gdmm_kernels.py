@@ -1,0 +1,315 @@
+"""numba kernels of GDMM with block-greedy coordinate descent for multi-label models (Yen et
+al. 2016, Algorithm 1 with step 1 done by Algorithm 3; ALGORITHMS.md §5).
+
+**Variables.** Per example i: a unigram marginal ``μ_il = q_il(1) ∈ [0, 1]`` for every label
+(box-constrained coordinates) and, for every *active* pairwise factor e = (l, k), a
+distribution ``q_ie`` over the four states (00, 10, 01, 11). The LP-relaxed dual, as a
+minimization (ALGORITHMS.md §5), is
+
+    G(q) = ½‖w(q)‖² − C Σ_i Σ_l c_l |μ_il − ȳ_il|,
+    w_U[:, l] = C Σ_i x_i (ȳ_il − μ_il),   w_V[e] = C Σ_i (ȳ_il ȳ_ik − q_ie(11)),
+
+and the consistency constraints ``r_e,l = q_e(10) + q_e(11) − μ_l = 0`` and
+``r_e,k = q_e(01) + q_e(11) − μ_k = 0`` join the pairwise factors to the unigrams.
+
+**Inactive factors.** Labels outside the example's active set S_i have ``μ = 0`` and were
+never touched. A pairwise factor with an endpoint outside S_i is inactive: its q is *defined*
+as the consistent state with no mass on (1, 1), ``q = (1 − μ_l − μ_k, μ_l, μ_k, 0)``, which
+is feasible (one endpoint is 0) and has zero residual, so it contributes nothing to the
+augmented Lagrangian and needs no storage. Every pair of labels inside S_i that is an edge
+of the model is active (stored with its multipliers); gold labels start in S_i with μ = 1
+and their pairs at ``q = e_11``, so the initial point is the gold labelling (w = 0).
+
+**Augmented Lagrangian** (Algorithm 1, step 1) over the active factors:
+
+    L(q, λ) = G(q) + Σ_e Σ_{j ∈ e} [λ_e,j r_e,j + ρ/2 r_e,j²],   messages m_e,j = λ_e,j + ρ r_e,j,
+
+with gradients ``∂L/∂μ_l = −C (θ_l + Δδ_l) − Σ_{e ∋ l} m_e,l`` (``θ_l = <w_U[:, l], x_i>``,
+``Δδ_l = c_l (1 − 2ȳ_l)``) and ``∂L/∂q_e = (0, m_e,l, m_e,k, m_e,l + m_e,k − C w_V[e])``.
+
+**Greedy factor selection** (Algorithm 3, step 1; eq. 18). The best inactive factor is the
+one whose consistent activation has the largest first-order gain (all in units of C):
+
+* a label l ∉ S_i alone: ``θ_l + Δδ_l`` (its inactive pairs follow it at no cost);
+* a label l ∉ S_i with an edge to k ∈ S_i, μ_k > 0: ``θ_l + Δδ_l + w_V[e]`` (raising
+  μ_l and q_e(11) together keeps e consistent);
+* an edge (l, k) with both ends outside S_i: ``θ_l + Δδ_l + θ_k + Δδ_k + w_V[e]``.
+
+The last case would scan all L² pairs; instead a max segment tree over ``w_V`` (updated in
+O(log E) whenever a weight changes) is searched branch-and-bound with the bound
+``max w_V(subtree) + g₁ + g₂`` (g₁, g₂ the two best label terms outside S_i), so only edges
+that could win are visited — the paper's ordered map of the (1, 1) scores (§3.2,
+"Binary-variable interaction factor"). A factor is activated when its gain is positive: its
+labels enter S_i with μ = 0 and their pairs with S_i become active at the consistent state.
+
+**Block steps** (Algorithm 3, step 3; eq. 19). On every active unigram the exact minimizer
+of L along the coordinate, clipped to [0, 1] (curvature ``C² ‖x_i‖² + ρ deg(l)``); on every
+active pair the projected step ``q ← Π_Δ(q − ∇/Q)`` with ``Q = C² + 3ρ`` (the largest
+eigenvalue of the factor's Hessian: C² on (1, 1) plus ρ MᵀM whose top eigenvalue is 3).
+Then the multiplier step ``λ_e,j ← λ_e,j + η r_e,j`` for the example's active pairs.
+"""
+
+import numpy as np
+from numba import njit
+
+from ._multilabel_kernels import unary_scores
+
+NEED_CAPACITY = 1
+
+
+@njit(cache=True)
+def tree_build(values, tree):
+    """Max segment tree over ``values`` (leaves at ``P + e``, P a power of two)."""
+    P = tree.shape[0] // 2
+    tree[:] = -np.inf
+    for e in range(values.shape[0]):
+        tree[P + e] = values[e]
+    for node in range(P - 1, 0, -1):
+        tree[node] = max(tree[2 * node], tree[2 * node + 1])
+
+
+@njit(cache=True)
+def tree_set(tree, e, value):
+    P = tree.shape[0] // 2
+    node = P + e
+    tree[node] = value
+    node //= 2
+    while node >= 1:
+        tree[node] = max(tree[2 * node], tree[2 * node + 1])
+        node //= 2
+
+
+@njit(cache=True)
+def best_outside_pair(tree, edges, V, g, slot_of, g_top, floor, brute):
+    """The edge (l, k) with both labels outside the active set (``slot_of < 0``) that
+    maximizes ``g_l + g_k + V_e`` above ``floor``; ``g_top`` bounds ``g_l + g_k``. Returns
+    (edge, gain) or (−1, floor). ``brute`` scans every edge (the test twin)."""
+    best_e, best = -1, floor
+    if brute:
+        for e in range(edges.shape[0]):
+            l, k = edges[e, 0], edges[e, 1]
+            if slot_of[l] >= 0 or slot_of[k] >= 0:
+                continue
+            gain = g[l] + g[k] + V[e]
+            if gain > best:
+                best_e, best = e, gain
+        return best_e, best
+    P = tree.shape[0] // 2
+    stack = np.empty(128, dtype=np.int64)
+    stack[0] = 1
+    top = 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        if tree[node] + g_top <= best:
+            continue
+        if node >= P:
+            e = node - P
+            l, k = edges[e, 0], edges[e, 1]
+            if slot_of[l] >= 0 or slot_of[k] >= 0:
+                continue
+            gain = g[l] + g[k] + V[e]
+            if gain > best:
+                best_e, best = e, gain
+            continue
+        a, b = 2 * node, 2 * node + 1
+        if tree[a] > tree[b]:  # the larger child is popped first
+            a, b = b, a
+        stack[top] = a
+        stack[top + 1] = b
+        top += 2
+    return best_e, best
+
+
+@njit(cache=True)
+def project_simplex4(z, out):
+    """Euclidean projection of a 4-vector onto the probability simplex (``out`` doubles as
+    the sorted scratch)."""
+    s = out
+    for j in range(4):  # insertion sort, descending
+        v = z[j]
+        k = j
+        while k > 0 and s[k - 1] < v:
+            s[k] = s[k - 1]
+            k -= 1
+        s[k] = v
+    cum = 0.0
+    tau = 0.0
+    for j in range(4):
+        cum += s[j]
+        t = (cum - 1.0) / (j + 1)
+        if s[j] - t > 0:
+            tau = t
+    for j in range(4):
+        out[j] = max(z[j] - tau, 0.0)
+
+
+@njit(cache=True)
+def _residuals(q, mu_a, mu_b):
+    return q[1] + q[3] - mu_a, q[2] + q[3] - mu_b
+
+
+@njit(cache=True)
+def _add_label(i, l, mu, slot_label, n_slots, edge_id, pair_edge, q, lam):
+    """Put label l (μ = 0) into example i's active set; its pairs with the active labels
+    start at the consistent state ``(1 − μ_k, μ_k, 0, 0)`` (slot order) and λ = 0."""
+    s = n_slots[i]
+    slot_label[i, s] = l
+    n_slots[i] = s + 1
+    for t in range(s):
+        k = slot_label[i, t]
+        e = edge_id[l, k]
+        pair_edge[i, t, s] = e
+        if e >= 0:
+            q[i, t, s, 0] = 1.0 - mu[i, k]
+            q[i, t, s, 1] = mu[i, k]
+            q[i, t, s, 2] = 0.0
+            q[i, t, s, 3] = 0.0
+            lam[i, t, s, 0] = 0.0
+            lam[i, t, s, 1] = 0.0
+
+
+@njit(cache=True)
+def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id, order, C,
+              rho, eta, U, V, tree, mu, slot_label, n_slots, pair_edge, q, lam, inner_sweeps,
+              brute_search, status, stats):
+    """One GDMM pass (module docstring) over ``order``. Stops early, with
+    ``status[0] = NEED_CAPACITY`` and ``status[1]`` the position reached, when an example's
+    active set is full (the caller grows the arrays and continues). ``stats`` accumulates
+    [labels added, oracle seconds are not timed here]. Returns the examples processed."""
+    L = U.shape[1]
+    cap = slot_label.shape[1]
+    theta = np.empty(L)
+    g = np.empty(L)
+    slot_of = np.full(L, -1, dtype=np.int64)
+    z = np.empty(4)
+    qn = np.empty(4)
+    status[0] = 0
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        gold = Y[i]
+        ns = n_slots[i]
+        if ns + 2 > cap:
+            status[0] = NEED_CAPACITY
+            status[1] = idx
+            return idx
+        unary_scores(indptr, indices, values, i, U, theta)
+        for s in range(ns):
+            slot_of[slot_label[i, s]] = s
+        # -- greedy factor selection ------------------------------------------------------
+        g1, g2 = -np.inf, -np.inf
+        best, best_a, best_b = 0.0, -1, -1
+        for l in range(L):
+            g[l] = theta[l] + loss_weights[l] * (1 - 2 * gold[l])
+            if slot_of[l] >= 0:
+                continue
+            if g[l] > g1:
+                g1, g2 = g[l], g1
+            elif g[l] > g2:
+                g2 = g[l]
+            gain = g[l]
+            for t in range(ns):
+                k = slot_label[i, t]
+                e = edge_id[l, k]
+                if e >= 0 and mu[i, k] > 0.0 and V[e] > 0.0 and g[l] + V[e] > gain:
+                    gain = g[l] + V[e]
+            if gain > best:
+                best, best_a, best_b = gain, l, -1
+        if g2 > -np.inf and edges.shape[0] > 0:
+            e, gain = best_outside_pair(tree, edges, V, g, slot_of, g1 + g2, best,
+                                        brute_search)
+            if e >= 0:
+                best, best_a, best_b = gain, edges[e, 0], edges[e, 1]
+        for s in range(ns):
+            slot_of[slot_label[i, s]] = -1
+        if best_a >= 0:
+            _add_label(i, best_a, mu, slot_label, n_slots, edge_id, pair_edge, q, lam)
+            stats[0] += 1
+            if best_b >= 0:
+                _add_label(i, best_b, mu, slot_label, n_slots, edge_id, pair_edge, q, lam)
+                stats[0] += 1
+        ns = n_slots[i]
+        # -- block steps on the active factors ---------------------------------------------
+        for _sweep in range(inner_sweeps):
+            for s in range(ns):
+                l = slot_label[i, s]
+                grad = -C * (theta[l] + loss_weights[l] * (1 - 2 * gold[l]))
+                curv = C * C * sq_norms[i]
+                for t in range(ns):
+                    if t == s:
+                        continue
+                    a, b = (t, s) if t < s else (s, t)
+                    if pair_edge[i, a, b] < 0:
+                        continue
+                    qa = q[i, a, b]
+                    ra, rb = _residuals(qa, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                    if s == a:
+                        grad -= lam[i, a, b, 0] + rho * ra
+                    else:
+                        grad -= lam[i, a, b, 1] + rho * rb
+                    curv += rho
+                if curv <= 0.0:
+                    new = 1.0 if grad < 0.0 else (0.0 if grad > 0.0 else mu[i, l])
+                else:
+                    new = min(1.0, max(0.0, mu[i, l] - grad / curv))
+                delta = new - mu[i, l]
+                if delta != 0.0:
+                    mu[i, l] = new
+                    step = -C * delta
+                    for p in range(indptr[i], indptr[i + 1]):
+                        U[indices[p], l] += step * values[p]
+                    theta[l] += step * sq_norms[i]
+            for a in range(ns):
+                for b in range(a + 1, ns):
+                    e = pair_edge[i, a, b]
+                    if e < 0:
+                        continue
+                    qa = q[i, a, b]
+                    ra, rb = _residuals(qa, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                    ma = lam[i, a, b, 0] + rho * ra
+                    mb = lam[i, a, b, 1] + rho * rb
+                    Q = C * C + 3.0 * rho
+                    z[0] = qa[0]
+                    z[1] = qa[1] - ma / Q
+                    z[2] = qa[2] - mb / Q
+                    z[3] = qa[3] - (ma + mb - C * V[e]) / Q
+                    project_simplex4(z, qn)
+                    d11 = qn[3] - qa[3]
+                    for j in range(4):
+                        qa[j] = qn[j]
+                    if d11 != 0.0:
+                        V[e] -= C * d11
+                        tree_set(tree, e, V[e])
+        # -- multiplier step ---------------------------------------------------------------
+        for a in range(ns):
+            for b in range(a + 1, ns):
+                if pair_edge[i, a, b] < 0:
+                    continue
+                ra, rb = _residuals(q[i, a, b], mu[i, slot_label[i, a]],
+                                    mu[i, slot_label[i, b]])
+                lam[i, a, b, 0] += eta * ra
+                lam[i, a, b, 1] += eta * rb
+    return order.shape[0]
+
+
+@njit(cache=True)
+def consistency(mu, slot_label, n_slots, pair_edge, q, lam, rho, loss_weights, Y):
+    """``[Σ |r|, Σ λ·r + ρ/2 Σ r², active labels, active pairs, Σ_i δ(ȳ_i, μ_i)]`` over all
+    examples (residual, the Lagrangian's penalty terms, set sizes, the loss term / C)."""
+    out = np.zeros(5)
+    for i in range(slot_label.shape[0]):
+        ns = n_slots[i]
+        out[2] += ns
+        for a in range(ns):
+            for b in range(a + 1, ns):
+                if pair_edge[i, a, b] < 0:
+                    continue
+                out[3] += 1
+                ra, rb = _residuals(q[i, a, b], mu[i, slot_label[i, a]],
+                                    mu[i, slot_label[i, b]])
+                out[0] += abs(ra) + abs(rb)
+                out[1] += (lam[i, a, b, 0] * ra + lam[i, a, b, 1] * rb
+                           + 0.5 * rho * (ra * ra + rb * rb))
+        for l in range(mu.shape[1]):
+            out[4] += loss_weights[l] * abs(mu[i, l] - Y[i, l])
+    return out
