@@ -129,6 +129,11 @@ class PassSolver:
         """Solver-specific figures for a record's ``extra`` (computed as monitoring)."""
         return {}
 
+    def _converged(self, record) -> bool:
+        """Whether training stops at ``record``: the relative duality gap is at most ``tol``."""
+        return (not math.isnan(record.relative_gap) and self.has_dual
+                and record.relative_gap <= self.tol)
+
     def current_dual(self) -> float:
         """The dual value of the current iterate only (cheap; NaN without a dual)."""
         return math.nan
@@ -224,10 +229,10 @@ class PassSolver:
                 last = k == max_iter - 1
                 checked = last or self.passes % self.check_every == 0
                 record = self._record(check=checked, final=last)
+                converged = self._converged(record)
                 if self.verbose >= 2 or (self.verbose and checked):
                     print(format_record(record, with_val), file=self.out, flush=True)
-                if (not math.isnan(record.relative_gap) and self.has_dual
-                        and record.relative_gap <= self.tol):
+                if converged:
                     self.history.stop_reason = "tol"
                     break
                 if self.callback is not None and self.callback(record):

@@ -178,9 +178,12 @@ class MultiLabelGDMM(_MultiLabelPasses):
         branch-and-bound over a max segment tree of the interaction weights (default), or a
         scan of all edges (the test twin).
 
-    No certified dual (the factors are consistent only in the limit): ``dual`` is NaN and
-    ``tol`` does not stop training. Records' ``extra`` hold the consistency residual, the
-    augmented Lagrangian, G, mean active labels and pairs per example, labels added.
+    No certified dual (the factors are consistent only in the limit): ``dual`` is NaN.
+    Records' ``extra`` hold the consistency residual, the augmented Lagrangian, G, mean
+    active labels and pairs per example, labels added and, at checks, the *approximate*
+    relative gap ``(P + G) / P`` (−G is the dual value of the current, nearly consistent
+    point: an estimate, not a bound). Training stops when that approximate gap is at most
+    ``tol`` and the residual is at most ``1e-3`` per example (stop reason "tol").
     """
 
     name = "gdmm"
@@ -317,6 +320,15 @@ class MultiLabelGDMM(_MultiLabelPasses):
         return {"residual": c[0], "G": G, "augmented": G + c[1],
                 "active_labels": c[2] / n, "active_pairs": c[3] / n,
                 "labels_added": self.labels_added}
+
+    def _converged(self, record):
+        extra = record.extra
+        if math.isnan(record.primal) or "G" not in extra:
+            return False
+        approx = (record.primal + extra["G"]) / max(abs(record.primal), 1e-300)
+        extra["approx_gap"] = approx
+        return (approx <= self.tol
+                and extra["residual"] <= 1e-3 * self.data.n_sequences)
 
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]

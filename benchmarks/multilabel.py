@@ -1,0 +1,251 @@
+"""Multi-label structural SVMs with pairwise label interactions (issue 6).
+
+Part 1, **quality** (``--datasets``): for every data set (MULAN yeast, scene, bibtex from the
+data folder, their train/test split), edge set (``--edges``: independent, Chow–Liu tree, full
+graph) and method (``--methods``: bcfw, gdmm, ssg, cutting_plane), train with C = ``--C``
+until the relative gap reaches ``--tol`` (BCFW and the cutting plane), ``--max-iter`` passes,
+or ``--budget`` seconds of training time, and report passes, training seconds, seconds per
+pass, the final exact primal (LP-relaxed where the model uses the LP; ``--inference``), the
+best certified dual, and the test metrics: Hamming loss, subset accuracy, Jaccard accuracy,
+micro and macro F1, and the fraction of test examples whose LP optimum was integral.
+
+Time to 1%: the training time of the first check whose primal is <= 1.01 P*, where P* is the
+lowest primal any run of that data set and edge set found (an upper estimate of the optimum;
+the highest certified BCFW dual is printed beside it).
+
+Part 2, **scaling** (``--scaling bibtex``): seconds per pass of GDMM and BCFW on the full
+graph over the ``--label-counts`` most frequent labels (``--timing-passes`` passes, no
+checks; GDMM's first passes, when active sets still grow, are included), with the
+least-squares slope of log(s/pass) against log(L) per method; ``--plot`` draws it.
+
+PyStruct's ``MultiLabelClf`` is the peer when installed (it is not installable on Python 3.11
+with current numpy; the table says so).
+
+    DUALSTRUCT_DATA=../shared/data python benchmarks/multilabel.py --datasets yeast,scene \\
+        --methods bcfw,gdmm --json multilabel.json
+    DUALSTRUCT_DATA=../shared/data python benchmarks/multilabel.py --datasets bibtex \\
+        --edges full --methods gdmm,bcfw --budget 900 --check-every 10
+    DUALSTRUCT_DATA=../shared/data python benchmarks/multilabel.py --datasets "" \\
+        --scaling bibtex --plot multilabel_scaling.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+
+import numpy as np
+
+from dualstruct import MultiLabelSVM
+from dualstruct.datasets import fetch_multilabel
+
+METHODS = ("bcfw", "gdmm", "ssg", "cutting_plane")
+METRICS = ("hamming_loss", "subset_accuracy", "jaccard", "micro_f1", "macro_f1")
+
+
+def load(name, n_labels=None):
+    X, Y = fetch_multilabel(name, "train")
+    Xt, Yt = fetch_multilabel(name, "test")
+    if n_labels is not None:  # the n_labels most frequent training labels
+        top = np.argsort(-Y.sum(axis=0), kind="stable")[:n_labels]
+        Y, Yt = Y[:, top], Yt[:, top]
+    return dict(name=name, X=X, Y=Y, Xt=Xt, Yt=Yt)
+
+
+def dash(value, fmt):
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else (
+        format(value, fmt))
+
+
+def train(ds, edges, method, args, timing=False):
+    """One run; a dict of measurements and the history (never raises)."""
+    passes = args.timing_passes
+    max_iter = passes + 1 if timing else args.max_iter
+    check_every = passes + 1 if timing else args.check_every
+
+    def stop(est, record):
+        if timing:
+            return record.passes >= passes
+        if record.time >= args.budget:
+            return True
+        if math.isnan(record.primal):
+            return False
+        per_pass = record.time / max(record.passes, 1)  # the next check must fit
+        return record.time + check_every * per_pass > args.budget
+
+    out = dict(dataset=ds["name"], n_labels=int(ds["Y"].shape[1]), edges=edges, method=method,
+               status="ok", error="", passes=0, train_seconds=math.nan, s_per_pass=math.nan,
+               final_primal=math.nan, best_dual=math.nan, stop_reason="", history=[])
+    est = MultiLabelSVM(edges=edges, solver=method, C=args.C, inference=args.inference,
+                        max_iter=max_iter, tol=0 if timing else args.tol,
+                        check_every=check_every, random_state=0, callback=stop)
+    t0 = time.perf_counter()
+    try:
+        est.fit(ds["X"], ds["Y"])
+    except Exception as exc:  # a benchmark row, not a crash
+        out.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        return out
+    out["wall_seconds"] = time.perf_counter() - t0
+    hist = est.history_.to_dicts()
+    times = [r["time"] for r in hist]
+    out.update(history=hist, passes=int(est.n_iter_), stop_reason=est.history_.stop_reason,
+               train_seconds=times[-1] if times else math.nan,
+               s_per_pass=float(np.median(np.diff([0.0] + times))) if times else math.nan)
+    last = est.history_.last_checked()
+    if last is not None:
+        out["final_primal"] = last.primal
+    duals = [r["dual"] for r in hist if not math.isnan(r["dual"])]
+    if duals:
+        out["best_dual"] = max(duals)
+    if not timing:
+        out.update(est.evaluate(ds["Xt"], ds["Yt"]))
+        out["lp_integral"] = float(np.mean(est.lp_integral_))
+        extra = est.history_.records[-1].extra if est.history_.records else {}
+        out["active_labels"] = extra.get("active_labels", math.nan)
+        out["active_pairs"] = extra.get("active_pairs", math.nan)
+    return out
+
+
+def time_to(run, target):
+    for r in run["history"]:
+        if not math.isnan(r["primal"]) and r["primal"] <= target:
+            return r["passes"], r["time"]
+    return math.nan, math.nan
+
+
+def quality(args, datasets, edges_list, methods):
+    runs = []
+    for name in datasets:
+        ds = load(name)
+        L = ds["Y"].shape[1]
+        print(f"\n## {name}: {ds['X'].shape[0]} train / {ds['Xt'].shape[0]} test examples, "
+              f"{ds['X'].shape[1]} features, {L} labels", flush=True)
+        for edges in edges_list:
+            group = [train(ds, edges, m, args) for m in methods]
+            runs += group
+            primals = [r["primal"] for run in group for r in run["history"]
+                       if not math.isnan(r["primal"])]
+            best = min(primals) if primals else math.nan
+            duals = [run["best_dual"] for run in group if not math.isnan(run["best_dual"])]
+            bound = max(duals) if duals else math.nan
+            print(f"\n### {name}, edges={edges}: P* = {dash(best, '.6g')}, best certified "
+                  f"dual = {dash(bound, '.6g')}")
+            print("| method | passes | train s | s/pass | primal | to 1% (s) | Hamming | subset "
+                  "| Jaccard | micro F1 | macro F1 | LP integral | note |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+            for run in group:
+                if run["status"] != "ok":
+                    print(f"| {run['method']} | | | | | | | | | | | | FAILED {run['error']} |")
+                    continue
+                _, t1 = time_to(run, 1.01 * best)
+                run["time_to_1pct"] = t1
+                print(f"| {run['method']} | {run['passes']} | {run['train_seconds']:.2f} | "
+                      f"{run['s_per_pass']:.4f} | {dash(run['final_primal'], '.6g')} | "
+                      f"{dash(t1, '.2f')} | " + " | ".join(
+                          f"{run[k]:.4f}" for k in METRICS) + f" | {run['lp_integral']:.3f} | "
+                      f"stop: {run['stop_reason']} |", flush=True)
+    peer = "PyStruct MultiLabelClf: "
+    try:
+        import pystruct  # noqa: F401
+        peer += "installed, but not run by this script yet"
+    except ImportError:
+        peer += "not installed (no build for Python 3.11 / numpy 2), not compared"
+    print("\n" + peer)
+    return runs
+
+
+def scaling(args, name, counts):
+    rows = []
+    print(f"\n## seconds per pass on {name}, full graph, the L most frequent labels "
+          f"({args.timing_passes} passes each, no checks)")
+    print("| L | pairs | method | s/pass | mean active labels | mean active pairs |")
+    print("|---:|---:|---|---:|---:|---:|")
+    for L in counts:
+        ds = load(name, L)
+        for method in args.scaling_methods.split(","):
+            run = train(ds, "full", method, args, timing=True)
+            rows.append(run)
+            extra = run["history"][-1]["extra"] if run["history"] else {}
+            print(f"| {L} | {L * (L - 1) // 2} | {method} | {dash(run['s_per_pass'], '.4f')} | "
+                  f"{dash(extra.get('active_labels', math.nan), '.1f')} | "
+                  f"{dash(extra.get('active_pairs', math.nan), '.1f')} |", flush=True)
+    for method in args.scaling_methods.split(","):
+        pts = [(r["n_labels"], r["s_per_pass"]) for r in rows if r["method"] == method
+               and r["s_per_pass"] > 0]
+        if len(pts) >= 2:
+            x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+            print(f"slope of log(s/pass) on log(L), {method}: {np.polyfit(x, y, 1)[0]:.2f}")
+    return rows
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for method in sorted({r["method"] for r in rows}):
+        pts = sorted((r["n_labels"], r["s_per_pass"]) for r in rows if r["method"] == method)
+        ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", label=method)
+    Ls = np.array(sorted({r["n_labels"] for r in rows}), dtype=float)
+    if len(Ls):
+        ref = min(r["s_per_pass"] for r in rows if r["n_labels"] == Ls[0])
+        ax.loglog(Ls, ref * (Ls / Ls[0]) ** 2, "k:", label="∝ L²")
+    ax.set_xlabel("labels L (full graph: L(L−1)/2 pairs)")
+    ax.set_ylabel("seconds per pass")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", default="yeast,scene,bibtex")
+    ap.add_argument("--edges", default="independent,tree,full")
+    ap.add_argument("--methods", default="bcfw,gdmm")
+    ap.add_argument("--C", type=float, default=1.0)
+    ap.add_argument("--inference", choices=("auto", "exact", "lp"), default="lp",
+                    help="lp (default): every method solves the same LP-relaxed problem")
+    ap.add_argument("--tol", type=float, default=0.01)
+    ap.add_argument("--max-iter", type=int, default=1000)
+    ap.add_argument("--check-every", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=300.0,
+                    help="training seconds per run (monitoring excluded)")
+    ap.add_argument("--scaling", default="", help="data set of the seconds-per-pass part")
+    ap.add_argument("--label-counts", default="20,40,80,159")
+    ap.add_argument("--scaling-methods", default="gdmm,bcfw")
+    ap.add_argument("--timing-passes", type=int, default=10)
+    ap.add_argument("--plot", help="PNG of the scaling part")
+    ap.add_argument("--json", help="write every run (with histories) here")
+    args = ap.parse_args(argv)
+    methods = [m for m in args.methods.split(",") if m]
+    for m in methods:
+        if m not in METHODS:
+            ap.error(f"unknown method {m!r}; choose from {METHODS}")
+    print(f"# multi-label benchmark — {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, Python {platform.python_version()}; C = {args.C:g}, "
+          f"inference = {args.inference}, tol = {args.tol:g}, budget {args.budget:g} s")
+    MultiLabelSVM(max_iter=1).fit(np.eye(3), np.eye(3, dtype=int))  # numba warm-up
+    result = {"quality": [], "scaling": []}
+    datasets = [d for d in args.datasets.split(",") if d]
+    if datasets:
+        result["quality"] = quality(args, datasets, args.edges.split(","), methods)
+    if args.scaling:
+        result["scaling"] = scaling(args, args.scaling,
+                                    [int(k) for k in args.label_counts.split(",")])
+        if args.plot:
+            plot(result["scaling"], args.plot)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, default=float)
+        print(f"results written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
