@@ -31,8 +31,8 @@ class MultiLabelSVM(BaseEstimator):
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)`` (Hamming-loss margin rescaling).
     inference : {"auto", "exact", "lp"}, default "auto"
         Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation
-        (any graph; training then uses the LP-relaxed hinge). With ``solver="gdmm"``,
-        "auto" is the LP.
+        (any graph; training then uses the LP-relaxed hinge). "auto" is exact on forests and
+        up to 10 labels, the LP otherwise; with ``solver="gdmm"`` it is the LP.
     max_iter, tol, check_every, averaging, random_state, verbose, callback, warm_start,
     solver_options : as :class:`~dualstruct.StructuredSVM`.
     fit_intercept : bool, default True

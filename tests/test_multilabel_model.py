@@ -99,8 +99,11 @@ def test_bad_labels_and_widths():
         model.hinge(w, np.ones((1, 2)), [[0, 1]])
     with pytest.raises(ValueError, match="features"):
         model.predict(w, np.ones((1, 5)))
-    with pytest.raises(NotImplementedError, match="LP relaxation"):
-        MultiLabelModel(17, 2).predict(MultiLabelModel(17, 2).init_weights(), np.ones((1, 2)))
+    big = MultiLabelModel(17, 2, inference="exact")
+    with pytest.raises(ValueError, match="inference='lp'"):
+        big.predict(big.init_weights(), np.ones((1, 2)))
+    with pytest.raises(ValueError, match="inference must be"):
+        MultiLabelModel(3, 2, inference="ilp")
 
 
 def test_multilabel_scores_against_direct_formulas():

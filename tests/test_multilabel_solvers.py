@@ -198,7 +198,8 @@ def test_gdmm_reaches_the_optimum_with_vanishing_residual(edges, inference):
     model, data = _problem(3, edges=edges, inference=inference)
     C = 2.0
     cp = CuttingPlane(model, C, max_iter=2000, tol=1e-8).fit(data)
-    g = MultiLabelGDMM(model, C, max_iter=1000, check_every=250, random_state=0).fit(data)
+    g = MultiLabelGDMM(model, C, max_iter=1000, check_every=250, tol=-1.0,
+                       random_state=0).fit(data)
     last = g.history.last
     assert last.primal == pytest.approx(cp.history.last.primal, rel=1e-4)
     assert last.extra["residual"] < 1e-3
@@ -249,3 +250,14 @@ def test_gdmm_refuses_exact_inference_on_a_loopy_graph():
         MultiLabelGDMM(model, 1.0)
     with pytest.raises(ValueError, match="rho"):
         MultiLabelGDMM(_problem(0, edges="tree")[0], 1.0, rho=0)
+
+
+def test_gdmm_stops_on_its_approximate_gap():
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(3, edges="full", inference="lp")
+    g = MultiLabelGDMM(model, 2.0, max_iter=2000, check_every=10, tol=1e-2,
+                       random_state=0).fit(data)
+    assert g.history.stop_reason == "tol" and g.passes < 2000
+    last = g.history.last
+    assert last.extra["approx_gap"] <= 1e-2 and np.isnan(last.dual)
