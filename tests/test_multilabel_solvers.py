@@ -167,8 +167,8 @@ def test_multilabel_solver_input_errors():
     other = MultiLabelModel(3, 4)
     with pytest.raises(ValueError, match="labels"):
         MultiLabelBCFW(other, 1.0, max_iter=1).fit(data)
-    with pytest.raises(NotImplementedError, match="slack"):
-        MultiLabelBCFW(model, 1.0, rescaling="slack")
+    with pytest.raises(ValueError, match="unit Hamming"):
+        MultiLabelBCFW(model, 1.0, rescaling="slack")  # the problem has loss weights
     with pytest.raises(ValueError, match="only 0 and 1"):
         MultiLabelDataset(np.eye(2), np.array([[0, 2], [1, 0]]))
     with pytest.raises(ValueError, match="shape"):
@@ -261,3 +261,52 @@ def test_gdmm_stops_on_its_approximate_gap():
     assert g.history.stop_reason == "tol" and g.passes < 2000
     last = g.history.last
     assert last.extra["approx_gap"] <= 1e-2 and np.isnan(last.dual)
+
+
+def test_slack_hinge_matches_brute_force():
+    model, data = _problem(6, n=10, L=5, edges="full")
+    model.loss_weights[:] = 1.0
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=model.size)
+    hinge, yhat = model.slack_hinge(w, data)
+    X = data.X.toarray()
+    for i in range(data.n_sequences):
+        gold = data.Y[i]
+        s_gold = w @ model.joint_feature(X[i], gold)
+        best = 0.0
+        for y in itertools.product((0, 1), repeat=5):
+            y = np.array(y)
+            loss = np.sum(y != gold)
+            best = max(best, loss * (1 + w @ model.joint_feature(X[i], y) - s_gold))
+        assert hinge[i] == pytest.approx(best, abs=1e-9)
+        loss = np.sum(yhat[i] != gold)
+        value = loss * (1 + w @ model.joint_feature(X[i], yhat[i]) - s_gold)
+        assert value == pytest.approx(best, abs=1e-9)
+
+
+@pytest.mark.parametrize("edges", ["tree", "full"])
+def test_multilabel_solvers_reach_the_same_slack_optimum(edges):
+    model, data = _problem(3, edges=edges, inference="exact")
+    model.loss_weights[:] = 1.0
+    C = 2.0
+    kw = dict(rescaling="slack")
+    cp = CuttingPlane(model, C, max_iter=2000, tol=1e-7, **kw).fit(data)
+    assert cp.history.stop_reason == "tol"
+    p_opt = cp.history.last.primal
+    assert p_opt == pytest.approx(primal_objective(model, data, cp.weights(), C, "slack"),
+                                  rel=1e-12)
+    # classic Frank-Wolfe steps (no away steps) converge sublinearly here: a looser check
+    bcfw = MultiLabelBCFW(model, C, max_iter=3000, tol=1e-4, check_every=500,
+                          random_state=0, **kw).fit(data)
+    gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
+    assert min(gaps) >= -1e-9 and gaps[-1] < 3e-3 * p_opt
+    assert bcfw.history.last.dual <= p_opt * (1 + 1e-9)
+    assert bcfw.history.last.primal == pytest.approx(p_opt, rel=1e-3)
+    ssg = MultiLabelSSG(model, C, max_iter=10000, check_every=10000, random_state=0,
+                        **kw).fit(data)
+    assert ssg.history.last.primal == pytest.approx(p_opt, rel=2e-3)
+    with pytest.raises(ValueError, match="exact"):
+        MultiLabelBCFW(model, C, rescaling="slack", slack_search="angular").fit(data)
+    model.loss_weights[0] = 2.0
+    with pytest.raises(ValueError, match="unit Hamming"):
+        MultiLabelBCFW(model, C, rescaling="slack")

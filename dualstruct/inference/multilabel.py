@@ -465,3 +465,75 @@ def relaxed_sums(A, edges, V, mode, Y, loss_weights, mu, pair_sum):
         for e in range(E):
             pair_sum[e] += Y[i, edges[e, 0]] * Y[i, edges[e, 1]] - mu_pair[e]
     return best, losses
+
+
+@njit(cache=True)
+def loss_table(a, edges, V, gold, best, best_y):
+    """For every Hamming distance m = 0..L from ``gold``, the best score ``best[m]`` of a
+    labelling at that distance and the labelling ``best_y[m]`` (−inf where none), by
+    enumeration in Gray-code order (L ≤ 16). ``a`` holds the plain (not loss-augmented)
+    unary tables. This table answers the slack-rescaled oracle exactly (for a fixed loss,
+    ``δ (1 + s − s(ȳ))`` grows with the score) and the constrained λ-oracle of Choi, Meshi
+    and Srebro (2016) with its two linear constraints on (h, g)."""
+    L = a.shape[0]
+    start, incident, _ = _incidence(L, edges)
+    y = np.zeros(L, dtype=np.int64)
+    score = labelling_score(a, edges, V, y)
+    loss = 0
+    for l in range(L):
+        loss += gold[l] != 0
+    best[:] = -np.inf
+    best[loss] = score
+    best_y[loss, :] = y
+    for step in range(1, 1 << L):
+        l = 0
+        while not (step >> l) & 1:
+            l += 1
+        old = y[l]
+        new = 1 - old
+        score += a[l, new] - a[l, old]
+        for p in range(start[l], start[l + 1]):
+            e = incident[p]
+            i, k = edges[e, 0], edges[e, 1]
+            before = V[e, y[i], y[k]]
+            y[l] = new
+            score += V[e, y[i], y[k]] - before
+            y[l] = old
+        y[l] = new
+        loss += 1 if new != gold[l] else -1
+        if score > best[loss]:
+            best[loss] = score
+            best_y[loss, :] = y
+    return labelling_score(a, edges, V, gold)
+
+
+@njit(cache=True)
+def slack_oracle(a, edges, V, gold, scale, best, best_y, out):
+    """``max_y δ(ȳ, y) (1 + scale (s(y) − s(ȳ)))`` over all labellings (unit Hamming loss)
+    and its maximizer in ``out`` (ȳ itself, value 0, when no labelling beats it). Returns
+    (value, loss of the maximizer)."""
+    gold_score = loss_table(a, edges, V, gold, best, best_y)
+    value, arg = 0.0, 0
+    for m in range(1, best.shape[0]):
+        if best[m] == -np.inf:
+            continue
+        phi = m * (1.0 + scale * (best[m] - gold_score))
+        if phi > value:
+            value, arg = phi, m
+    if arg == 0:
+        out[:] = gold
+    else:
+        out[:] = best_y[arg]
+    return value, arg
+
+
+@njit(cache=True)
+def slack_all(A, edges, V, Y, out):
+    """The slack-rescaled hinge of every example and its maximizers (``A`` plain tables)."""
+    n, L = A.shape[0], A.shape[1]
+    best = np.empty(L + 1)
+    best_y = np.zeros((L + 1, L), dtype=np.int64)
+    hinge = np.empty(n)
+    for i in range(n):
+        hinge[i], _ = slack_oracle(A[i], edges, V, Y[i], 1.0, best, best_y, out[i])
+    return hinge

@@ -234,7 +234,27 @@ class MultiLabelModel:
         return best, out
 
     def check_slack(self):
-        raise NotImplementedError("slack rescaling is not available for multi-label models yet")
+        """Slack rescaling needs the unit Hamming loss and enumerable labellings (L ≤ 16):
+        its oracle reads the best score at every loss value (:func:`loss_table`)."""
+        if not np.all(self.loss_weights == 1.0):
+            raise ValueError("slack rescaling supports the unit Hamming loss only "
+                             "(loss_weights must all be 1)")
+        if self.n_labels > MAX_ENUMERATED_LABELS:
+            raise ValueError(f"slack rescaling of multi-label models enumerates the "
+                             f"labellings: n_labels must be <= {MAX_ENUMERATED_LABELS}")
+
+    def slack_hinge(self, w, X, Y=None):
+        """Per-example slack-rescaled hinge ``max_y δ(ȳ, y)(1 + s(y) − s(ȳ))`` (exact, by
+        enumeration of the best score per loss value) and its maximizers."""
+        if isinstance(X, MultiLabelDataset):
+            X, Y = X.X, X.Y
+        self.check_slack()
+        X, Y = self._check_X(X), self._check_labels(Y)
+        W, V = self._tables(w)
+        out = np.zeros(Y.shape, dtype=np.int64)
+        hinge = kernels.slack_all(kernels.unary_tables(np.asarray(X @ W.unary)), self.edges,
+                                  V, Y, out)
+        return hinge, out
 
     def _is_forest(self):
         """Whether the edges have no cycle (union–find; stops at the first cycle)."""
@@ -275,10 +295,20 @@ class MultiLabelModel:
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
         return best - gold, out
 
-    def aggregate_constraint(self, w, data):
+    def aggregate_constraint(self, w, data, rescaling="margin"):
         """For the 1-slack cutting plane: the per-example (relaxed) hinge and the aggregated
         constraint ``(ψ_c, δ_c) = (Σ_i φ(x_i, ȳ_i) − φ(x_i, μ̂_i), Σ_i δ(ȳ_i, μ̂_i))`` of the
-        loss-augmented maximizers μ̂_i at ``w``."""
+        loss-augmented maximizers μ̂_i at ``w``; with slack rescaling the maximizers of the
+        slack hinge and ``(Σ_i δ_i ψ_i, Σ_i δ_i)``."""
+        if rescaling == "slack":
+            hinge, yhat = self.slack_hinge(w, data)
+            loss = (yhat != data.Y).sum(axis=1).astype(np.float64)
+            psi = self.init_weights()
+            P = self.unpack(psi)
+            P.unary[:] = np.asarray(data.X.T @ (loss[:, None] * (data.Y - yhat)))
+            e0, e1 = self.edges[:, 0], self.edges[:, 1]
+            P.pairwise[:] = loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1])
+            return hinge, psi, float(loss.sum())
         X, Y = self._check_X(data.X), self._check_labels(data.Y)
         W, V = self._tables(w)
         theta = np.asarray(X @ W.unary)

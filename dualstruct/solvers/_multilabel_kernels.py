@@ -16,7 +16,7 @@ indicator of a labelling, or an LP solution). Then
 import numpy as np
 from numba import njit
 
-from ..inference.multilabel import relaxed_oracle
+from ..inference.multilabel import relaxed_oracle, slack_oracle
 
 
 @njit(cache=True)
@@ -48,16 +48,23 @@ def hamming(mu, gold, loss_weights):
 
 @njit(cache=True)
 def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, order, C,
-              U, V, V_tab, mu, mu_pair, scalars, averaging, R_U, R_V, block_gaps):
+              U, V, V_tab, mu, mu_pair, mass, scalars, averaging, R_U, R_V, block_gaps, slack):
     """One BCFW pass (Lacoste-Julien et al. 2013, Alg. 3 in C-form) over ``order``.
 
-    For example i with oracle point ``s = (μ_s, μ^pair_s)`` and ``Δ = (μ_i − μ_s,
-    μ^pair_i − μ^pair_s)``: ``w_s − w_i = C (x_i ⊗ Δμ, Δμ^pair)``, the block gap is
-    ``g_i = (ℓ_s − ℓ_i) − <w, w_s − w_i> = (ℓ_s − ℓ_i) − C (θ·Δμ + V·Δμ^pair)`` and the
-    exact line search is ``γ = clip(g_i / ‖w_s − w_i‖², 0, 1)`` (1 when the norm is 0) with
-    ``‖w_s − w_i‖² = C² (‖x_i‖² ‖Δμ‖² + ‖Δμ^pair‖²)``. ``scalars = [ℓ, steps, R_ℓ]``;
-    with ``averaging`` the weighted average ``w̄ = w − R / A`` (``A = m(m+1)/2``) is kept
-    through ``R += A_m Δw``. Returns the number of oracle calls."""
+    Margin rescaling: for example i with oracle point ``s = (μ_s, μ^pair_s)`` and
+    ``Δ = (μ_i − μ_s, μ^pair_i − μ^pair_s)``: ``w_s − w_i = C (x_i ⊗ Δμ, Δμ^pair)``, the
+    block gap is ``g_i = (ℓ_s − ℓ_i) − <w, w_s − w_i> = (ℓ_s − ℓ_i) − C (θ·Δμ + V·Δμ^pair)``
+    and the exact line search is ``γ = clip(g_i / ‖w_s − w_i‖², 0, 1)`` (1 when the norm is
+    0) with ``‖w_s − w_i‖² = C² (‖x_i‖² ‖Δμ‖² + ‖Δμ^pair‖²)``.
+
+    Slack rescaling (``slack``; ALGORITHMS.md §6): the corners are ``δ(ŷ) ψ_i(ŷ)`` with loss
+    term ``δ(ŷ)``, so a block keeps the δ-weighted sums ``ν_i = Σ_y q(y) δ(y) y`` (in ``mu``,
+    ``mu_pair``) and ``G_i = Σ_y q(y) δ(y)`` (``mass``): ``w_i = C (G_i φ(ȳ_i) − φ(ν_i))``,
+    ``ℓ_i = C G_i``; the corner of the slack maximizer ŷ is ``(δ ŷ, δ ŷŷ, δ)``. The same
+    formulas with ``Δμ`` replaced by ``ν_i − ν_s − (G_i − G_s) ȳ_i``.
+
+    ``scalars = [ℓ, steps, R_ℓ]``; with ``averaging`` the weighted average ``w̄ = w − R / A``
+    (``A = m(m+1)/2``) is kept through ``R += A_m Δw``. Returns the number of oracle calls."""
     L, E = U.shape[1], edges.shape[0]
     theta = np.empty(L)
     a = np.empty((L, 2))
@@ -66,24 +73,40 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
     d_mu = np.empty(L)
     d_pair = np.empty(E)
     y = np.zeros(L, dtype=np.int64)
+    best = np.empty(L + 1)
+    best_y = np.zeros((L + 1, L), dtype=np.int64)
     for idx in range(order.shape[0]):
         i = order[idx]
         gold = Y[i]
         unary_scores(indptr, indices, values, i, U, theta)
-        augmented_tables(theta, gold, loss_weights, 1.0, a)
-        relaxed_oracle(a, edges, V_tab, mode, mu_s, pair_s, y)
+        if slack:
+            augmented_tables(theta, gold, loss_weights, 0.0, a)
+            _, loss = slack_oracle(a, edges, V_tab, gold, 1.0, best, best_y, y)
+            mass_s = float(loss)
+            for l in range(L):
+                mu_s[l] = mass_s * y[l]
+            for e in range(E):
+                pair_s[e] = mass_s * y[edges[e, 0]] * y[edges[e, 1]]
+            d_mass = mass_s - mass[i]
+            d_loss = C * d_mass
+        else:
+            augmented_tables(theta, gold, loss_weights, 1.0, a)
+            relaxed_oracle(a, edges, V_tab, mode, mu_s, pair_s, y)
+            d_mass = 0.0
+            d_loss = C * (hamming(mu_s, gold, loss_weights)
+                          - hamming(mu[i], gold, loss_weights))
         inner = 0.0
         sq_mu = 0.0
         for l in range(L):
-            d_mu[l] = mu[i, l] - mu_s[l]
+            d_mu[l] = mu[i, l] - mu_s[l] + d_mass * gold[l]
             inner += theta[l] * d_mu[l]
             sq_mu += d_mu[l] * d_mu[l]
         sq_pair = 0.0
         for e in range(E):
-            d_pair[e] = mu_pair[i, e] - pair_s[e]
+            d_pair[e] = (mu_pair[i, e] - pair_s[e]
+                         + d_mass * gold[edges[e, 0]] * gold[edges[e, 1]])
             inner += V[e] * d_pair[e]
             sq_pair += d_pair[e] * d_pair[e]
-        d_loss = C * (hamming(mu_s, gold, loss_weights) - hamming(mu[i], gold, loss_weights))
         gap = d_loss - C * inner
         block_gaps[i] = gap
         norm2 = C * C * (sq_norms[i] * sq_mu + sq_pair)
@@ -109,9 +132,10 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
                 V_tab[e, 1, 1] = V[e]
                 R_V[e] += A * delta
         for l in range(L):
-            mu[i, l] -= gamma * d_mu[l]
+            mu[i, l] += gamma * (mu_s[l] - mu[i, l])
         for e in range(E):
-            mu_pair[i, e] -= gamma * d_pair[e]
+            mu_pair[i, e] += gamma * (pair_s[e] - mu_pair[i, e])
+        mass[i] += gamma * d_mass
         scalars[0] += gamma * d_loss
         scalars[2] += A * gamma * d_loss
     return order.shape[0]
@@ -119,34 +143,49 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
 
 @njit(cache=True)
 def ssg_pass(indptr, indices, values, Y, loss_weights, edges, mode, order, U, V, V_tab,
-             scalars, averaging, R_U, R_V):
+             scalars, averaging, R_U, R_V, slack):
     """One pass of Pegasos SSG (ALGORITHMS.md §2) in the parametrization of the chain SSG:
     ``w_m = (C n / m) v_m`` with ``v_m`` the sum of the subgradient directions
     ``ψ_i = φ(x_i, ȳ_i) − φ(x_i, μ̂)``; the oracle at ``w_m`` runs on ``v`` with the loss
-    scaled by ``m / (C n)``. ``scalars = [m, C n]``; averaging keeps ``R += (m − 1) ψ``."""
+    scaled by ``m / (C n)``. ``scalars = [m, C n]``; averaging keeps ``R += (m − 1) ψ``.
+    With ``slack`` the oracle is the slack maximizer at ``w_m`` (scores scaled by C n / m)
+    and the direction is ``δ(ŷ) ψ_i(ŷ)`` (ALGORITHMS.md §6)."""
     L, E = U.shape[1], edges.shape[0]
     theta = np.empty(L)
     a = np.empty((L, 2))
     mu_s = np.empty(L)
     pair_s = np.empty(E)
     y = np.zeros(L, dtype=np.int64)
+    best = np.empty(L + 1)
+    best_y = np.zeros((L + 1, L), dtype=np.int64)
     for idx in range(order.shape[0]):
         i = order[idx]
         gold = Y[i]
         m = scalars[0]
         unary_scores(indptr, indices, values, i, U, theta)
-        augmented_tables(theta, gold, loss_weights, m / scalars[1] if m > 0 else 1.0, a)
-        relaxed_oracle(a, edges, V_tab, mode, mu_s, pair_s, y)
+        c = 1.0
+        if slack:
+            augmented_tables(theta, gold, loss_weights, 0.0, a)
+            _, loss = slack_oracle(a, edges, V_tab, gold, scalars[1] / m if m > 0 else 0.0,
+                                   best, best_y, y)
+            c = float(loss)
+            for l in range(L):
+                mu_s[l] = y[l]
+            for e in range(E):
+                pair_s[e] = y[edges[e, 0]] * y[edges[e, 1]]
+        else:
+            augmented_tables(theta, gold, loss_weights, m / scalars[1] if m > 0 else 1.0, a)
+            relaxed_oracle(a, edges, V_tab, mode, mu_s, pair_s, y)
         weight = m if averaging else 0.0
         for p in range(indptr[i], indptr[i + 1]):
             f, v = indices[p], values[p]
             for l in range(L):
-                d = v * (gold[l] - mu_s[l])
+                d = c * v * (gold[l] - mu_s[l])
                 if d != 0.0:
                     U[f, l] += d
                     R_U[f, l] += weight * d
         for e in range(E):
-            d = gold[edges[e, 0]] * gold[edges[e, 1]] - pair_s[e]
+            d = c * (gold[edges[e, 0]] * gold[edges[e, 1]] - pair_s[e])
             if d != 0.0:
                 V[e] += d
                 V_tab[e, 1, 1] = V[e]

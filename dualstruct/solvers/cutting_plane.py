@@ -85,8 +85,8 @@ class CuttingPlane(PassSolver):
         model, data, C = self.model, self.data, self.C
         calls = data.n_sequences
         constraint = None
-        if model.kind == "multilabel":  # margin rescaling (slack is refused at set-up)
-            hinge, psi, delta = model.aggregate_constraint(self.w, data)
+        if model.kind == "multilabel":
+            hinge, psi, delta = model.aggregate_constraint(self.w, data, self.rescaling)
             primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
             constraint = (psi, delta)
         elif self.rescaling == "slack" and self.slack_search != "exact":

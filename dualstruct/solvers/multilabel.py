@@ -30,6 +30,9 @@ class _MultiLabelPasses(PassSolver):
         if self.data.Y.shape[1] != self.model.n_labels:
             raise ValueError(f"the data has {self.data.Y.shape[1]} labels, the model "
                              f"{self.model.n_labels}")
+        if self.rescaling == "slack" and self.slack_search != "exact":
+            raise ValueError("multi-label slack rescaling uses the exact oracle "
+                             "(slack_search='exact'); the λ-searches are written for chains")
         self.arrays = self.data.kernel_arrays()
         self.mode = self.model.inference_code
 
@@ -40,9 +43,10 @@ class _MultiLabelPasses(PassSolver):
 
 
 class MultiLabelBCFW(_MultiLabelPasses):
-    """BCFW (classic step, exact line search, weighted averaging) for multi-label models.
-    Parameters as :class:`PassSolver`. Memory: the dual point of every example, n × (L + E)
-    numbers (for bibtex's full graph, 4,880 × 12,720 doubles = 0.5 GB)."""
+    """BCFW (classic step, exact line search, weighted averaging) for multi-label models,
+    margin or slack rescaling (``rescaling="slack"``: exact oracle by enumeration, L ≤ 16,
+    unit Hamming loss). Parameters as :class:`PassSolver`. Memory: the dual point of every
+    example, n × (L + E) numbers (for bibtex's full graph, 4,880 × 12,720 doubles = 0.5 GB)."""
 
     name = "bcfw"
 
@@ -61,11 +65,16 @@ class MultiLabelBCFW(_MultiLabelPasses):
         self.mu = data.Y.astype(np.float64)
         self.mu_pair = (data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]).astype(
             np.float64).reshape(n, E)
+        self.mass = np.ones(n)
+        if self.rescaling == "slack":  # the gold corner has δ = 0: ν = 0, G = 0
+            self.mu[:] = 0.0
+            self.mu_pair[:] = 0.0
+            self.mass[:] = 0.0
         X = data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
         self._after_load()
 
-    state_arrays = ("w", "R", "scalars", "block_gaps", "mu", "mu_pair")
+    state_arrays = ("w", "R", "scalars", "block_gaps", "mu", "mu_pair", "mass")
 
     def _after_load(self):
         self.W = self.model.unpack(self.w)
@@ -82,8 +91,8 @@ class MultiLabelBCFW(_MultiLabelPasses):
         return kern.bcfw_pass(
             indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
             self.model.edges, self.mode, order, self.C, self.W.unary, self.W.pairwise,
-            self.V_tab, self.mu, self.mu_pair, self.scalars, self.averaging, self.RW.unary,
-            self.RW.pairwise, self.block_gaps)
+            self.V_tab, self.mu, self.mu_pair, self.mass, self.scalars, self.averaging,
+            self.RW.unary, self.RW.pairwise, self.block_gaps, self.rescaling == "slack")
 
     def _averaged(self):
         m = self.scalars[1]
@@ -140,7 +149,7 @@ class MultiLabelSSG(_MultiLabelPasses):
         return kern.ssg_pass(
             indptr, indices, values, self.data.Y, self.model.loss_weights, self.model.edges,
             self.mode, order, self.Vw.unary, self.Vw.pairwise, self.V_tab, self.scalars,
-            self.averaging, self.RW.unary, self.RW.pairwise)
+            self.averaging, self.RW.unary, self.RW.pairwise, self.rescaling == "slack")
 
     def candidates(self):
         m, Cn = self.scalars
@@ -191,6 +200,8 @@ class MultiLabelGDMM(_MultiLabelPasses):
 
     def __init__(self, model, C=1.0, *, rho=0.3, eta=None, inner_sweeps=2,
                  pair_search="tree", **kwargs):
+        if kwargs.get("rescaling", "margin") != "margin":
+            raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
         if model.kind == "multilabel" and not model._is_forest() and model.inference != "lp":
             raise ValueError("GDMM optimizes the LP relaxation: on a loopy graph build the "
