@@ -226,7 +226,8 @@ def cmd_multilabel_train(args, out):
         X, Y = read_multilabel(args.train, args.labels)
         svm = MultiLabelSVM(edges=args.edges, solver=args.solver, C=args.C,
                             inference=args.inference, max_iter=args.max_iter, tol=args.tol,
-                            check_every=args.check_every, random_state=args.seed)
+                            check_every=args.check_every, random_state=args.seed,
+                            rescaling=args.rescaling, interactions=args.interactions)
     dev = None
     if args.dev:
         dev = read_multilabel(args.dev, args.labels, X.shape[1], Y.shape[1])
@@ -556,9 +557,13 @@ def build_parser():
     mt.add_argument("--labels", help=labels_help)
     mt.add_argument("--edges", choices=("independent", "chain", "tree", "full"), default="full")
     mt.add_argument("--inference", choices=("auto", "exact", "lp"), default="auto")
+    mt.add_argument("--interactions", choices=("11", "table"), default="11",
+                    help="what an edge scores: its (1, 1) outcome or a full 2x2 table")
     mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
                     default="bcfw")
     mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
+    mt.add_argument("--rescaling", choices=("margin", "slack"), default="margin",
+                    help="slack: exact oracle by enumeration, at most 16 labels")
     mt.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     mt.add_argument("--tol", type=float, default=0.01,
                     help="stop at this relative duality gap (default 0.01)")

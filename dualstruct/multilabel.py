@@ -13,7 +13,13 @@ from sklearn.exceptions import NotFittedError
 
 from . import io
 from .metrics import multilabel_scores
-from .models.multilabel import EDGE_KINDS, INFERENCE, MultiLabelDataset, MultiLabelModel
+from .models.multilabel import (
+    EDGE_KINDS,
+    INFERENCE,
+    INTERACTIONS,
+    MultiLabelDataset,
+    MultiLabelModel,
+)
 from .solvers import MULTILABEL_SOLVERS, History
 
 
@@ -28,7 +34,7 @@ class MultiLabelSVM(BaseEstimator):
         ``"gdmm"``: GDMM with block-greedy coordinate descent, which never calls the LP and
         is the fast choice for many labels on the full graph (it solves the LP relaxation).
     C : float, default 1.0
-        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)`` (Hamming-loss margin rescaling).
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)`` (``H_i``: see ``rescaling``).
     inference : {"auto", "exact", "lp"}, default "auto"
         Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation
         (any graph; training then uses the LP-relaxed hinge). "auto" is exact on forests and
@@ -39,18 +45,29 @@ class MultiLabelSVM(BaseEstimator):
         Append a constant feature (value ``intercept_scaling``) so every label has a bias.
     loss_weights : array of L positive numbers or None
         Per-label weights of the Hamming loss.
+    rescaling : {"margin", "slack"}, default "margin"
+        Margin rescaling ``H_i = max_y δ(y) + s(y) − s(ȳ_i)`` or slack rescaling
+        ``H_i = max_y δ(y)·(1 + s(y) − s(ȳ_i))`` (Tsochantaridis et al. 2005). The slack oracle
+        is exact: for every Hamming distance k it finds the best score of a labelling at
+        distance k (enumeration, so at most 16 labels, unit loss weights); bcfw, ssg and
+        cutting_plane only.
+    interactions : {"11", "table"}, default "11"
+        What an edge scores: its (1, 1) outcome (one weight, as in the GDMM paper), or a full
+        2×2 table (four weights; same labellings representable, different regularization;
+        not with gdmm).
 
     Attributes
     ----------
     n_labels_, n_features_in_, edges_ (E, 2), coef_ (flat weights), history_, n_iter_;
-    ``unary_weights_`` (d × L), ``intercept_`` (L,) and ``interaction_weights_`` (E,) are
-    views of ``coef_``.
+    ``unary_weights_`` (d × L), ``intercept_`` (L,) and ``interaction_weights_`` ((E,), or
+    (E, 2, 2) tables indexed by the outcomes of the edge's two labels) are views of ``coef_``.
     """
 
     def __init__(self, edges="full", solver="bcfw", C=1.0, inference="auto", max_iter=200,
                  tol=1e-2, check_every=5, averaging=True, fit_intercept=True,
                  intercept_scaling=1.0, loss_weights=None, random_state=None, verbose=0,
-                 callback=None, warm_start=False, solver_options=None):
+                 callback=None, warm_start=False, solver_options=None, rescaling="margin",
+                 interactions="11"):
         self.edges = edges
         self.solver = solver
         self.C = C
@@ -67,9 +84,11 @@ class MultiLabelSVM(BaseEstimator):
         self.callback = callback
         self.warm_start = warm_start
         self.solver_options = solver_options
+        self.rescaling = rescaling
+        self.interactions = interactions
 
     _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
-                     "intercept_scaling", "solver_options")
+                     "intercept_scaling", "solver_options", "rescaling", "interactions")
 
     def _validate_params(self):
         def real(name, value, low, low_ok):
@@ -88,6 +107,16 @@ class MultiLabelSVM(BaseEstimator):
         if self.solver not in MULTILABEL_SOLVERS:
             raise ValueError(f"solver must be one of {tuple(MULTILABEL_SOLVERS)}, got "
                              f"{self.solver!r}")
+        if self.rescaling not in ("margin", "slack"):
+            raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
+        if self.rescaling == "slack" and self.solver == "gdmm":
+            raise ValueError("solver='gdmm' supports margin rescaling only; use bcfw, ssg or "
+                             "cutting_plane for rescaling='slack'")
+        if self.interactions not in INTERACTIONS:
+            raise ValueError(f"interactions must be one of {INTERACTIONS}, got "
+                             f"{self.interactions!r}")
+        if self.interactions == "table" and self.solver == "gdmm":
+            raise ValueError("solver='gdmm' supports interactions='11' only")
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
         real("C", self.C, 0, False)
@@ -161,7 +190,8 @@ class MultiLabelSVM(BaseEstimator):
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
             self.model_ = MultiLabelModel(self.n_labels_, data.X.shape[1], edges=edges,
                                           loss_weights=self.loss_weights,
-                                          inference=self._inference()).fit_edges(Y)
+                                          inference=self._inference(),
+                                          interactions=self.interactions).fit_edges(Y)
             self.edges_ = self.model_.edges
             resume = None
         validation = None
@@ -186,7 +216,8 @@ class MultiLabelSVM(BaseEstimator):
                 self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation, **(self.solver_options or {}))
+                validation=validation, rescaling=self.rescaling,
+                **(self.solver_options or {}))
             if resume is not None:
                 solver.load_state(data, *resume)
                 solver.history = self.history_
@@ -301,7 +332,8 @@ class MultiLabelSVM(BaseEstimator):
             d = est.n_features_in_ + int(bool(est.fit_intercept))
             est.model_ = MultiLabelModel(est.n_labels_, d, edges=edges,
                                          loss_weights=arrays["loss_weights"],
-                                         inference=est._inference())
+                                         inference=est._inference(),
+                                         interactions=est.interactions)
             est.model_.edge_kind = params["edges"] if isinstance(params["edges"], str) else (
                 "explicit")
             est.edges_ = est.model_.edges

@@ -88,6 +88,43 @@ def test_estimator_input_errors(tmp_path):
         dualstruct.load(bad)
 
 
+@pytest.mark.parametrize("solver", ["bcfw", "ssg", "cutting_plane"])
+def test_slack_rescaling_estimator(solver, tmp_path):
+    X, Y = _data(4)
+    m = MultiLabelSVM(edges="full", solver=solver, C=0.5, rescaling="slack", max_iter=300,
+                      tol=1e-3, random_state=0).fit(X, Y)
+    data = m.solver_.data
+    last = m.history_.last_checked()
+    assert last.primal == pytest.approx(
+        primal_objective(m.model_, data, m.coef_, 0.5, "slack"), rel=1e-10)
+    cp = MultiLabelSVM(edges="full", solver="cutting_plane", C=0.5, rescaling="slack",
+                       tol=1e-8, max_iter=500).fit(X, Y)
+    assert last.primal == pytest.approx(cp.history_.last.primal, rel=2e-2)
+    back = dualstruct.load(m.save(tmp_path / "s.npz"))
+    assert back.rescaling == "slack" and np.array_equal(back.predict(X), m.predict(X))
+    with pytest.raises(ValueError, match="margin rescaling only"):
+        MultiLabelSVM(solver="gdmm", rescaling="slack").fit(X, Y)
+    with pytest.raises(ValueError, match="rescaling must be"):
+        MultiLabelSVM(rescaling="both").fit(X, Y)
+
+
+def test_interaction_tables_estimator(tmp_path):
+    X, Y = _data(5)
+    m = MultiLabelSVM(edges="tree", interactions="table", C=0.5, max_iter=200, tol=1e-3,
+                      random_state=0).fit(X, Y)
+    assert m.interaction_weights_.shape == (3, 2, 2)
+    assert m.coef_.shape == (7 * 4 + 3 * 4,)
+    # the tables fit at least as well as the (1, 1) weights (they can represent them)
+    one = MultiLabelSVM(edges="tree", C=0.5, max_iter=200, tol=1e-3, random_state=0).fit(X, Y)
+    assert m.evaluate(X, Y)["hamming_loss"] <= one.evaluate(X, Y)["hamming_loss"] + 0.05
+    back = dualstruct.load(m.save(tmp_path / "t.npz"))
+    assert back.interactions == "table" and np.array_equal(back.predict(X), m.predict(X))
+    with pytest.raises(ValueError, match="interactions='11' only"):
+        MultiLabelSVM(solver="gdmm", interactions="table").fit(X, Y)
+    with pytest.raises(ValueError, match="interactions must be"):
+        MultiLabelSVM(interactions="2x2").fit(X, Y)
+
+
 def _write_libsvm(path, X, Y):
     with gzip.open(path, "wt") as fh:
         for x, y in zip(X, Y):
@@ -100,7 +137,8 @@ def test_cli_train_evaluate_predict_info_and_errors(tmp_path, capsys):
     train, model = tmp_path / "train.svm.gz", tmp_path / "m.npz"
     _write_libsvm(train, X, Y)
     assert main(["multilabel", "train", str(train), "-o", str(model), "--edges", "tree",
-                 "--max-iter", "20", "--dev", str(train)]) == 0
+                 "--max-iter", "20", "--dev", str(train), "--interactions", "table"]) == 0
+    assert dualstruct.load(model).interaction_weights_.shape == (3, 2, 2)
     assert main(["multilabel", "evaluate", str(model), str(train), "--json"]) == 0
     out = capsys.readouterr().out
     assert '"hamming_loss"' in out and '"lp_integral_fraction": 1.0' in out

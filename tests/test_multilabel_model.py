@@ -16,7 +16,11 @@ def _brute_map(model, w, x, gold=None):
     best, arg = -np.inf, None
     for y in itertools.product((0, 1), repeat=model.n_labels):
         y = np.array(y)
-        s = theta @ y + sum(W.pairwise[e] * y[i] * y[k] for e, (i, k) in enumerate(model.edges))
+        if model.interactions == "table":
+            s = theta @ y + sum(W.pairwise[e, y[i], y[k]] for e, (i, k) in enumerate(model.edges))
+        else:
+            s = theta @ y + sum(W.pairwise[e] * y[i] * y[k]
+                                for e, (i, k) in enumerate(model.edges))
         if gold is not None:
             s += model.loss(gold, y)
         if s > best:
@@ -24,13 +28,16 @@ def _brute_map(model, w, x, gold=None):
     return best, arg
 
 
+@pytest.mark.parametrize("interactions", ["11", "table"])
 @pytest.mark.parametrize("edges", ["independent", "chain", "tree", "full"])
-def test_predict_and_hinge_match_brute_force(edges):
+def test_predict_and_hinge_match_brute_force(edges, interactions):
     rng = np.random.default_rng(len(edges))
     L, d, n = 6, 4, 12
     X = rng.normal(size=(n, d))
     Y = rng.integers(0, 2, (n, L))
-    model = MultiLabelModel(L, d, edges=edges, loss_weights=rng.uniform(0.5, 2, L)).fit_edges(Y)
+    model = MultiLabelModel(L, d, edges=edges, loss_weights=rng.uniform(0.5, 2, L),
+                            interactions=interactions).fit_edges(Y)
+    assert model.size == d * L + model.pair_size * len(model.edges)
     if edges == "tree":
         assert len(model.edges) == L - 1
     w = rng.normal(size=model.size)

@@ -2,11 +2,18 @@
 
 L binary labels per example. Parameters, flat:
 
-    [ U (n_features × L, feature-major) | V (n_edges,) ]
+    [ U (n_features × L, feature-major) | V (n_edges,) ]            interactions="11"
+    [ U (n_features × L, feature-major) | T (n_edges × 2 × 2) ]     interactions="table"
 
 with the score ``s(x, y) = Σ_l y_l <U[:, l], x> + Σ_{e=(l,k)} V_e y_l y_k`` (interactions
 score the (1, 1) outcome of each edge), joint feature ``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` and
-the (optionally per-label weighted) Hamming loss ``Σ_l c_l [y_l ≠ ȳ_l]``.
+the (optionally per-label weighted) Hamming loss ``Σ_l c_l [y_l ≠ ȳ_l]``. With full 2×2
+tables the pair term is ``Σ_e T_e[y_l, y_k]`` and its features are the four indicators
+``(1 − y_l)(1 − y_k), (1 − y_l) y_k, y_l (1 − y_k), y_l y_k`` — linear in ``(y_l, y_k,
+y_l y_k)``, so every solver keeps the same marginal state and only maps it to four
+features (:func:`pair_features`). The tables score the same labellings as "11" plus
+per-label biases (``T[1,1] − T[1,0] − T[0,1] + T[0,0]`` is the interaction), but their
+regularization differs.
 
 Edges: ``"independent"`` (none), ``"chain"`` (l — l+1), ``"tree"`` (the maximum spanning
 tree of the labels' empirical mutual information, Chow–Liu; set by :meth:`fit_edges`),
@@ -75,9 +82,28 @@ class MultiLabelDataset:
         return MultiLabelDataset(self.X[indices], self.Y[indices])
 
 
+INTERACTIONS = ("11", "table")
+
+
 class MultiLabelWeights(NamedTuple):
     unary: np.ndarray  # (n_features, L)
-    pairwise: np.ndarray  # (n_edges,): score of the (1, 1) outcome of each edge
+    pairwise: np.ndarray  # (n_edges,) score of the (1, 1) outcome, or (n_edges, 2, 2) tables
+
+
+def pair_features(d_l, d_k, d_lk, table):
+    """The pair part of ``φ`` (or of a difference or sum of ``φ``'s) from the per-edge
+    values of ``y_l``, ``y_k`` and ``y_l y_k``: ``y_l y_k`` itself, or with ``table`` the
+    (E, 2, 2) indicators of the four outcomes. In differences of equal total mass (every
+    use here) the constant of the (0, 0) indicator cancels, so it is left out."""
+    if not table:
+        return np.asarray(d_lk, dtype=np.float64)
+    d_l, d_k, d_lk = (np.asarray(v, dtype=np.float64) for v in (d_l, d_k, d_lk))
+    out = np.empty(d_lk.shape + (2, 2))
+    out[..., 0, 0] = d_lk - d_l - d_k
+    out[..., 0, 1] = d_k - d_lk
+    out[..., 1, 0] = d_l - d_lk
+    out[..., 1, 1] = d_lk
+    return out
 
 
 def chow_liu_edges(Y, smoothing=1.0):
@@ -121,10 +147,14 @@ class MultiLabelModel:
     kind = "multilabel"
 
     def __init__(self, n_labels: int, n_features: int, *, edges="full", loss_weights=None,
-                 inference="auto"):
+                 inference="auto", interactions="11"):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
+        if interactions not in INTERACTIONS:
+            raise ValueError(f"interactions must be one of {INTERACTIONS}, got "
+                             f"{interactions!r}")
         self.inference = inference
+        self.interactions = interactions
         if n_labels < 1:
             raise ValueError(f"n_labels must be >= 1, got {n_labels}")
         if n_features < 1:
@@ -170,8 +200,13 @@ class MultiLabelModel:
         return self
 
     @property
+    def pair_size(self) -> int:
+        """Weights per edge: 1 (the (1, 1) outcome) or 4 (a 2×2 table)."""
+        return 4 if self.interactions == "table" else 1
+
+    @property
     def size(self) -> int:
-        return self.n_features * self.n_labels + len(self.edges)
+        return self.n_features * self.n_labels + self.pair_size * len(self.edges)
 
     def init_weights(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -180,7 +215,10 @@ class MultiLabelModel:
         d, L = self.n_features, self.n_labels
         if w.shape != (self.size,):
             raise ValueError(f"w must have shape ({self.size},), got {w.shape}")
-        return MultiLabelWeights(w[:d * L].reshape(d, L), w[d * L:])
+        pair = w[d * L:]
+        if self.interactions == "table":
+            pair = pair.reshape(len(self.edges), 2, 2)
+        return MultiLabelWeights(w[:d * L].reshape(d, L), pair)
 
     def _check_labels(self, Y):
         Y = np.asarray(Y)
@@ -200,9 +238,19 @@ class MultiLabelModel:
 
     def _tables(self, w):
         W = self.unpack(w)
+        if self.interactions == "table":
+            return W, np.ascontiguousarray(W.pairwise)
         V = np.zeros((len(self.edges), 2, 2))
         V[:, 1, 1] = W.pairwise
         return W, V
+
+    def _pair_psi(self, d_unary, d_pair):
+        """Pair part of a sum of ``φ(ȳ_i) − φ(μ_i)`` from the per-example unary differences
+        ``d_unary`` (n × L) and (1, 1) differences ``d_pair`` (n × E or its column sums)."""
+        e0, e1 = self.edges[:, 0], self.edges[:, 1]
+        d_lk = d_pair if np.ndim(d_pair) == 1 else d_pair.sum(axis=0)
+        return pair_features(d_unary[:, e0].sum(axis=0), d_unary[:, e1].sum(axis=0), d_lk,
+                             self.interactions == "table")
 
     @property
     def inference_code(self) -> int:
@@ -305,9 +353,11 @@ class MultiLabelModel:
             loss = (yhat != data.Y).sum(axis=1).astype(np.float64)
             psi = self.init_weights()
             P = self.unpack(psi)
-            P.unary[:] = np.asarray(data.X.T @ (loss[:, None] * (data.Y - yhat)))
+            d_unary = loss[:, None] * (data.Y - yhat)
+            P.unary[:] = np.asarray(data.X.T @ d_unary)
             e0, e1 = self.edges[:, 0], self.edges[:, 1]
-            P.pairwise[:] = loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1])
+            P.pairwise[:] = self._pair_psi(
+                d_unary, loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1]))
             return hinge, psi, float(loss.sum())
         X, Y = self._check_X(data.X), self._check_labels(data.Y)
         W, V = self._tables(w)
@@ -315,10 +365,12 @@ class MultiLabelModel:
         mu = np.zeros(Y.shape)
         psi = self.init_weights()
         P = self.unpack(psi)
+        pair_sum = np.zeros(len(self.edges))  # Σ_i ȳ_il ȳ_ik − μ̂^pair_ie
         best, losses = kernels.relaxed_sums(
             kernels.unary_tables(theta, Y, self.loss_weights), self.edges, V,
-            self.inference_code, Y, self.loss_weights, mu, P.pairwise)
+            self.inference_code, Y, self.loss_weights, mu, pair_sum)
         P.unary[:] = np.asarray(X.T @ (Y - mu))
+        P.pairwise[:] = self._pair_psi(Y - mu, pair_sum)
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
         return best - gold, psi, float(losses.sum())
 
@@ -327,8 +379,12 @@ class MultiLabelModel:
         return float(self.loss_weights @ (y_true != y_pred))
 
     def joint_feature(self, x, y) -> np.ndarray:
-        """``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` as a flat vector in the layout of w."""
+        """``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` (or the 2×2 indicators of every edge) as a
+        flat vector in the layout of w."""
         x = np.asarray(sp.csr_matrix(x).toarray()).ravel()
         y = np.asarray(y, dtype=np.float64)
-        pair = y[self.edges[:, 0]] * y[self.edges[:, 1]] if len(self.edges) else np.zeros(0)
-        return np.concatenate([np.outer(x, y).ravel(), pair])
+        yl, yk = y[self.edges[:, 0]], y[self.edges[:, 1]]
+        pair = pair_features(yl, yk, yl * yk, self.interactions == "table")
+        if self.interactions == "table":
+            pair[:, 0, 0] += 1.0  # the constant left out of differences
+        return np.concatenate([np.outer(x, y).ravel(), pair.ravel()])

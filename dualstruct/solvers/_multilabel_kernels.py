@@ -47,6 +47,31 @@ def hamming(mu, gold, loss_weights):
 
 
 @njit(cache=True)
+def pair_delta(d_l, d_k, d_lk, P, out):
+    """The P pair features of one edge from its ``y_l``, ``y_k``, ``y_l y_k`` values (or their
+    differences): ``P = 1`` the (1, 1) indicator, ``P = 4`` the 2×2 table's indicators in the
+    order 00, 01, 10, 11 (:func:`~dualstruct.models.multilabel.pair_features`)."""
+    if P == 1:
+        out[0] = d_lk
+    else:
+        out[0] = d_lk - d_l - d_k
+        out[1] = d_k - d_lk
+        out[2] = d_l - d_lk
+        out[3] = d_lk
+
+
+@njit(cache=True)
+def copy_table(V, e, V_tab):
+    """Write edge e's weights (``V[e]``: the (1, 1) score or a flat 2×2 table) into the
+    (E, 2, 2) score tables the inference kernels read."""
+    if V.shape[1] == 1:
+        V_tab[e, 1, 1] = V[e, 0]
+    else:
+        for s in range(4):
+            V_tab[e, s // 2, s % 2] = V[e, s]
+
+
+@njit(cache=True)
 def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, order, C,
               U, V, V_tab, mu, mu_pair, mass, scalars, averaging, R_U, R_V, block_gaps, slack):
     """One BCFW pass (Lacoste-Julien et al. 2013, Alg. 3 in C-form) over ``order``.
@@ -63,9 +88,12 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
     ``ℓ_i = C G_i``; the corner of the slack maximizer ŷ is ``(δ ŷ, δ ŷŷ, δ)``. The same
     formulas with ``Δμ`` replaced by ``ν_i − ν_s − (G_i − G_s) ȳ_i``.
 
+    ``V`` (E × P) holds the pair weights, P = 1 or 4 (:func:`pair_delta`).
+
     ``scalars = [ℓ, steps, R_ℓ]``; with ``averaging`` the weighted average ``w̄ = w − R / A``
     (``A = m(m+1)/2``) is kept through ``R += A_m Δw``. Returns the number of oracle calls."""
-    L, E = U.shape[1], edges.shape[0]
+    L, E, P = U.shape[1], edges.shape[0], V.shape[1]
+    dv = np.empty(P)
     theta = np.empty(L)
     a = np.empty((L, 2))
     mu_s = np.empty(L)
@@ -105,8 +133,10 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
         for e in range(E):
             d_pair[e] = (mu_pair[i, e] - pair_s[e]
                          + d_mass * gold[edges[e, 0]] * gold[edges[e, 1]])
-            inner += V[e] * d_pair[e]
-            sq_pair += d_pair[e] * d_pair[e]
+            pair_delta(d_mu[edges[e, 0]], d_mu[edges[e, 1]], d_pair[e], P, dv)
+            for s in range(P):
+                inner += V[e, s] * dv[s]
+                sq_pair += dv[s] * dv[s]
         gap = d_loss - C * inner
         block_gaps[i] = gap
         norm2 = C * C * (sq_norms[i] * sq_mu + sq_pair)
@@ -126,11 +156,13 @@ def bcfw_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, mode, o
                     U[f, l] += delta
                     R_U[f, l] += A * delta
         for e in range(E):
-            if d_pair[e] != 0.0:
-                delta = step * d_pair[e]
-                V[e] += delta
-                V_tab[e, 1, 1] = V[e]
-                R_V[e] += A * delta
+            pair_delta(d_mu[edges[e, 0]], d_mu[edges[e, 1]], d_pair[e], P, dv)
+            for s in range(P):
+                if dv[s] != 0.0:
+                    delta = step * dv[s]
+                    V[e, s] += delta
+                    R_V[e, s] += A * delta
+            copy_table(V, e, V_tab)
         for l in range(L):
             mu[i, l] += gamma * (mu_s[l] - mu[i, l])
         for e in range(E):
@@ -149,8 +181,10 @@ def ssg_pass(indptr, indices, values, Y, loss_weights, edges, mode, order, U, V,
     ``ψ_i = φ(x_i, ȳ_i) − φ(x_i, μ̂)``; the oracle at ``w_m`` runs on ``v`` with the loss
     scaled by ``m / (C n)``. ``scalars = [m, C n]``; averaging keeps ``R += (m − 1) ψ``.
     With ``slack`` the oracle is the slack maximizer at ``w_m`` (scores scaled by C n / m)
-    and the direction is ``δ(ŷ) ψ_i(ŷ)`` (ALGORITHMS.md §6)."""
-    L, E = U.shape[1], edges.shape[0]
+    and the direction is ``δ(ŷ) ψ_i(ŷ)`` (ALGORITHMS.md §6). ``V`` is E × P as in
+    :func:`bcfw_pass`."""
+    L, E, P = U.shape[1], edges.shape[0], V.shape[1]
+    dv = np.empty(P)
     theta = np.empty(L)
     a = np.empty((L, 2))
     mu_s = np.empty(L)
@@ -185,10 +219,13 @@ def ssg_pass(indptr, indices, values, Y, loss_weights, edges, mode, order, U, V,
                     U[f, l] += d
                     R_U[f, l] += weight * d
         for e in range(E):
-            d = c * (gold[edges[e, 0]] * gold[edges[e, 1]] - pair_s[e])
-            if d != 0.0:
-                V[e] += d
-                V_tab[e, 1, 1] = V[e]
-                R_V[e] += weight * d
+            l, k = edges[e, 0], edges[e, 1]
+            pair_delta(c * (gold[l] - mu_s[l]), c * (gold[k] - mu_s[k]),
+                       c * (gold[l] * gold[k] - pair_s[e]), P, dv)
+            for s in range(P):
+                if dv[s] != 0.0:
+                    V[e, s] += dv[s]
+                    R_V[e, s] += weight * dv[s]
+            copy_table(V, e, V_tab)
         scalars[0] = m + 1.0
     return order.shape[0]

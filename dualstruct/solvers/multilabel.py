@@ -36,10 +36,14 @@ class _MultiLabelPasses(PassSolver):
         self.arrays = self.data.kernel_arrays()
         self.mode = self.model.inference_code
 
-    def _edge_tables(self, pairwise):
-        tab = np.zeros((len(pairwise), 2, 2))
-        tab[:, 1, 1] = pairwise
-        return tab
+    def _edge_tables(self, w):
+        """The (E, 2, 2) score tables of the pair weights in ``w`` (a copy the kernels keep
+        in step with the weights)."""
+        return np.array(self.model._tables(w)[1])
+
+    def _pair_rows(self, pairwise):
+        """The pair weights as the kernels' (E, P) view."""
+        return pairwise.reshape(len(self.model.edges), self.model.pair_size)
 
 
 class MultiLabelBCFW(_MultiLabelPasses):
@@ -79,7 +83,7 @@ class MultiLabelBCFW(_MultiLabelPasses):
     def _after_load(self):
         self.W = self.model.unpack(self.w)
         self.RW = self.model.unpack(self.R)
-        self.V_tab = self._edge_tables(self.W.pairwise)
+        self.V_tab = self._edge_tables(self.w)
         self._avg_cache = None
         if not hasattr(self, "sq_norms"):
             X = self.data.X
@@ -90,9 +94,10 @@ class MultiLabelBCFW(_MultiLabelPasses):
         indptr, indices, values = self.arrays
         return kern.bcfw_pass(
             indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
-            self.model.edges, self.mode, order, self.C, self.W.unary, self.W.pairwise,
-            self.V_tab, self.mu, self.mu_pair, self.mass, self.scalars, self.averaging,
-            self.RW.unary, self.RW.pairwise, self.block_gaps, self.rescaling == "slack")
+            self.model.edges, self.mode, order, self.C, self.W.unary,
+            self._pair_rows(self.W.pairwise), self.V_tab, self.mu, self.mu_pair, self.mass,
+            self.scalars, self.averaging, self.RW.unary, self._pair_rows(self.RW.pairwise),
+            self.block_gaps, self.rescaling == "slack")
 
     def _averaged(self):
         m = self.scalars[1]
@@ -142,14 +147,15 @@ class MultiLabelSSG(_MultiLabelPasses):
             self._check_problem()
         self.Vw = self.model.unpack(self.v)
         self.RW = self.model.unpack(self.R)
-        self.V_tab = self._edge_tables(self.Vw.pairwise)
+        self.V_tab = self._edge_tables(self.v)
 
     def _run(self, order):
         indptr, indices, values = self.arrays
         return kern.ssg_pass(
             indptr, indices, values, self.data.Y, self.model.loss_weights, self.model.edges,
-            self.mode, order, self.Vw.unary, self.Vw.pairwise, self.V_tab, self.scalars,
-            self.averaging, self.RW.unary, self.RW.pairwise, self.rescaling == "slack")
+            self.mode, order, self.Vw.unary, self._pair_rows(self.Vw.pairwise), self.V_tab,
+            self.scalars, self.averaging, self.RW.unary, self._pair_rows(self.RW.pairwise),
+            self.rescaling == "slack")
 
     def candidates(self):
         m, Cn = self.scalars
@@ -202,6 +208,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
                  pair_search="tree", **kwargs):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
+        if getattr(model, "interactions", "11") != "11":
+            raise ValueError("GDMM's greedy pair search ranks the (1, 1) interaction weights: "
+                             "it supports interactions='11' only")
         super().__init__(model, C, **kwargs)
         if model.kind == "multilabel" and not model._is_forest() and model.inference != "lp":
             raise ValueError("GDMM optimizes the LP relaxation: on a loopy graph build the "
