@@ -50,7 +50,9 @@ class MultiLabelSVM(BaseEstimator):
         ``H_i = max_y δ(y)·(1 + s(y) − s(ȳ_i))`` (Tsochantaridis et al. 2005). The slack oracle
         is exact: for every Hamming distance k it finds the best score of a labelling at
         distance k (enumeration, so at most 16 labels, unit loss weights); bcfw, ssg and
-        cutting_plane only.
+        cutting_plane only. Training enumerates whatever ``inference`` says; prediction
+        uses ``inference`` (on 11–16 labels and a loopy graph "auto" means the LP: pass
+        "exact" to predict by enumeration too).
     interactions : {"11", "table"}, default "11"
         What an edge scores: its (1, 1) outcome (one weight, as in the GDMM paper), or a full
         2×2 table (four weights; same labellings representable, different regularization;
@@ -109,6 +111,10 @@ class MultiLabelSVM(BaseEstimator):
                              f"{self.solver!r}")
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
+        if self.rescaling == "slack" and self.loss_weights is not None and not np.all(
+                np.asarray(self.loss_weights) == 1.0):
+            raise ValueError("rescaling='slack' supports the unit Hamming loss only "
+                             "(loss_weights must be None or all 1)")
         if self.rescaling == "slack" and self.solver == "gdmm":
             raise ValueError("solver='gdmm' supports margin rescaling only; use bcfw, ssg or "
                              "cutting_plane for rescaling='slack'")

@@ -175,6 +175,13 @@ def test_bcfw_state_reproduces_weights_and_resumes(interactions):
     t.fit(data)
     full = MultiLabelBCFW(model, C, max_iter=50, random_state=1).fit(data)
     assert np.allclose(t.w, full.w, atol=1e-12)
+    # a margin checkpoint from before slack rescaling (no "mass") still resumes
+    old = {k: v for k, v in arrays.items() if k != "mass"}
+    t = MultiLabelBCFW(model, C, max_iter=20, random_state=1)
+    t.load_state(data, meta, old)
+    assert np.allclose(t.fit(data).w, full.w, atol=1e-12)
+    with pytest.raises(ValueError, match="lacks the array 'mu'"):
+        t.load_state(data, meta, {k: v for k, v in arrays.items() if k != "mu"})
 
 
 def test_multilabel_solver_input_errors():
@@ -323,8 +330,9 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
                         **kw).fit(data)
     rel = 2e-3 if interactions == "11" else 5e-3
     assert ssg.history.last.primal == pytest.approx(p_opt, rel=rel)
-    with pytest.raises(ValueError, match="exact"):
-        MultiLabelBCFW(model, C, rescaling="slack", slack_search="angular").fit(data)
+    for cls in (MultiLabelBCFW, CuttingPlane):
+        with pytest.raises(ValueError, match="exact"):
+            cls(model, C, rescaling="slack", slack_search="angular")
     model.loss_weights[0] = 2.0
     with pytest.raises(ValueError, match="unit Hamming"):
         MultiLabelBCFW(model, C, rescaling="slack")

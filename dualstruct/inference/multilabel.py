@@ -87,12 +87,31 @@ def _incidence(L, edges):
 
 
 @njit(cache=True)
+def _flip_tables(L, edges, V):
+    """For the Gray-code walks: the incidence of every label (``start``, ``other`` as in
+    :func:`_incidence`) and ``flip[p, o, v]``, the change of incidence p's edge score when
+    its label flips from o to 1 − o while the other end holds v."""
+    start, edge, other = _incidence(L, edges)
+    flip = np.zeros((edge.shape[0], 2, 2))
+    for l in range(L):
+        for p in range(start[l], start[l + 1]):
+            e = edge[p]
+            for o in range(2):
+                for v in range(2):
+                    if edges[e, 0] == l:
+                        flip[p, o, v] = V[e, 1 - o, v] - V[e, o, v]
+                    else:
+                        flip[p, o, v] = V[e, v, 1 - o] - V[e, v, o]
+    return start, other, flip
+
+
+@njit(cache=True)
 def enumerate_map(a, edges, V, out):
     """Exact argmax over all 2^L labellings (Gray code: one label flips per step, and only
     its unary score and incident edges are updated). Ties go to the first labelling in
     Gray-code order. Writes the argmax into ``out`` and returns its score."""
     L = a.shape[0]
-    start, incident, _ = _incidence(L, edges)
+    start, other, flip = _flip_tables(L, edges, V)
     y = np.zeros(L, dtype=np.int64)
     score = labelling_score(a, edges, V, y)
     best = score
@@ -102,16 +121,10 @@ def enumerate_map(a, edges, V, out):
         while not (step >> l) & 1:
             l += 1
         old = y[l]
-        new = 1 - old
-        score += a[l, new] - a[l, old]
+        score += a[l, 1 - old] - a[l, old]
         for p in range(start[l], start[l + 1]):
-            e = incident[p]
-            i, k = edges[e, 0], edges[e, 1]
-            before = V[e, y[i], y[k]]
-            y[l] = new
-            score += V[e, y[i], y[k]] - before
-            y[l] = old
-        y[l] = new
+            score += flip[p, old, y[other[p]]]
+        y[l] = 1 - old
         if score > best:
             best = score
             out[:] = y
@@ -476,7 +489,7 @@ def loss_table(a, edges, V, gold, best, best_y):
     ``δ (1 + s − s(ȳ))`` grows with the score) and the constrained λ-oracle of Choi, Meshi
     and Srebro (2016) with its two linear constraints on (h, g)."""
     L = a.shape[0]
-    start, incident, _ = _incidence(L, edges)
+    start, other, flip = _flip_tables(L, edges, V)
     y = np.zeros(L, dtype=np.int64)
     score = labelling_score(a, edges, V, y)
     loss = 0
@@ -493,12 +506,7 @@ def loss_table(a, edges, V, gold, best, best_y):
         new = 1 - old
         score += a[l, new] - a[l, old]
         for p in range(start[l], start[l + 1]):
-            e = incident[p]
-            i, k = edges[e, 0], edges[e, 1]
-            before = V[e, y[i], y[k]]
-            y[l] = new
-            score += V[e, y[i], y[k]] - before
-            y[l] = old
+            score += flip[p, old, y[other[p]]]
         y[l] = new
         loss += 1 if new != gold[l] else -1
         if score > best[loss]:

@@ -1,13 +1,13 @@
 """numba passes of the multi-label solvers (BCFW, SSG) over examples, C-form.
 
-Model layout (see :mod:`dualstruct.models.multilabel`): unary weights ``U`` (d × L) and one
-interaction weight ``V_e`` per edge on the (1, 1) outcome; the oracle works on the edge
-tables ``V_tab`` (E × 2 × 2, only ``[e, 1, 1]`` non-zero), kept in step with ``V``.
+Model layout (see :mod:`dualstruct.models.multilabel`): unary weights ``U`` (d × L) and the
+pair weights ``V`` (E × P): one weight on the (1, 1) outcome (P = 1) or a flat 2×2 table
+(P = 4); the oracle works on the edge tables ``V_tab`` (E × 2 × 2), kept in step with ``V``.
 
 A dual point of example i is a local-polytope point ``(μ_i, μ^pair_i)`` (L + E numbers; the
 indicator of a labelling, or an LP solution). Then
 
-    w_i = C (φ(x_i, ȳ_i) − φ(x_i, μ_i)),   φ(x, μ) = (x ⊗ μ, μ^pair),
+    w_i = C (φ(x_i, ȳ_i) − φ(x_i, μ_i)),   φ(x, μ) = (x ⊗ μ, pair features of μ^pair),
     ℓ_i = C Σ_l c_l |μ_il − ȳ_il|          (Hamming loss, linear on the polytope),
 
 ``w = Σ_i w_i`` and the dual is ``D = Σ_i ℓ_i − ½‖w‖²`` (ALGORITHMS.md §1).

@@ -83,6 +83,10 @@ class PassSolver:
         self.rescaling = rescaling
         self.slack_search = slack_search
         self.search_code = SEARCHES[slack_search]
+        if (rescaling == "slack" and slack_search != "exact"
+                and getattr(model, "kind", None) == "multilabel"):
+            raise ValueError("multi-label slack rescaling uses the exact oracle "
+                             "(slack_search='exact'); the λ-searches are written for chains")
         self.model = model
         self.C = float(C)
         self.max_iter = int(max_iter)
@@ -141,6 +145,8 @@ class PassSolver:
     #: names of the array attributes that make up the solver state (set by subclasses)
     state_arrays: tuple = ()
     state_scalars: tuple = ()
+    #: arrays added after a release: a saved state without them keeps _init_state's value
+    optional_state_arrays: tuple = ()
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self):
@@ -169,6 +175,10 @@ class PassSolver:
         self._init_state()
         for k in self.state_arrays:
             cur = getattr(self, k, None)
+            if k not in arrays:
+                if k in self.optional_state_arrays:  # absent from older files: the default
+                    continue
+                raise ValueError(f"the saved solver state lacks the array {k!r}")
             arr = arrays[k]
             if cur is not None and (cur.dtype != arr.dtype or (
                     k not in self.growable_arrays and cur.shape != arr.shape)):

@@ -30,9 +30,6 @@ class _MultiLabelPasses(PassSolver):
         if self.data.Y.shape[1] != self.model.n_labels:
             raise ValueError(f"the data has {self.data.Y.shape[1]} labels, the model "
                              f"{self.model.n_labels}")
-        if self.rescaling == "slack" and self.slack_search != "exact":
-            raise ValueError("multi-label slack rescaling uses the exact oracle "
-                             "(slack_search='exact'); the λ-searches are written for chains")
         self.arrays = self.data.kernel_arrays()
         self.mode = self.model.inference_code
 
@@ -79,6 +76,7 @@ class MultiLabelBCFW(_MultiLabelPasses):
         self._after_load()
 
     state_arrays = ("w", "R", "scalars", "block_gaps", "mu", "mu_pair", "mass")
+    optional_state_arrays = ("mass",)  # margin checkpoints from before slack rescaling
 
     def _after_load(self):
         self.W = self.model.unpack(self.w)
