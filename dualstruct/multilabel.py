@@ -38,7 +38,8 @@ class MultiLabelSVM(BaseEstimator):
     inference : {"auto", "exact", "lp"}, default "auto"
         Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation
         (any graph; training then uses the LP-relaxed hinge). "auto" is exact on forests and
-        up to 10 labels, the LP otherwise; with ``solver="gdmm"`` it is the LP.
+        up to 10 labels, the LP otherwise; with ``solver="gdmm"`` it is the LP, with
+        ``rescaling="slack"`` exact.
     max_iter, tol, check_every, averaging, random_state, verbose, callback, warm_start,
     solver_options : as :class:`~dualstruct.StructuredSVM`.
     fit_intercept : bool, default True
@@ -50,9 +51,9 @@ class MultiLabelSVM(BaseEstimator):
         ``H_i = max_y δ(y)·(1 + s(y) − s(ȳ_i))`` (Tsochantaridis et al. 2005). The slack oracle
         is exact: for every Hamming distance k it finds the best score of a labelling at
         distance k (enumeration, so at most 16 labels, unit loss weights); bcfw, ssg and
-        cutting_plane only. Training enumerates whatever ``inference`` says; prediction
-        uses ``inference`` (on 11–16 labels and a loopy graph "auto" means the LP: pass
-        "exact" to predict by enumeration too).
+        cutting_plane only. With slack, "auto" inference predicts exactly too (enumeration);
+        an explicit ``inference="lp"`` predicts with the LP, which weights trained against
+        exact maximizers may leave fractional.
     interactions : {"11", "table"}, default "11"
         What an edge scores: its (1, 1) outcome (one weight, as in the GDMM paper), or a full
         2×2 table (four weights; same labellings representable, different regularization;
@@ -160,8 +161,15 @@ class MultiLabelSVM(BaseEstimator):
         return Y.astype(np.int64)
 
     def _inference(self):
-        """GDMM solves the LP relaxation, so with it "auto" means the LP."""
-        return "lp" if self.solver == "gdmm" and self.inference == "auto" else self.inference
+        """What "auto" resolves to: the LP for GDMM (it solves the LP relaxation); exact for
+        slack rescaling (its oracle enumerates anyway, and weights trained against exact
+        maximizers need not make the LP tight: on yeast the LP is fractional on every test
+        example for slack-trained weights)."""
+        if self.inference != "auto":
+            return self.inference
+        if self.solver == "gdmm":
+            return "lp"
+        return "exact" if self.rescaling == "slack" else "auto"
 
     # -- training -----------------------------------------------------------------------------
     def fit(self, X, Y, validation_data=None):
