@@ -232,13 +232,30 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
     the active labels must be marked: ``mark_a[act_a[s]] == stamp`` and likewise for b."""
     K = W_B.shape[0]
     best_a, best_b, best_g = -1, -1, 0.0
-    for sa in range(n_a):  # both endpoints active
+    # both endpoints active. A pair can only win if μ^R(b) <= best_g + C max_b' W_B[a, b'] −
+    # μ^L(a) (the row maximum is the root of a's row tree): messages are checked before the
+    # table is read, and a row whose bound fails for the smallest μ^R is skipped. The bound
+    # is relaxed by a rounding margin so that ties still reach the exact comparison.
+    min_b = np.inf
+    for sb in range(n_b):
+        min_b = min(min_b, mu_b[sb])
+    for sa in range(n_a):
         a = act_a[sa]
+        limit = np.inf
+        if best_a >= 0:
+            t = best_g + C * W_B[a, row_tree[a][1]] - mu_a[sa]
+            limit = t + 1e-9 * (1.0 + abs(t))
+            if min_b > limit:
+                continue
         for sb in range(n_b):
+            if mu_b[sb] > limit:
+                continue
             b = act_b[sb]
             g = -C * W_B[a, b] + mu_a[sa] + mu_b[sb]
             if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                 best_a, best_b, best_g = a, b, g
+                t = best_g + C * W_B[a, row_tree[a][1]] - mu_a[sa]
+                limit = t + 1e-9 * (1.0 + abs(t))
     # below, a candidate can win only if −C W + μ <= best_g, i.e. W >= (μ − best_g) / C: the
     # searches skip subtrees under that floor (relaxed by a rounding margin; the final
     # comparison is exact)
