@@ -239,6 +239,9 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
     min_b = np.inf
     for sb in range(n_b):
         min_b = min(min_b, mu_b[sb])
+    min_a = np.inf
+    for sa in range(n_a):
+        min_a = min(min_a, mu_a[sa])
     for sa in range(n_a):
         a = act_a[sa]
         limit = np.inf
@@ -251,6 +254,10 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
             if mu_b[sb] > limit:
                 continue
             b = act_b[sb]
+            if best_a >= 0:  # the same bound by the column maximum
+                t = best_g + C * W_B[col_tree[b][1], b] - mu_b[sb]
+                if min_a > t + 1e-9 * (1.0 + abs(t)):
+                    continue
             g = -C * W_B[a, b] + mu_a[sa] + mu_b[sb]
             if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                 best_a, best_b, best_g = a, b, g
