@@ -276,3 +276,14 @@ def test_bad_gdmm_parameters(kwargs, match):
     _, model = _problem(0)
     with pytest.raises(ValueError, match=match):
         GDMM(model, 1.0, **kwargs)
+
+
+def test_auto_oracles_follow_the_label_count():
+    from dualstruct.solvers.gdmm import AUTO_BRUTE_MAX_LABELS
+
+    small = GDMM(ChainModel(AUTO_BRUTE_MAX_LABELS, 3), 1.0)
+    assert (small.unigram_oracle, small.bigram_oracle) == ("brute", "brute")
+    large = GDMM(ChainModel(AUTO_BRUTE_MAX_LABELS + 1, 3), 1.0)
+    assert (large.unigram_oracle, large.bigram_oracle) == ("sparse", "sorted")
+    chosen = GDMM(ChainModel(5, 3), 1.0, unigram_oracle="sampled", bigram_oracle="sorted")
+    assert (chosen.unigram_oracle, chosen.bigram_oracle) == ("sampled", "sorted")
