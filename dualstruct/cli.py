@@ -205,6 +205,24 @@ def _load_multilabel(path):
     return model
 
 
+def _refuse_changed_settings(args, command, saved, source):
+    """A resumed model keeps the settings it was trained with. A flag given with a value other
+    than its default and the model's is an error, not silently ignored. ``saved`` maps
+    argument names to the model's values."""
+    defaults = vars(build_parser().parse_args([*command, "TRAIN", "-o", "OUT"]))
+    changed = []
+    for dest, value in saved.items():
+        given = getattr(args, dest)
+        if given == defaults[dest] or (isinstance(value, (str, int, float, type(None)))
+                                       and given == value):
+            continue
+        flag = "-C" if dest == "C" else "--" + dest.replace("_", "-")
+        changed.append(f"{flag} {given} (the model has {value!r})")
+    if changed:
+        raise CLIError(f"{source} resumes with the settings it was trained with, but "
+                       + "; ".join(changed) + " differ: drop these flags or train a new model")
+
+
 def cmd_multilabel_train(args, out):
     from .multilabel import MultiLabelSVM
 
@@ -217,6 +235,10 @@ def cmd_multilabel_train(args, out):
         if getattr(svm, "_saved_state", None) is None:
             raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
                            "from it")
+        _refuse_changed_settings(args, ["multilabel", "train"], {
+            "edges": svm.edges, "solver": svm.solver, "C": svm.C, "inference": svm.inference,
+            "interactions": svm.interactions, "rescaling": svm.rescaling,
+            "check_every": svm.check_every, "seed": svm.random_state}, args.resume)
         X, Y = read_multilabel(args.train, args.labels, svm.n_features_in_, svm.n_labels_)
         done = svm.n_iter_
         if args.max_iter <= done:
@@ -325,6 +347,13 @@ def cmd_train(args, out):
             raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
                            "from it; use a checkpoint (MODEL.ckpt), a model saved on Ctrl-C, "
                            "or one trained with --save-state")
+        fitted, feats = tagger.svm_, tagger.features
+        _refuse_changed_settings(args, ["train"], {
+            "solver": fitted.solver, "C": fitted.C, "rescaling": fitted.rescaling,
+            "slack_search": fitted.slack_search, "check_every": fitted.check_every,
+            "seed": fitted.random_state, "window": feats.window,
+            "min_count": feats.min_count, "hashing": feats.hashing,
+            "tag_scheme": tagger.tag_scheme or "none"}, args.resume)
         done = tagger.svm_.n_iter_
         if args.max_iter <= done:
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")

@@ -159,6 +159,11 @@ def test_cli_train_evaluate_predict_info_and_errors(tmp_path, capsys):
     # resuming continues from a checkpointed model
     assert main(["multilabel", "train", str(train), "-o", str(model), "--max-iter", "5",
                  "--tol", "0", "--save-state"]) == 0
+    # a resumed model keeps its settings: a flag that contradicts them is an error
+    assert main(["multilabel", "train", str(train), "-o", str(model), "--max-iter", "12",
+                 "--resume", str(model), "--edges", "tree", "-C", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--edges tree (the model has 'full')" in err and "-C 2.0" in err
     assert main(["multilabel", "train", str(train), "-o", str(model), "--max-iter", "9",
                  "--tol", "0", "--resume", str(model)]) == 0
     assert dualstruct.load(model).n_iter_ == 9

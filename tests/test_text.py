@@ -186,6 +186,9 @@ def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
                       "--resume", str(model), "--max-iter", "9", "--tag-scheme", "iobes"])
     assert code == 0 and "pass    9/9" in out
     assert dualstruct.load(tmp_path / "m2.npz").svm_.n_iter_ == 9
+    code, _ = _run(["train", str(conll_file), "-o", str(tmp_path / "m3.npz"),
+                    "--resume", str(model), "--max-iter", "9", "--window", "1"])
+    assert code == 2 and "--window 1 (the model has 2)" in capsys.readouterr().err
 
 
 def test_cli_conllu(tmp_path):
