@@ -205,19 +205,34 @@ def _load_multilabel(path):
     return model
 
 
-def _refuse_changed_settings(args, command, saved, source):
-    """A resumed model keeps the settings it was trained with. A flag given with a value other
-    than its default and the model's is an error, not silently ignored. ``saved`` maps
-    argument names to the model's values."""
-    defaults = vars(build_parser().parse_args([*command, "TRAIN", "-o", "OUT"]))
+def _given_on_command_line(argv):
+    """The argument names given on the command line (defaults not filled in)."""
+    ap = build_parser()
+    parsers = [ap]
+    while parsers:
+        for action in parsers.pop()._actions:
+            action.default = argparse.SUPPRESS
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+    return set(vars(ap.parse_args(argv)))
+
+
+def _refuse_changed_settings(args, saved, source):
+    """A resumed model keeps the settings it was trained with: a flag given with another
+    value is an error, not silently ignored. ``saved`` maps argument names to the model's
+    value, or to a tuple of the values equivalent to it (its value first)."""
     changed = []
-    for dest, value in saved.items():
-        given = getattr(args, dest)
-        if given == defaults[dest] or (isinstance(value, (str, int, float, type(None)))
-                                       and given == value):
+    for dest, values in saved.items():
+        if dest not in args.given:
             continue
+        values = values if isinstance(values, tuple) else (values,)
+        given = getattr(args, dest)
+        if any(isinstance(v, (str, int, float, type(None))) and given == v for v in values):
+            continue
+        shown = values[0] if isinstance(values[0], (str, int, float, type(None))) else (
+            "an explicit list")
         flag = "-C" if dest == "C" else "--" + dest.replace("_", "-")
-        changed.append(f"{flag} {given} (the model has {value!r})")
+        changed.append(f"{flag} {given} (the model has {shown!r})")
     if changed:
         raise CLIError(f"{source} resumes with the settings it was trained with, but "
                        + "; ".join(changed) + " differ: drop these flags or train a new model")
@@ -235,8 +250,9 @@ def cmd_multilabel_train(args, out):
         if getattr(svm, "_saved_state", None) is None:
             raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
                            "from it")
-        _refuse_changed_settings(args, ["multilabel", "train"], {
-            "edges": svm.edges, "solver": svm.solver, "C": svm.C, "inference": svm.inference,
+        _refuse_changed_settings(args, {
+            "edges": svm.edges, "solver": svm.solver, "C": svm.C,
+            "inference": (svm.inference, svm._inference()),
             "interactions": svm.interactions, "rescaling": svm.rescaling,
             "check_every": svm.check_every, "seed": svm.random_state}, args.resume)
         X, Y = read_multilabel(args.train, args.labels, svm.n_features_in_, svm.n_labels_)
@@ -348,7 +364,7 @@ def cmd_train(args, out):
                            "from it; use a checkpoint (MODEL.ckpt), a model saved on Ctrl-C, "
                            "or one trained with --save-state")
         fitted, feats = tagger.svm_, tagger.features
-        _refuse_changed_settings(args, ["train"], {
+        _refuse_changed_settings(args, {
             "solver": fitted.solver, "C": fitted.C, "rescaling": fitted.rescaling,
             "slack_search": fitted.slack_search, "check_every": fitted.check_every,
             "seed": fitted.random_state, "window": feats.window,
@@ -621,6 +637,7 @@ def main(argv=None, out=None):
     out = out or sys.stdout
     ap = build_parser()
     args = ap.parse_args(argv)
+    args.given = _given_on_command_line(sys.argv[1:] if argv is None else argv)
     if args.command == "train" or getattr(args, "ml_command", None) == "train":
         for name in ("max_iter", "check_every"):
             if getattr(args, name) < 1:

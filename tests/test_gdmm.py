@@ -97,6 +97,22 @@ def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
         assert fast == pytest.approx(expected, abs=0)
 
 
+def test_bigram_sorted_keeps_ties_at_large_scores():
+    # the row bound of the both-active search must allow for rounding at the scale of
+    # C·max W, not of the bound itself: here (0, 0) and (1, 0) tie in floating point
+    W = np.array([[300000000.2, 0.0], [300000000.1, 0.1]])
+    act_a, mu_a = np.array([1, 0], np.int32), np.array([-0.2, -0.1])
+    act_b, mu_b = np.array([0, 1], np.int32), np.array([-0.2, -0.3])
+    rows, cols = np.zeros((2, 4), np.int32), np.zeros((2, 4), np.int32)
+    whole = np.zeros(8, np.int32)
+    kern.build_trees(W, rows, cols, whole)
+    marks = np.full(2, 7, np.int64)
+    brute = kern.bigram_brute(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, np.zeros(2), np.zeros(2))
+    fast = kern.bigram_sorted(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, marks, marks, 7, rows,
+                              cols, whole, np.empty(130, np.int64))
+    assert fast == brute and brute[:2] == (0, 0)
+
+
 def _unigram_state(rng, K, d, density, ties):
     W_U = rng.normal(size=(d, K)) if not ties else rng.integers(-1, 2, (d, K)).astype(float)
     W_U[rng.random((d, K)) > density] = 0.0

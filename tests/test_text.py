@@ -189,6 +189,9 @@ def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
     code, _ = _run(["train", str(conll_file), "-o", str(tmp_path / "m3.npz"),
                     "--resume", str(model), "--max-iter", "9", "--window", "1"])
     assert code == 2 and "--window 1 (the model has 2)" in capsys.readouterr().err
+    code, _ = _run(["train", str(conll_file), "-o", str(tmp_path / "m3.npz"),
+                    "--resume", str(model), "--max-iter", "9", "--tag-scheme", "none"])
+    assert code == 2 and "--tag-scheme none (the model has 'iobes')" in capsys.readouterr().err
 
 
 def test_cli_conllu(tmp_path):

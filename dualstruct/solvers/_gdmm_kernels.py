@@ -199,7 +199,16 @@ def _floor(best_a, best_g, mu, C):
     if best_a < 0:
         return -np.inf
     t = (mu - best_g) / C
-    return t - 1e-9 * (1.0 + abs(t))
+    # the rounding error of t scales with its summands, not with t
+    return t - 1e-9 * (1.0 + abs(t) + (abs(mu) + abs(best_g)) / C)
+
+
+@njit(cache=True)
+def _bound(best_g, cw_max, mu):
+    """``best_g + C max W − μ``, the largest message on the other side that can still win
+    (or tie), relaxed by a margin on the scale of its summands' rounding error."""
+    t = best_g + cw_max - mu
+    return t + 1e-9 * (1.0 + abs(best_g) + abs(cw_max) + abs(mu))
 
 
 @njit(cache=True)
@@ -246,8 +255,7 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
         a = act_a[sa]
         limit = np.inf
         if best_a >= 0:
-            t = best_g + C * W_B[a, row_tree[a][1]] - mu_a[sa]
-            limit = t + 1e-9 * (1.0 + abs(t))
+            limit = _bound(best_g, C * W_B[a, row_tree[a][1]], mu_a[sa])
             if min_b > limit:
                 continue
         for sb in range(n_b):
@@ -255,14 +263,12 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
                 continue
             b = act_b[sb]
             if best_a >= 0:  # the same bound by the column maximum
-                t = best_g + C * W_B[col_tree[b][1], b] - mu_b[sb]
-                if min_a > t + 1e-9 * (1.0 + abs(t)):
+                if min_a > _bound(best_g, C * W_B[col_tree[b][1], b], mu_b[sb]):
                     continue
             g = -C * W_B[a, b] + mu_a[sa] + mu_b[sb]
             if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                 best_a, best_b, best_g = a, b, g
-                t = best_g + C * W_B[a, row_tree[a][1]] - mu_a[sa]
-                limit = t + 1e-9 * (1.0 + abs(t))
+                limit = _bound(best_g, C * W_B[a, row_tree[a][1]], mu_a[sa])
     # below, a candidate can win only if −C W + μ <= best_g, i.e. W >= (μ − best_g) / C: the
     # searches skip subtrees under that floor (relaxed by a rounding margin; the final
     # comparison is exact)
