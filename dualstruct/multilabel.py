@@ -112,18 +112,9 @@ class MultiLabelSVM(BaseEstimator):
                              f"{self.solver!r}")
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
-        if self.rescaling == "slack" and self.loss_weights is not None and not np.all(
-                np.asarray(self.loss_weights) == 1.0):
-            raise ValueError("rescaling='slack' supports the unit Hamming loss only "
-                             "(loss_weights must be None or all 1)")
-        if self.rescaling == "slack" and self.solver == "gdmm":
-            raise ValueError("solver='gdmm' supports margin rescaling only; use bcfw, ssg or "
-                             "cutting_plane for rescaling='slack'")
         if self.interactions not in INTERACTIONS:
             raise ValueError(f"interactions must be one of {INTERACTIONS}, got "
                              f"{self.interactions!r}")
-        if self.interactions == "table" and self.solver == "gdmm":
-            raise ValueError("solver='gdmm' supports interactions='11' only")
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
         real("C", self.C, 0, False)

@@ -104,6 +104,10 @@ def test_slack_rescaling_estimator(solver, tmp_path):
     assert back.rescaling == "slack" and np.array_equal(back.predict(X), m.predict(X))
     with pytest.raises(ValueError, match="margin rescaling only"):
         MultiLabelSVM(solver="gdmm", rescaling="slack").fit(X, Y)
+    with pytest.raises(ValueError, match="unit Hamming loss"):
+        MultiLabelSVM(rescaling="slack", loss_weights=[2.0, 1.0, 1.0, 1.0]).fit(X, Y)
+    with pytest.raises(ValueError, match="interactions='11' only"):
+        MultiLabelSVM(solver="gdmm", interactions="table").fit(X, Y)
     # "auto" predicts exactly under slack even where margin rescaling would take the LP
     assert MultiLabelSVM(rescaling="slack")._inference() == "exact"
     assert MultiLabelSVM(rescaling="slack", inference="lp")._inference() == "lp"

@@ -246,8 +246,11 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
     # table is read, and a row whose bound fails for the smallest μ^R is skipped. The bound
     # is relaxed by a rounding margin so that ties still reach the exact comparison.
     min_b = np.inf
+    col_max = np.empty(n_b)  # C max_a' W_B[a', b] of every active b (root of b's column tree)
     for sb in range(n_b):
         min_b = min(min_b, mu_b[sb])
+        b = act_b[sb]
+        col_max[sb] = C * W_B[col_tree[b][1], b]
     min_a = np.inf
     for sa in range(n_a):
         min_a = min(min_a, mu_a[sa])
@@ -263,7 +266,7 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
                 continue
             b = act_b[sb]
             if best_a >= 0:  # the same bound by the column maximum
-                if min_a > _bound(best_g, C * W_B[col_tree[b][1], b], mu_b[sb]):
+                if min_a > _bound(best_g, col_max[sb], mu_b[sb]):
                     continue
             g = -C * W_B[a, b] + mu_a[sa] + mu_b[sb]
             if _pair_wins(g, a, b, best_g, best_a, best_b, K):
