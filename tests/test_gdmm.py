@@ -34,14 +34,15 @@ def test_max_trees_and_excluding_search_match_brute_force(K, ties):
     rows = np.zeros((K, 2 * K), dtype=np.int32)
     cols = np.zeros((K, 2 * K), dtype=np.int32)
     whole = np.zeros(2 * K * K, dtype=np.int32)
-    kern.build_trees(W, rows, cols, whole)
+    row_top, col_top = np.zeros(K), np.zeros(K)
+    kern.build_trees(W, rows, cols, whole, row_top, col_top)
     stack = np.empty(130, dtype=np.int64)
     for _ in range(30):
-        a, b = rng.integers(K, size=2)  # change one entry, then repair the three trees
+        a, b = rng.integers(K, size=2)  # change one entry, then repair the trees and maxima
         W[a, b] = rng.integers(-1, 2) if ties else rng.normal()
-        kern.tree_update(rows[a], W, ROW, a, b)
-        kern.tree_update(cols[b], W, COL, b, a)
-        kern.tree_update(whole, W, ALL, 0, a * K + b)
+        kern._transition_changed(W, a, b, True, rows, cols, whole, row_top, col_top)
+        assert np.array_equal(row_top, W.max(axis=1))
+        assert np.array_equal(col_top, W.max(axis=0))
         ex_a = rng.choice(K, rng.integers(0, K + 1), replace=False)
         ex_b = rng.choice(K, rng.integers(0, K + 1), replace=False)
         ma, mb = _marks(K, ex_a), _marks(K, ex_b)
@@ -73,7 +74,8 @@ def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
         rows = np.zeros((K, 2 * K), dtype=np.int32)
         cols = np.zeros((K, 2 * K), dtype=np.int32)
         whole = np.zeros(2 * K * K, dtype=np.int32)
-        kern.build_trees(W, rows, cols, whole)
+        tops = np.zeros(K), np.zeros(K)
+        kern.build_trees(W, rows, cols, whole, *tops)
         C = float(rng.choice([0.5, 1.0, 3.0]))
         act_a = rng.choice(K, rng.integers(0, K + 1), replace=False).astype(np.int32)
         act_b = rng.choice(K, rng.integers(0, K + 1), replace=False).astype(np.int32)
@@ -92,24 +94,26 @@ def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
                                   np.zeros(K), np.zeros(K))
         fast = kern.bigram_sorted(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
                                   _marks(K, act_a), _marks(K, act_b), 7, rows, cols, whole,
-                                  stack)
+                                  *tops, stack)
         assert brute == pytest.approx(expected, abs=0)
         assert fast == pytest.approx(expected, abs=0)
 
 
 def test_bigram_sorted_keeps_ties_at_large_scores():
-    # the row bound of the both-active search must allow for rounding at the scale of
-    # C·max W, not of the bound itself: here (0, 0) and (1, 0) tie in floating point
+    # (0, 0) and (1, 0) tie in floating point at the scale of C·max W: every bound the
+    # search prunes with must allow for rounding at that scale, so the tie reaches the
+    # exact comparison
     W = np.array([[300000000.2, 0.0], [300000000.1, 0.1]])
     act_a, mu_a = np.array([1, 0], np.int32), np.array([-0.2, -0.1])
     act_b, mu_b = np.array([0, 1], np.int32), np.array([-0.2, -0.3])
     rows, cols = np.zeros((2, 4), np.int32), np.zeros((2, 4), np.int32)
     whole = np.zeros(8, np.int32)
-    kern.build_trees(W, rows, cols, whole)
+    tops = np.zeros(2), np.zeros(2)
+    kern.build_trees(W, rows, cols, whole, *tops)
     marks = np.full(2, 7, np.int64)
     brute = kern.bigram_brute(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, np.zeros(2), np.zeros(2))
     fast = kern.bigram_sorted(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, marks, marks, 7, rows,
-                              cols, whole, np.empty(130, np.int64))
+                              cols, whole, *tops, np.empty(130, np.int64))
     assert fast == brute and brute[:2] == (0, 0)
 
 
@@ -184,19 +188,21 @@ def _problem(seed, n=10, K=3, d=4, start_end=True):
     return pack_sequences(X, Y), ChainModel(K, d, start_end=start_end)
 
 
-ORACLES = [("sparse", "sorted", 0), ("brute", "brute", 0), ("sampled", "sorted", 0),
-           ("sparse", "sorted", 5)]
+# (unigram oracle, bigram oracle, shrink_after, support_steps)
+ORACLES = [("sparse", "sorted", 0, 3), ("brute", "brute", 0, 3), ("sampled", "sorted", 0, 3),
+           ("sparse", "sorted", 5, 3), ("sparse", "sorted", 0, 0)]
 
 
-@pytest.mark.parametrize("unigram, bigram, shrink_after", ORACLES)
+@pytest.mark.parametrize("unigram, bigram, shrink_after, support_steps", ORACLES)
 @pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (12, 0.3, 3, False),
                                                    (13, 1.0, 6, True)])
-def test_gdmm_reaches_the_bcfw_optimum(seed, C, K, start_end, unigram, bigram, shrink_after):
+def test_gdmm_reaches_the_bcfw_optimum(seed, C, K, start_end, unigram, bigram, shrink_after,
+                                       support_steps):
     data, model = _problem(seed, K=K, start_end=start_end)
     bcfw = BCFW(model, C, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
     gdmm = GDMM(model, C, max_iter=1500, check_every=1500, random_state=0,
                 unigram_oracle=unigram, bigram_oracle=bigram, n_groups=2,
-                shrink_after=shrink_after).fit(data)
+                shrink_after=shrink_after, support_steps=support_steps).fit(data)
     p = bcfw.history.last.primal
     last = gdmm.history.last
     assert last.primal == pytest.approx(p, rel=1e-3)
@@ -287,6 +293,7 @@ def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
     ({"bigram_oracle": "heap"}, "bigram_oracle"), ({"n_groups": 0}, "n_groups"),
     ({"primal_sample": 0}, "primal_sample"), ({"rescaling": "slack"}, "margin"),
     ({"shrink_after": -1}, "shrink_after"), ({"inner_passes": 0}, "inner_passes"),
+    ({"support_steps": -1}, "support_steps"),
 ])
 def test_bad_gdmm_parameters(kwargs, match):
     _, model = _problem(0)

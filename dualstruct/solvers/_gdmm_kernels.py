@@ -30,7 +30,10 @@ simplex is ``c·I`` with ``c = C² (‖x_t‖² + [t = 1] + [t = T]) + ρ · (in
 projecting ``q_t − ∇/c`` onto the simplex. A bigram factor takes a pairwise Frank-Wolfe step:
 mass moves from its worst support pair (the away vertex) to the FMO pair; along
 ``D = e_(a*,b*) − e_(a',b')`` the curvature is ``2C² + ρ (‖M_L D‖² + ‖M_R D‖²)``, with
-``‖M_L D‖² = 2[a* ≠ a']``, so the exact line search is a clipped ratio.
+``‖M_L D‖² = 2[a* ≠ a']``, so the exact line search is a clipped ratio. Up to
+``support_steps`` further pairwise steps follow inside the support (best and worst support
+pair by the updated messages; μ^L(a) moves by ρ·γ when γ moves into a row), which costs no
+oracle call and tightens the block's minimization.
 
 **Sparsity.** Every token keeps an active label set ``A_t`` (slot 0 is the gold label)
 holding q_t, and the two message halves that touch it: λ and the row
@@ -45,11 +48,13 @@ grow with the passes and so does the cost of the bigram search (O(|A_t||A_{t+1}|
 **Oracles.** Labels outside ``A_t`` carry no message, which makes the FMOs cheap:
 
 * bigram (``bigram_sorted``): the argmin over K² pairs splits into four cases by whether each
-  endpoint is active. Both active: O(|A_t||A_{t+1}|) pairs. One active: the best inactive
+  endpoint is active. Both active: a plain scan of the O(|A_t||A_{t+1}|) pairs. One active: the best inactive
   partner is the top of a row (or column) of W_B excluding the other active set. Neither:
   the top of all of W_B excluding both. Each row, each column and the whole table is a
   max-tree over W_B (segment tree of leaf indices, O(log K) per update of W_B); "top
-  excluding a set S" is a pruned depth-first search costing O((|S| + 1) log K). Brute
+  excluding a set S" is a pruned depth-first search costing O((|S| + 1) log K). The row and
+  column maxima are also kept as dense K-vectors, so a row whose maximum cannot beat the
+  best pair found is skipped without touching its tree. Brute
   force (``bigram_brute``) scans all K² pairs.
 * unigram, inactive labels have gradient ``−C (θ_t(k) + δ)``, so the FMO is the best score
   ``<W_U[:, k], x_t>`` among inactive labels. ``UNIGRAM_BRUTE`` scores all K labels
@@ -57,7 +62,9 @@ grow with the passes and so does the cost of the bigram search (O(|A_t||A_{t+1}|
   approximate FMO of the paper, its rate scaled by 1/ν); ``UNIGRAM_SPARSE`` (exact, beyond
   the paper) uses that ``W_U[j, k] ≠ 0`` only if k was active at a token carrying feature j:
   per feature a list of such labels is kept, and labels in no list of x_t score exactly 0,
-  so one of them stands for all. Its cost is the number of list entries touched.
+  so one of them stands for all. Its cost is the number of list entries touched. A label is
+  listed on a token's features when it enters the token's active set (W_U[:, k] changes
+  only through tokens where k is active), not at every change of its mass.
 
 All three unigram oracles and both bigram oracles return the same argmin (ties broken by
 the smaller label index), which the tests check against brute force.
@@ -170,20 +177,28 @@ def tree_best(tree, W_B, mode, fixed, mark_a, mark_b, stamp, floor, stack):
 
 
 @njit(cache=True)
-def build_trees(W_B, row_tree, col_tree, all_tree):
+def build_trees(W_B, row_tree, col_tree, all_tree, row_top, col_top):
+    """The max-trees of every row, every column and the whole table, and the row and
+    column maxima as dense vectors (``row_top[a] = max_b W_B[a, b]``), which the bigram
+    oracle reads for its bounds without touching the trees."""
     K = W_B.shape[0]
     for a in range(K):
         tree_build(row_tree[a], W_B, _MODE_ROW, a)
         tree_build(col_tree[a], W_B, _MODE_COL, a)
+        row_top[a] = W_B[a, row_tree[a][1]]
+        col_top[a] = W_B[col_tree[a][1], a]
     tree_build(all_tree, W_B, _MODE_ALL, 0)
 
 
 @njit(cache=True)
-def _transition_changed(W_B, a, b, sorted_trees, row_tree, col_tree, all_tree):
+def _transition_changed(W_B, a, b, sorted_trees, row_tree, col_tree, all_tree, row_top,
+                        col_top):
     if sorted_trees:
         tree_update(row_tree[a], W_B, _MODE_ROW, a, b)
         tree_update(col_tree[b], W_B, _MODE_COL, b, a)
         tree_update(all_tree, W_B, _MODE_ALL, 0, a * W_B.shape[0] + b)
+        row_top[a] = W_B[a, row_tree[a][1]]
+        col_top[b] = W_B[col_tree[b][1], b]
 
 
 # ------------------------------------------------------------------------------------------
@@ -223,10 +238,17 @@ def bigram_brute(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, dense_a, dense_b):
         dense_b[act_b[s]] = mu_b[s]
     best_a, best_b, best_g = -1, -1, 0.0
     for a in range(K):
-        for b in range(K):
-            g = -C * W_B[a, b] + dense_a[a] + dense_b[b]
-            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
-                best_a, best_b, best_g = a, b, g
+        # the row's first minimum (strict <), then rows in order (strict <): the same
+        # smallest-index tie-break as _pair_wins, with the same rounding of g
+        mu = dense_a[a]
+        row_b = 0
+        row_g = -C * W_B[a, 0] + mu + dense_b[0]
+        for b in range(1, K):
+            g = -C * W_B[a, b] + mu + dense_b[b]
+            if g < row_g:
+                row_b, row_g = b, g
+        if best_a < 0 or row_g < best_g:
+            best_a, best_b, best_g = a, row_b, row_g
     for s in range(n_a):
         dense_a[act_a[s]] = 0.0
     for s in range(n_b):
@@ -236,42 +258,26 @@ def bigram_brute(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, dense_a, dense_b):
 
 @njit(cache=True)
 def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, stamp,
-                  row_tree, col_tree, all_tree, stack):
+                  row_tree, col_tree, all_tree, row_top, col_top, stack):
     """The same argmin as :func:`bigram_brute` by the four-case search (module docstring);
     the active labels must be marked: ``mark_a[act_a[s]] == stamp`` and likewise for b."""
     K = W_B.shape[0]
     best_a, best_b, best_g = -1, -1, 0.0
-    # both endpoints active. A pair can only win if μ^R(b) <= best_g + C max_b' W_B[a, b'] −
-    # μ^L(a) (the row maximum is the root of a's row tree): messages are checked before the
-    # table is read, and a row whose bound fails for the smallest μ^R is skipped. The bound
-    # is relaxed by a rounding margin so that ties still reach the exact comparison.
-    min_b = np.inf
-    col_max = np.empty(n_b)  # C max_a' W_B[a', b] of every active b (root of b's column tree)
-    for sb in range(n_b):
-        min_b = min(min_b, mu_b[sb])
-        b = act_b[sb]
-        col_max[sb] = C * W_B[col_tree[b][1], b]
-    min_a = np.inf
-    for sa in range(n_a):
-        min_a = min(min_a, mu_a[sa])
+    # both endpoints active: a plain scan of the |A_t| × |A_{t+1}| pairs. (Pruning rows and
+    # columns by the maxima of W_B cost more than it saved: the bounds read W_B and the
+    # trees at random, while the scan streams the messages.)
     for sa in range(n_a):
         a = act_a[sa]
-        limit = np.inf
-        if best_a >= 0:
-            limit = _bound(best_g, C * W_B[a, row_tree[a][1]], mu_a[sa])
-            if min_b > limit:
-                continue
+        mu = mu_a[sa]
+        row_b = -1
+        row_g = 0.0
         for sb in range(n_b):
-            if mu_b[sb] > limit:
-                continue
             b = act_b[sb]
-            if best_a >= 0:  # the same bound by the column maximum
-                if min_a > _bound(best_g, col_max[sb], mu_b[sb]):
-                    continue
-            g = -C * W_B[a, b] + mu_a[sa] + mu_b[sb]
-            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
-                best_a, best_b, best_g = a, b, g
-                limit = _bound(best_g, C * W_B[a, row_tree[a][1]], mu_a[sa])
+            g = -C * W_B[a, b] + mu + mu_b[sb]
+            if row_b < 0 or g < row_g or (g == row_g and b < row_b):
+                row_b, row_g = b, g
+        if row_b >= 0 and _pair_wins(row_g, a, row_b, best_g, best_a, best_b, K):
+            best_a, best_b, best_g = a, row_b, row_g
     # below, a candidate can win only if −C W + μ <= best_g, i.e. W >= (μ − best_g) / C: the
     # searches skip subtrees under that floor (relaxed by a rounding margin; the final
     # comparison is exact)
@@ -279,6 +285,8 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
         for sa in range(n_a):
             a = act_a[sa]
             floor = _floor(best_a, best_g, mu_a[sa], C)
+            if row_top[a] < floor:  # the row's maximum cannot win: skip without the tree
+                continue
             b = tree_best(row_tree[a], W_B, _MODE_ROW, a, mark_a, mark_b, stamp, floor, stack)
             if b < 0:
                 continue
@@ -289,6 +297,8 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, st
         for sb in range(n_b):
             b = act_b[sb]
             floor = _floor(best_a, best_g, mu_b[sb], C)
+            if col_top[b] < floor:
+                continue
             a = tree_best(col_tree[b], W_B, _MODE_COL, b, mark_a, mark_b, stamp, floor, stack)
             if a < 0:
                 continue
@@ -503,6 +513,21 @@ def build_label_lists(W_U, start, end, fl_head, fl_next, fl_label, fl_member, fl
 
 
 @njit(cache=True)
+def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_head, fl_next,
+                       fl_label, fl_member, fl_len, fl_used):
+    """List every active label of every token on the token's features. With this, the
+    lists stay complete when a label is listed at its activation only: W_U[j, k] changes
+    only through tokens at which k is active."""
+    for i in range(offsets.shape[0] - 1):
+        first, last = offsets[i], offsets[i + 1] - 1
+        for row in range(first, last + 1):
+            for s in range(n_act[row]):
+                _list_token_label(row, act[row, s], start_end and row == first,
+                                  start_end and row == last, indptr, indices, d, fl_head,
+                                  fl_next, fl_label, fl_member, fl_len, fl_used)
+
+
+@njit(cache=True)
 def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
     s = n_act[row]
     idle[row, s] = 0
@@ -521,7 +546,8 @@ def project_to_simplex(v, n, out, scratch):
     """Euclidean projection of v[:n] onto the probability simplex (sort-based)."""
     for k in range(n):
         scratch[k] = v[k]
-    srt = np.sort(scratch[:n])
+    srt = scratch[:n]
+    srt.sort()  # in place: no allocation per call
     cum = 0.0
     tau = 0.0
     for r in range(n):
@@ -544,8 +570,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
               pair_a, pair_b, q_b, n_pair,
               unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
-              fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed, counters, eta,
-              idle, patience, max_T):
+              row_top, col_top, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed,
+              counters, eta, idle, patience, max_T, support_steps):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
@@ -555,7 +581,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     returns ``(position, NEED_* flags)`` so the caller can grow the arrays and call again.
     Returns ``(len(order), 0)`` when done; ``max_T`` is the longest sequence. ``counters``
     accumulates [unigram oracle calls,
-    bigram oracle calls, labels activated, pairs added].
+    bigram oracle calls, labels activated, pairs added]; ``support_steps`` is the number of
+    extra pairwise steps inside a bigram factor's support after its oracle step.
     """
     K = W_U.shape[1]
     d = W_U.shape[0]
@@ -593,7 +620,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 need |= NEED_LABEL_SLOTS
             if row < s0 + T - 1 and n_pair[row - i] + 1 > cap_pairs:
                 need |= NEED_PAIR_SLOTS
-            list_need += min(n_act[row] + 3, K) * (indptr[row + 1] - indptr[row] + 2)
+            list_need += 3 * (indptr[row + 1] - indptr[row] + 2)  # 3 activations at most
         if sparse_lists and fl_used[0] + list_need > free_nodes:
             need |= NEED_LIST_NODES
         if need:
@@ -641,6 +668,10 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 if k_new >= 0 and -C * (th_new + lw) < g_min:
                     s = _activate(row, k_new, act, n_act, q_u, lam_in, sum_in, lam_out,
                                   sum_out, idle)
+                    if sparse_lists:  # W_U[j, k_new] may become non-zero for j in x_t
+                        _list_token_label(row, k_new, at_start, at_end, indptr, indices, d,
+                                          fl_head, fl_next, fl_label, fl_member, fl_len,
+                                          fl_used)
                     grad[s] = -C * (th_new + lw)
                     nA += 1
                     counters[2] += 1
@@ -664,10 +695,6 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                         changed[n_changed] = act[row, s]
                         step[n_changed] = -C * delta
                         n_changed += 1
-                        if sparse_lists:  # W_U[j, k] may become non-zero for j in x_t
-                            _list_token_label(row, act[row, s], at_start, at_end, indptr,
-                                              indices, d, fl_head, fl_next, fl_label,
-                                              fl_member, fl_len, fl_used)
                 for p in range(indptr[row], indptr[row + 1]):  # row-major: W_U[j] is contiguous
                     j, v = indices[p], values[p]
                     for r in range(n_changed):
@@ -698,7 +725,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
             if bigram_sorted_search:
                 a_new, b_new, g_new = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                     nB, mu_b, mark_a, mark_b, stamp,
-                                                    row_tree, col_tree, all_tree, stack)
+                                                    row_tree, col_tree, all_tree, row_top,
+                                                    col_top, stack)
             else:
                 a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                    nB, mu_b, dense_a, dense_b)
@@ -717,12 +745,22 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
             else:
                 sa_new = _activate(row, a_new, act, n_act, q_u, lam_in, sum_in, lam_out,
                                    sum_out, idle)
+                mu_a[sa_new] = 0.0  # a new label carries no message yet
+                if sparse_lists:
+                    _list_token_label(row, a_new, start_end and t == 0, False, indptr,
+                                      indices, d, fl_head, fl_next, fl_label, fl_member,
+                                      fl_len, fl_used)
                 counters[2] += 1
             if mark_b[b_new] == stamp:
                 sb_new = slot_b[b_new]
             else:
                 sb_new = _activate(row + 1, b_new, act, n_act, q_u, lam_in, sum_in, lam_out,
                                    sum_out, idle)
+                mu_b[sb_new] = 0.0
+                if sparse_lists:
+                    _list_token_label(row + 1, b_new, False, start_end and t + 1 == T - 1,
+                                      indptr, indices, d, fl_head, fl_next, fl_label,
+                                      fl_member, fl_len, fl_used)
                 counters[2] += 1
             p_new = -1
             for p in range(n_pair[e]):
@@ -749,15 +787,57 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
             W_B[a_new, b_new] -= gamma * C
             W_B[a_old, b_old] += gamma * C
             _transition_changed(W_B, a_new, b_new, bigram_sorted_search, row_tree, col_tree,
-                                all_tree)
+                                all_tree, row_top, col_top)
             _transition_changed(W_B, a_old, b_old, bigram_sorted_search, row_tree, col_tree,
-                                all_tree)
+                                all_tree, row_top, col_top)
             if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
                 last = n_pair[e] - 1
                 pair_a[e, p_old] = pair_a[e, last]
                 pair_b[e, p_old] = pair_b[e, last]
                 q_b[e, p_old] = q_b[e, last]
                 n_pair[e] = last
+            for _ in range(support_steps):
+                mu_a[sa_new] += rho * gamma
+                mu_a[sa_old] -= rho * gamma
+                mu_b[sb_new] += rho * gamma
+                mu_b[sb_old] -= rho * gamma
+                p_new = -1
+                p_old = -1
+                g_new = 0.0
+                g_old = 0.0
+                for p in range(n_pair[e]):
+                    sa, sb = pair_a[e, p], pair_b[e, p]
+                    g = -C * W_B[act[row, sa], act[row + 1, sb]] + mu_a[sa] + mu_b[sb]
+                    if p_old < 0 or g > g_old:
+                        p_old, g_old = p, g
+                    if p_new < 0 or g < g_new:
+                        p_new, g_new = p, g
+                if p_new == p_old or g_new >= g_old:
+                    break
+                sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
+                sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
+                curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
+                gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
+                q_b[e, p_new] += gamma
+                q_b[e, p_old] -= gamma
+                sum_out[row, sa_new] += gamma
+                sum_out[row, sa_old] -= gamma
+                sum_in[row + 1, sb_new] += gamma
+                sum_in[row + 1, sb_old] -= gamma
+                a_new, b_new = act[row, sa_new], act[row + 1, sb_new]
+                a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
+                W_B[a_new, b_new] -= gamma * C
+                W_B[a_old, b_old] += gamma * C
+                _transition_changed(W_B, a_new, b_new, bigram_sorted_search, row_tree,
+                                    col_tree, all_tree, row_top, col_top)
+                _transition_changed(W_B, a_old, b_old, bigram_sorted_search, row_tree,
+                                    col_tree, all_tree, row_top, col_top)
+                if q_b[e, p_old] <= 1e-15:
+                    last = n_pair[e] - 1
+                    pair_a[e, p_old] = pair_a[e, last]
+                    pair_b[e, p_old] = pair_b[e, last]
+                    q_b[e, p_old] = q_b[e, last]
+                    n_pair[e] = last
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
         if patience > 0:
@@ -861,7 +941,8 @@ def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, p
 @njit(cache=True)
 def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
                 act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
-                perm, bigram_sorted_search, row_tree, col_tree, all_tree, fl_head, fl_next,
+                perm, bigram_sorted_search, row_tree, col_tree, all_tree, row_top, col_top,
+                fl_head, fl_next,
                 fl_label, fl_len, seed):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
@@ -907,7 +988,7 @@ def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, s
             if bigram_sorted_search:
                 a, b, g = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
                                         mark_a, mark_b, stamp, row_tree, col_tree, all_tree,
-                                        stack)
+                                        row_top, col_top, stack)
             else:
                 a, b, g = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
                                        dense_a, dense_b)

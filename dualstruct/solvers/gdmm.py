@@ -54,6 +54,11 @@ class GDMM(PassSolver):
         keeps the active sets (and the cost of a pass) small on large label sets, but a
         label that keeps leaving and re-entering loses its multiplier each time, so the
         consistency residual may stall at a small value instead of vanishing.
+    support_steps : int
+        After its oracle step, a bigram factor takes up to this many more pairwise steps
+        inside its support (mass from the worst to the best support pair, exact line search;
+        no oracle call, so they cost O(support) each). Default 3, which lowers the primal
+        reached per pass (BENCHMARKS.md, issue 4); 0 is the paper's single step.
     inner_passes : int
         Passes of block steps per multiplier step (default 1, Algorithm 1).
     primal_sample : int or None
@@ -74,7 +79,7 @@ class GDMM(PassSolver):
 
     def __init__(self, model, C=1.0, *, rho=1.0, eta=None, unigram_oracle="auto",
                  bigram_oracle="auto", n_groups=None, shrink_after=0, inner_passes=1,
-                 primal_sample=None,
+                 primal_sample=None, support_steps=3,
                  **kwargs):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
@@ -108,6 +113,9 @@ class GDMM(PassSolver):
         if int(inner_passes) < 1:
             raise ValueError(f"inner_passes must be >= 1, got {inner_passes}")
         self.inner_passes = int(inner_passes)
+        if int(support_steps) < 0:
+            raise ValueError(f"support_steps must be >= 0, got {support_steps}")
+        self.support_steps = int(support_steps)
         if primal_sample is not None and int(primal_sample) < 1:
             raise ValueError(f"primal_sample must be a positive int, got {primal_sample}")
         self.primal_sample = None if primal_sample is None else int(primal_sample)
@@ -181,22 +189,31 @@ class GDMM(PassSolver):
         self.row_tree = np.zeros(shape, dtype=leaf_type)
         self.col_tree = np.zeros(shape, dtype=leaf_type)
         self.all_tree = np.zeros(2 * K * K if sorted_trees else 2, dtype=leaf_type)
+        self.row_top = np.zeros(K)
+        self.col_top = np.zeros(K)
         if sorted_trees:
-            kern.build_trees(self.W.transition, self.row_tree, self.col_tree, self.all_tree)
+            kern.build_trees(self.W.transition, self.row_tree, self.col_tree, self.all_tree,
+                             self.row_top, self.col_top)
         lists = self.unigram_oracle == "sparse"
         self.fl_head = np.full(d + 2 if lists else 1, -1, dtype=np.int64)
         self.fl_member = np.zeros((d + 2, K) if lists else (1, 1), dtype=np.uint8)
         self.fl_len = np.zeros(d + 2 if lists else 1, dtype=np.int64)
         self.fl_used = np.zeros(1, dtype=np.int64)
         nodes = 1
-        if lists:
-            nodes = 2 * int(np.count_nonzero(self.w)) + 4 * data.X.nnz + 1024
+        if lists:  # the weights' non-zeros, the active labels on their tokens' features
+            per_row = np.diff(data.X.indptr) + 2
+            listed = int(np.count_nonzero(self.w)) + int(self.n_act @ per_row)
+            nodes = 2 * min(listed, (d + 2) * K) + 4 * data.X.nnz + 1024
         self.fl_next = np.empty(nodes, dtype=np.int64)
         self.fl_label = np.empty(nodes, dtype=np.int32)
         if lists:
             kern.build_label_lists(self.W.unigram, self._start, self._end, self.fl_head,
                                    self.fl_next, self.fl_label, self.fl_member, self.fl_len,
                                    self.fl_used)
+            indptr, indices, _, offsets = data.kernel_arrays()
+            kern.list_active_labels(indptr, indices, offsets, model.start_end, self.act,
+                                    self.n_act, d, self.fl_head, self.fl_next, self.fl_label,
+                                    self.fl_member, self.fl_len, self.fl_used)
 
     def _grow(self, need):
         K = self.model.n_labels
@@ -220,7 +237,8 @@ class GDMM(PassSolver):
 
     def _oracle_args(self):
         return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
-                self.bigram_oracle == "sorted", self.row_tree, self.col_tree, self.all_tree)
+                self.bigram_oracle == "sorted", self.row_tree, self.col_tree, self.all_tree,
+                self.row_top, self.col_top)
 
     def _one_pass(self, order, chunks):
         indptr, indices, values, offsets = self.arrays
@@ -236,7 +254,7 @@ class GDMM(PassSolver):
                     *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
                     *self._oracle_args(), self.fl_head, self.fl_next, self.fl_label,
                     self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
-                    self.idle, self.shrink_after, self.max_length)
+                    self.idle, self.shrink_after, self.max_length, self.support_steps)
                 if need:
                     self._grow(need)
         residual, lagrange, penalty = kern.consistency(
