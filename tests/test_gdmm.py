@@ -100,9 +100,9 @@ def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
 
 
 def test_bigram_sorted_keeps_ties_at_large_scores():
-    # (0, 0) and (1, 0) tie in floating point at the scale of C·max W: every bound the
-    # search prunes with must allow for rounding at that scale, so the tie reaches the
-    # exact comparison
+    # (0, 0) and (1, 0) tie in floating point at the scale of C·max W: whatever the
+    # both-active search skips (it once pruned rows by bounds that missed this tie), the
+    # tie must reach the exact comparison and go to the smaller index
     W = np.array([[300000000.2, 0.0], [300000000.1, 0.1]])
     act_a, mu_a = np.array([1, 0], np.int32), np.array([-0.2, -0.1])
     act_b, mu_b = np.array([0, 1], np.int32), np.array([-0.2, -0.3])
@@ -267,14 +267,37 @@ def test_shrinking_drops_idle_labels_and_keeps_the_state_consistent():
     sizes = {}
     for shrink_after in (0, 1):
         g = GDMM(model, 1.0, max_iter=15, check_every=15, random_state=0,
-                 shrink_after=shrink_after).fit(data)
+                 shrink_after=shrink_after, unigram_oracle="sparse").fit(data)
         _check_w_equals_w_of_q(g, model, data, 1.0)
+        _check_label_lists(g, data)
+        g._prepare()  # as after loading a checkpoint: the lists are rebuilt from the state
+        _check_label_lists(g, data)
         assert np.all(g.act[:, 0] == data.labels)  # the gold slot stays
         for row in range(data.n_tokens):  # no label twice in an active set
             n = g.n_act[row]
             assert len(set(g.act[row, :n].tolist())) == n
         sizes[shrink_after] = g.n_act.sum()
     assert sizes[1] < sizes[0]
+
+
+def _check_label_lists(g, data):
+    """The sparse unigram oracle's invariant: W_U[j, k] != 0 (start: j = d, end: j = d + 1)
+    only if k is in feature j's list, and every active label is listed on its token's
+    features; the linked lists hold exactly the members."""
+    d = g.model.n_features
+    weights = np.vstack([g.W.unigram, g._start, g._end])
+    assert np.all(g.fl_member[weights != 0.0] == 1)
+    X = data.X.tocsr()
+    for row in range(data.n_tokens):
+        for k in g.act[row, :g.n_act[row]]:
+            assert np.all(g.fl_member[X.indices[X.indptr[row]:X.indptr[row + 1]], k] == 1)
+    for j in range(d + 2):
+        node, listed = g.fl_head[j], []
+        while node >= 0:
+            listed.append(int(g.fl_label[node]))
+            node = g.fl_next[node]
+        assert sorted(listed) == np.flatnonzero(g.fl_member[j]).tolist()
+        assert g.fl_len[j] == len(listed)
 
 
 def test_sampled_primal_is_labelled_and_unbiased_at_full_size():

@@ -48,14 +48,14 @@ grow with the passes and so does the cost of the bigram search (O(|A_t||A_{t+1}|
 **Oracles.** Labels outside ``A_t`` carry no message, which makes the FMOs cheap:
 
 * bigram (``bigram_sorted``): the argmin over K² pairs splits into four cases by whether each
-  endpoint is active. Both active: a plain scan of the O(|A_t||A_{t+1}|) pairs. One active: the best inactive
-  partner is the top of a row (or column) of W_B excluding the other active set. Neither:
-  the top of all of W_B excluding both. Each row, each column and the whole table is a
-  max-tree over W_B (segment tree of leaf indices, O(log K) per update of W_B); "top
-  excluding a set S" is a pruned depth-first search costing O((|S| + 1) log K). The row and
-  column maxima are also kept as dense K-vectors, so a row whose maximum cannot beat the
-  best pair found is skipped without touching its tree. Brute
-  force (``bigram_brute``) scans all K² pairs.
+  endpoint is active. Both active: a plain scan of the O(|A_t||A_{t+1}|) pairs. One active:
+  the best inactive partner is the top of a row (or column) of W_B excluding the other
+  active set. Neither: the top of all of W_B excluding both. Each row, each column and the
+  whole table is a max-tree over W_B (segment tree of leaf indices, O(log K) per update of
+  W_B); "top excluding a set S" is a pruned depth-first search costing O((|S| + 1) log K).
+  The row and column maxima are also kept as dense K-vectors, so a row whose maximum
+  cannot beat the best pair found is skipped without touching its tree. Brute force
+  (``bigram_brute``) scans all K² pairs.
 * unigram, inactive labels have gradient ``−C (θ_t(k) + δ)``, so the FMO is the best score
   ``<W_U[:, k], x_t>`` among inactive labels. ``UNIGRAM_BRUTE`` scores all K labels
   (O(K nnz(x_t))); ``UNIGRAM_SAMPLED`` scores one of ν fixed random label groups (the
@@ -216,14 +216,6 @@ def _floor(best_a, best_g, mu, C):
     t = (mu - best_g) / C
     # the rounding error of t scales with its summands, not with t
     return t - 1e-9 * (1.0 + abs(t) + (abs(mu) + abs(best_g)) / C)
-
-
-@njit(cache=True)
-def _bound(best_g, cw_max, mu):
-    """``best_g + C max W − μ``, the largest message on the other side that can still win
-    (or tie), relaxed by a margin on the scale of its summands' rounding error."""
-    t = best_g + cw_max - mu
-    return t + 1e-9 * (1.0 + abs(best_g) + abs(cw_max) + abs(mu))
 
 
 @njit(cache=True)

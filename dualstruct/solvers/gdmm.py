@@ -202,7 +202,8 @@ class GDMM(PassSolver):
         nodes = 1
         if lists:  # the weights' non-zeros, the active labels on their tokens' features
             per_row = np.diff(data.X.indptr) + 2
-            listed = int(np.count_nonzero(self.w)) + int(self.n_act @ per_row)
+            listed = int(np.count_nonzero(self.w)) + int(
+                self.n_act.astype(np.int64) @ per_row.astype(np.int64))
             nodes = 2 * min(listed, (d + 2) * K) + 4 * data.X.nnz + 1024
         self.fl_next = np.empty(nodes, dtype=np.int64)
         self.fl_label = np.empty(nodes, dtype=np.int32)
@@ -214,6 +215,8 @@ class GDMM(PassSolver):
             kern.list_active_labels(indptr, indices, offsets, model.start_end, self.act,
                                     self.n_act, d, self.fl_head, self.fl_next, self.fl_label,
                                     self.fl_member, self.fl_len, self.fl_used)
+            if self.fl_used[0] > nodes:  # the kernels write without bounds checks
+                raise RuntimeError("label-list nodes overflowed their capacity")
 
     def _grow(self, need):
         K = self.model.n_labels
