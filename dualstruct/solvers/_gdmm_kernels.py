@@ -557,6 +557,44 @@ def project_to_simplex(v, n, out, scratch):
 # one pass
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
+def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
+                   pair_b, q_b, n_pair, mu_a, mu_b, W_B, sorted_trees, row_tree, col_tree,
+                   all_tree, row_top, col_top):
+    """Move mass γ from support pair ``p_old`` of edge e (rows ``row``, ``row + 1``) to pair
+    ``p_new`` by the exact line search along D = e_new − e_old: γ = min(q_old, (g_old −
+    g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²))). Updates the marginal sums, the messages
+    (μ moves by ±ργ with its sum), W_B and its trees, and drops ``p_old`` once empty."""
+    sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
+    sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
+    curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
+    gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
+    q_b[e, p_new] += gamma
+    q_b[e, p_old] -= gamma
+    sum_out[row, sa_new] += gamma
+    sum_out[row, sa_old] -= gamma
+    sum_in[row + 1, sb_new] += gamma
+    sum_in[row + 1, sb_old] -= gamma
+    mu_a[sa_new] += rho * gamma
+    mu_a[sa_old] -= rho * gamma
+    mu_b[sb_new] += rho * gamma
+    mu_b[sb_old] -= rho * gamma
+    a_new, b_new = act[row, sa_new], act[row + 1, sb_new]
+    a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
+    W_B[a_new, b_new] -= gamma * C
+    W_B[a_old, b_old] += gamma * C
+    _transition_changed(W_B, a_new, b_new, sorted_trees, row_tree, col_tree, all_tree,
+                        row_top, col_top)
+    _transition_changed(W_B, a_old, b_old, sorted_trees, row_tree, col_tree, all_tree,
+                        row_top, col_top)
+    if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
+        last = n_pair[e] - 1
+        pair_a[e, p_old] = pair_a[e, last]
+        pair_b[e, p_old] = pair_b[e, last]
+        q_b[e, p_old] = q_b[e, last]
+        n_pair[e] = last
+
+
+@njit(cache=True)
 def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, order, first,
               C, rho, start_end, W_U, W_B, start, end,
               act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
@@ -766,33 +804,10 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 q_b[e, p_new] = 0.0
                 n_pair[e] += 1
                 counters[3] += 1
-            sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
-            curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
-            gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
-            q_b[e, p_new] += gamma
-            q_b[e, p_old] -= gamma
-            sum_out[row, sa_new] += gamma
-            sum_out[row, sa_old] -= gamma
-            sum_in[row + 1, sb_new] += gamma
-            sum_in[row + 1, sb_old] -= gamma
-            a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
-            W_B[a_new, b_new] -= gamma * C
-            W_B[a_old, b_old] += gamma * C
-            _transition_changed(W_B, a_new, b_new, bigram_sorted_search, row_tree, col_tree,
-                                all_tree, row_top, col_top)
-            _transition_changed(W_B, a_old, b_old, bigram_sorted_search, row_tree, col_tree,
-                                all_tree, row_top, col_top)
-            if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
-                last = n_pair[e] - 1
-                pair_a[e, p_old] = pair_a[e, last]
-                pair_b[e, p_old] = pair_b[e, last]
-                q_b[e, p_old] = q_b[e, last]
-                n_pair[e] = last
-            for _ in range(support_steps):
-                mu_a[sa_new] += rho * gamma
-                mu_a[sa_old] -= rho * gamma
-                mu_b[sb_new] += rho * gamma
-                mu_b[sb_old] -= rho * gamma
+            _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out,
+                           pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, bigram_sorted_search,
+                           row_tree, col_tree, all_tree, row_top, col_top)
+            for _ in range(support_steps):  # more steps inside the support, no oracle call
                 p_new = -1
                 p_old = -1
                 g_new = 0.0
@@ -806,30 +821,10 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                         p_new, g_new = p, g
                 if p_new == p_old or g_new >= g_old:
                     break
-                sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
-                sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
-                curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
-                gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
-                q_b[e, p_new] += gamma
-                q_b[e, p_old] -= gamma
-                sum_out[row, sa_new] += gamma
-                sum_out[row, sa_old] -= gamma
-                sum_in[row + 1, sb_new] += gamma
-                sum_in[row + 1, sb_old] -= gamma
-                a_new, b_new = act[row, sa_new], act[row + 1, sb_new]
-                a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
-                W_B[a_new, b_new] -= gamma * C
-                W_B[a_old, b_old] += gamma * C
-                _transition_changed(W_B, a_new, b_new, bigram_sorted_search, row_tree,
-                                    col_tree, all_tree, row_top, col_top)
-                _transition_changed(W_B, a_old, b_old, bigram_sorted_search, row_tree,
-                                    col_tree, all_tree, row_top, col_top)
-                if q_b[e, p_old] <= 1e-15:
-                    last = n_pair[e] - 1
-                    pair_a[e, p_old] = pair_a[e, last]
-                    pair_b[e, p_old] = pair_b[e, last]
-                    q_b[e, p_old] = q_b[e, last]
-                    n_pair[e] = last
+                _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
+                               sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B,
+                               bigram_sorted_search, row_tree, col_tree, all_tree, row_top,
+                               col_top)
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
         if patience > 0:
