@@ -607,12 +607,11 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
     by its multiplier step. Before an example it checks that its tokens, edges and label
     lists have room for what the example can add (3 labels per token, 1 pair per edge); if
-    not, it
-    returns ``(position, NEED_* flags)`` so the caller can grow the arrays and call again.
-    Returns ``(len(order), 0)`` when done; ``max_T`` is the longest sequence. ``counters``
-    accumulates [unigram oracle calls,
-    bigram oracle calls, labels activated, pairs added]; ``support_steps`` is the number of
-    extra pairwise steps inside a bigram factor's support after its oracle step.
+    not, it returns ``(position, NEED_* flags)`` so the caller can grow the arrays and call
+    again. Returns ``(len(order), 0)`` when done; ``max_T`` is the longest sequence.
+    ``counters`` accumulates [unigram oracle calls, bigram oracle calls, labels activated,
+    pairs added]; ``support_steps`` is the number of extra pairwise steps inside a bigram
+    factor's support after its oracle step.
     """
     K = W_U.shape[1]
     d = W_U.shape[0]
