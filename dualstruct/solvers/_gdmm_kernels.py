@@ -557,6 +557,25 @@ def project_to_simplex(v, n, out, scratch):
 # one pass
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
+def _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair, mu_a, mu_b):
+    """The best and the worst pair of edge e's support by their gradients
+    ``−C W_B[a, b] + μ^L(a) + μ^R(b)``: ``(p_best, g_best, p_worst, g_worst)``, first index
+    on ties."""
+    p_best = -1
+    p_worst = -1
+    g_best = 0.0
+    g_worst = 0.0
+    for p in range(n_pair[e]):
+        sa, sb = pair_a[e, p], pair_b[e, p]
+        g = -C * W_B[act[row, sa], act[row + 1, sb]] + mu_a[sa] + mu_b[sb]
+        if p_worst < 0 or g > g_worst:
+            p_worst, g_worst = p, g
+        if p_best < 0 or g < g_best:
+            p_best, g_best = p, g
+    return p_best, g_best, p_worst, g_worst
+
+
+@njit(cache=True)
 def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
                    pair_b, q_b, n_pair, mu_a, mu_b, W_B, sorted_trees, row_tree, col_tree,
                    all_tree, row_top, col_top):
@@ -760,13 +779,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                    nB, mu_b, dense_a, dense_b)
             # the away pair: the worst pair in the support of q_e
-            p_old = -1
-            g_old = 0.0
-            for p in range(n_pair[e]):
-                sa, sb = pair_a[e, p], pair_b[e, p]
-                g = -C * W_B[act[row, sa], act[row + 1, sb]] + mu_a[sa] + mu_b[sb]
-                if p_old < 0 or g > g_old:
-                    p_old, g_old = p, g
+            _, _, p_old, g_old = _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair,
+                                                   mu_a, mu_b)
             if g_new >= g_old:
                 continue
             if mark_a[a_new] == stamp:
@@ -795,7 +809,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
             for p in range(n_pair[e]):
                 if pair_a[e, p] == sa_new and pair_b[e, p] == sb_new:
                     p_new = p
-                    continue
+                    break
             if p_new < 0:
                 p_new = n_pair[e]
                 pair_a[e, p_new] = sa_new
@@ -807,17 +821,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                            pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, bigram_sorted_search,
                            row_tree, col_tree, all_tree, row_top, col_top)
             for _ in range(support_steps):  # more steps inside the support, no oracle call
-                p_new = -1
-                p_old = -1
-                g_new = 0.0
-                g_old = 0.0
-                for p in range(n_pair[e]):
-                    sa, sb = pair_a[e, p], pair_b[e, p]
-                    g = -C * W_B[act[row, sa], act[row + 1, sb]] + mu_a[sa] + mu_b[sb]
-                    if p_old < 0 or g > g_old:
-                        p_old, g_old = p, g
-                    if p_new < 0 or g < g_new:
-                        p_new, g_new = p, g
+                p_new, g_new, p_old, g_old = _support_extremes(e, row, C, W_B, act, pair_a,
+                                                               pair_b, n_pair, mu_a, mu_b)
                 if p_new == p_old or g_new >= g_old:
                     break
                 _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
