@@ -260,6 +260,33 @@ def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic():
     assert 1.0 <= extra["active_labels"] <= 60
 
 
+def test_lazy_average_is_the_weighted_average_of_the_iterates():
+    """w̄_m = Σ_{j≤m} j w_j / A_m from the kernels' sparse accumulator R equals the average
+    of the iterates after each pass; a state saved with ``w_avg`` (before R) resumes to the
+    same average."""
+    X, y = make_chain(20, 6, 30, 200, nnz_per_token=5, random_state=4)
+    data = pack_sequences(X, y, 200)
+    model = ChainModel(30, 200)
+    g = GDMM(model, 1.0, max_iter=1, check_every=1, random_state=0)
+    iterates = []
+    for _ in range(7):
+        g.fit(data)
+        iterates.append(g.w.copy())
+    weights = np.arange(1, 8)
+    expected = weights @ np.array(iterates) / weights.sum()
+    assert np.allclose(g.averaged_weights(), expected, rtol=1e-12, atol=1e-12)
+    assert g.candidates()[0] is g.averaged_weights()  # memoized per pass
+    meta, arrays = g.state_dict()
+    old = {k: v for k, v in arrays.items() if k != "R"}
+    old["w_avg"] = expected
+    resumed = GDMM(model, 1.0, max_iter=1, random_state=0)
+    resumed.load_state(data, meta, old)
+    assert np.allclose(resumed.R, g.R, rtol=1e-9, atol=1e-9)
+    for solver in (g, resumed):
+        solver.fit(data)
+    assert np.allclose(resumed.averaged_weights(), g.averaged_weights(), atol=1e-9)
+
+
 def test_shrinking_drops_idle_labels_and_keeps_the_state_consistent():
     X, y = make_chain(40, 6, 60, 400, nnz_per_token=6, random_state=2)
     data = pack_sequences(X, y, 400)

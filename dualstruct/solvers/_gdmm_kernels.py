@@ -68,6 +68,12 @@ grow with the passes and so does the cost of the bigram search (O(|A_t||A_{t+1}|
 
 All three unigram oracles and both bigram oracles return the same argmin (ties broken by
 the smaller label index), which the tests check against brute force.
+
+**Averaging.** The weighted average ``w̄_m = Σ_{j≤m} j w_j / A_m`` (``A_m = m(m+1)/2``) of
+the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._chain_kernels`):
+``w̄_m = w_m − R_m / A_m`` with ``R_m = Σ_{j≤m} A_{j−1} Δ_j``, ``Δ_j`` the change of w during
+pass j. Every change of W_U, W_B, start or end during pass m also goes into R, scaled by
+``avg_weight = A_{m−1}``, so no pass touches all of w.
 """
 
 import numpy as np
@@ -578,11 +584,12 @@ def _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair, mu_a, mu_b):
 @njit(cache=True)
 def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
                    pair_b, q_b, n_pair, mu_a, mu_b, W_B, sorted_trees, row_tree, col_tree,
-                   all_tree, row_top, col_top):
+                   all_tree, row_top, col_top, R_B, avg_weight):
     """Move mass γ from support pair ``p_old`` of edge e (rows ``row``, ``row + 1``) to pair
     ``p_new`` by the exact line search along D = e_new − e_old: γ = min(q_old, (g_old −
     g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²))). Updates the marginal sums, the messages
-    (μ moves by ±ργ with its sum), W_B and its trees, and drops ``p_old`` once empty."""
+    (μ moves by ±ργ with its sum), W_B, its trees and its averaging accumulator R_B, and
+    drops ``p_old`` once empty."""
     sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
     sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
     curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
@@ -601,6 +608,9 @@ def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_
     a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
     W_B[a_new, b_new] -= gamma * C
     W_B[a_old, b_old] += gamma * C
+    if avg_weight > 0.0:
+        R_B[a_new, b_new] -= avg_weight * gamma * C
+        R_B[a_old, b_old] += avg_weight * gamma * C
     _transition_changed(W_B, a_new, b_new, sorted_trees, row_tree, col_tree, all_tree,
                         row_top, col_top)
     _transition_changed(W_B, a_old, b_old, sorted_trees, row_tree, col_tree, all_tree,
@@ -620,7 +630,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               pair_a, pair_b, q_b, n_pair,
               unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
               row_top, col_top, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed,
-              counters, eta, idle, patience, max_T, support_steps):
+              counters, eta, idle, patience, max_T, support_steps, R_U, R_B, R_start, R_end,
+              avg_weight):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
@@ -630,7 +641,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     again. Returns ``(len(order), 0)`` when done; ``max_T`` is the longest sequence.
     ``counters`` accumulates [unigram oracle calls, bigram oracle calls, labels activated,
     pairs added]; ``support_steps`` is the number of extra pairwise steps inside a bigram
-    factor's support after its oracle step.
+    factor's support after its oracle step. Every change of the weights also goes into the
+    averaging accumulators ``R_*`` scaled by ``avg_weight`` (module docstring; 0 = off).
     """
     K = W_U.shape[1]
     d = W_U.shape[0]
@@ -747,11 +759,16 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                     j, v = indices[p], values[p]
                     for r in range(n_changed):
                         W_U[j, changed[r]] += step[r] * v
+                    if avg_weight > 0.0:
+                        for r in range(n_changed):
+                            R_U[j, changed[r]] += avg_weight * step[r] * v
                 for r in range(n_changed):
                     if at_start:
                         start[changed[r]] += step[r]
+                        R_start[changed[r]] += avg_weight * step[r]
                     if at_end:
                         end[changed[r]] += step[r]
+                        R_end[changed[r]] += avg_weight * step[r]
                 continue
             # ---------------- bigram factor of edge (t, t+1) ----------------
             t = f - T
@@ -819,7 +836,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 counters[3] += 1
             _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out,
                            pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, bigram_sorted_search,
-                           row_tree, col_tree, all_tree, row_top, col_top)
+                           row_tree, col_tree, all_tree, row_top, col_top, R_B, avg_weight)
             for _ in range(support_steps):  # more steps inside the support, no oracle call
                 p_new, g_new, p_old, g_old = _support_extremes(e, row, C, W_B, act, pair_a,
                                                                pair_b, n_pair, mu_a, mu_b)
@@ -828,7 +845,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
                                sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B,
                                bigram_sorted_search, row_tree, col_tree, all_tree, row_top,
-                               col_top)
+                               col_top, R_B, avg_weight)
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
         if patience > 0:

@@ -120,10 +120,20 @@ class GDMM(PassSolver):
             raise ValueError(f"primal_sample must be a positive int, got {primal_sample}")
         self.primal_sample = None if primal_sample is None else int(primal_sample)
 
-    state_arrays = ("w", "w_avg", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
+    state_arrays = ("w", "R", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
                     "idle", "pair_a", "pair_b", "q_b", "n_pair", "perm", "counters")
     growable_arrays = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle",
                        "pair_a", "pair_b", "q_b")
+
+    #: files written before the lazy average hold ``w_avg`` instead (see ``load_state``)
+    optional_state_arrays = ("R",)
+
+    def load_state(self, data, meta, arrays):
+        super().load_state(data, meta, arrays)
+        if "R" not in arrays and "w_avg" in arrays:  # older file: R = A_m (w − w̄)
+            m = self.passes
+            self.R[:] = 0.5 * m * (m + 1.0) * (self.w - np.asarray(arrays["w_avg"]))
+            self._avg_cache = None
 
     def _init_state(self):
         model, data = self.model, self.data
@@ -136,7 +146,7 @@ class GDMM(PassSolver):
         X = data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
         self.w = model.init_weights()  # w(q) = 0 when every factor sits on its gold label
-        self.w_avg = model.init_weights()
+        self.R = model.init_weights()  # lazy weighted average: w̄ = w − R / A_m (kernels)
         self.act = np.zeros((n_tok, cap), dtype=np.int32)
         self.act[:, 0] = data.labels
         self.n_act = np.ones(n_tok, dtype=np.int32)
@@ -175,6 +185,8 @@ class GDMM(PassSolver):
         model, data = self.model, self.data
         K, d = model.n_labels, model.n_features
         self.W = model.unpack(self.w)
+        self.RW = model.unpack(self.R)
+        self._avg_cache = None
         self.max_length = int(data.lengths.max())
         self._sample = None
         if self.primal_sample is not None:  # a fixed sample, the same at every pass
@@ -183,6 +195,8 @@ class GDMM(PassSolver):
             self._sample = data.take(np.sort(picks))
         self._start = self.W.start if model.start_end else np.zeros(K)
         self._end = self.W.end if model.start_end else np.zeros(K)
+        self._R_start = self.RW.start if model.start_end else np.zeros(K)
+        self._R_end = self.RW.end if model.start_end else np.zeros(K)
         sorted_trees = self.bigram_oracle == "sorted"
         leaf_type = np.int32 if K * K < 2**31 else np.int64
         shape = (K, 2 * K) if sorted_trees else (1, 2)
@@ -248,6 +262,8 @@ class GDMM(PassSolver):
         calls_before = self.counters[:2].sum()
         seed = int(self.rng.integers(2**62))  # one key for the pass's random choices
         eta = self.eta if (self.passes + 1) % self.inner_passes == 0 else 0.0
+        # A_{m-1} for pass m = passes + 1: the weight of this pass's changes in R
+        avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
         for part in np.array_split(order, chunks):
             pos = 0
             while pos < len(part):
@@ -257,17 +273,16 @@ class GDMM(PassSolver):
                     *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
                     *self._oracle_args(), self.fl_head, self.fl_next, self.fl_label,
                     self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
-                    self.idle, self.shrink_after, self.max_length, self.support_steps)
+                    self.idle, self.shrink_after, self.max_length, self.support_steps,
+                    self.RW.unigram, self.RW.transition, self._R_start, self._R_end,
+                    avg_weight)
                 if need:
                     self._grow(need)
         residual, lagrange, penalty = kern.consistency(
             offsets, self.n_act, self.q_u, self.lam_in, self.sum_in, self.lam_out,
             self.sum_out, self.pair_a, self.pair_b, self.q_b, self.n_pair)
         self.residuals.append(residual)
-        if self.averaging:  # w̄ ← (1 − β) w̄ + β w with β = 2 / (k + 2) (weighted averaging)
-            beta = 2.0 / (self.passes + 2.0)
-            self.w_avg *= 1.0 - beta
-            self.w_avg += beta * self.w
+        self._avg_cache = None
         G = self.dual_objective_G()
         self._last_pass = {"residual": residual, "G": G,
                            "augmented": G + lagrange + 0.5 * self.rho * penalty}
@@ -298,8 +313,17 @@ class GDMM(PassSolver):
         extra["labels_added"], extra["pairs_added"] = (float(c) for c in self.counters[2:])
         return extra
 
+    def averaged_weights(self):
+        """The weighted average w̄_m = Σ_{j≤m} j w_j / A_m of the iterates after each pass
+        (``A_m = m(m+1)/2``), as ``w − R / A_m`` (memoized per pass)."""
+        if self._avg_cache is None or self._avg_cache[0] != self.passes:
+            m = self.passes
+            w_avg = self.w.copy() if m == 0 else self.w - self.R / (0.5 * m * (m + 1.0))
+            self._avg_cache = (m, w_avg)
+        return self._avg_cache[1]
+
     def candidates(self):
-        return [self.w_avg, self.w] if self.averaging else [self.w]
+        return [self.averaged_weights(), self.w] if self.averaging else [self.w]
 
     def dual(self):
         return math.nan
