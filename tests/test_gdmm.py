@@ -122,14 +122,15 @@ def _unigram_state(rng, K, d, density, ties):
     W_U[rng.random((d, K)) > density] = 0.0
     start = np.where(rng.random(K) < density, rng.normal(size=K), 0.0)
     end = np.where(rng.random(K) < density, rng.normal(size=K), 0.0)
-    head = np.full(d + 2, -1, dtype=np.int64)
+    first = np.zeros(d + 2, dtype=np.int64)
+    room = np.zeros(d + 2, dtype=np.int64)
     length = np.zeros(d + 2, dtype=np.int64)
     member = np.zeros((d + 2, K), dtype=np.uint8)
-    nxt = np.empty((d + 2) * K + 1, dtype=np.int64)
-    lab = np.empty((d + 2) * K + 1, dtype=np.int32)
+    lab = np.empty(3 * (d + 2) * K + 4 * (d + 2), dtype=np.int32)
     used = np.zeros(1, dtype=np.int64)
-    kern.build_label_lists(W_U, start, end, head, nxt, lab, member, length, used)
-    return W_U, start, end, head, nxt, lab, length
+    kern.build_label_lists(W_U, start, end, first, room, lab, member, length, used)
+    assert used[0] <= len(lab)
+    return W_U, start, end, first, room, lab, length
 
 
 @pytest.mark.parametrize("K", [1, 2, 7, 40])
@@ -138,7 +139,7 @@ def _unigram_state(rng, K, d, density, ties):
 def test_unigram_oracles_match_brute_force(K, density, ties):
     rng = np.random.default_rng(K * 7 + int(density * 100) + ties)
     d = 6
-    W_U, start, end, head, nxt, lab, length = _unigram_state(rng, K, d, density, ties)
+    W_U, start, end, first, room, lab, length = _unigram_state(rng, K, d, density, ties)
     perm = np.arange(K, dtype=np.int64)
     for _trial in range(30):
         x = sp.random(1, d, density=rng.uniform(0.2, 1.0), format="csr", random_state=rng)
@@ -163,7 +164,7 @@ def test_unigram_oracles_match_brute_force(K, density, ties):
             group = int(rng.integers(n_groups))
             results[mode] = kern.unigram_fmo(
                 mode, W_U, indptr, indices, values, 0, at_start, at_end, start, end, act,
-                len(act), theta, mark, 7, group, n_groups, perm, head, nxt, lab, length,
+                len(act), theta, mark, 7, group, n_groups, perm, first, room, lab, length,
                 np.zeros(K), np.zeros(K, dtype=np.int64))
             assert np.allclose(theta[:len(act)], scores[act], rtol=0, atol=1e-12)
             assert np.array_equal(mark, _marks(K, act))  # scratch marks are cleaned up
@@ -260,6 +261,20 @@ def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic():
     assert 1.0 <= extra["active_labels"] <= 60
 
 
+def test_label_lists_refuse_to_overflow_their_pool():
+    """A push that finds no room in the pool writes nothing and flags it (fl_used past the
+    end), so the caller can grow the pool and build again."""
+    rng = np.random.default_rng(0)
+    W_U, start, end, *_ = _unigram_state(rng, 6, 3, 1.0, False)
+    guard = np.full(64, -7, dtype=np.int32)
+    pool = guard[:10]  # room for two segments of four labels, not for all 30 labels
+    first, room, length = (np.zeros(5, dtype=np.int64) for _ in range(3))
+    member, used = np.zeros((5, 6), dtype=np.uint8), np.zeros(1, dtype=np.int64)
+    kern.build_label_lists(W_U, start, end, first, room, pool, member, length, used)
+    assert used[0] > len(pool)
+    assert np.all(guard[10:] == -7)  # nothing written past the pool
+
+
 def test_lazy_average_is_the_weighted_average_of_the_iterates():
     """w̄_m = Σ_{j≤m} j w_j / A_m from the kernels' sparse accumulator R equals the average
     of the iterates after each pass; a state saved with ``w_avg`` (before R) resumes to the
@@ -318,13 +333,16 @@ def _check_label_lists(g, data):
     for row in range(data.n_tokens):
         for k in g.act[row, :g.n_act[row]]:
             assert np.all(g.fl_member[X.indices[X.indptr[row]:X.indptr[row + 1]], k] == 1)
+    ends = []
     for j in range(d + 2):
-        node, listed = g.fl_head[j], []
-        while node >= 0:
-            listed.append(int(g.fl_label[node]))
-            node = g.fl_next[node]
+        assert g.fl_len[j] <= g.fl_cap[j]
+        listed = g.fl_label[g.fl_start[j]:g.fl_start[j] + g.fl_len[j]].tolist()
         assert sorted(listed) == np.flatnonzero(g.fl_member[j]).tolist()
-        assert g.fl_len[j] == len(listed)
+        if g.fl_cap[j]:
+            ends.append((g.fl_start[j], g.fl_start[j] + g.fl_cap[j]))
+    ends.sort()  # the segments do not overlap and lie in the used part of the pool
+    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:]))
+    assert not ends or ends[-1][1] <= g.fl_used[0] <= len(g.fl_label)
 
 
 def test_sampled_primal_is_labelled_and_unbiased_at_full_size():

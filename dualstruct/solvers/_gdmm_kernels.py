@@ -86,7 +86,7 @@ UNIGRAM_SPARSE = 2
 #: return codes of gdmm_pass (bit flags): which capacity must grow before continuing
 NEED_LABEL_SLOTS = 1
 NEED_PAIR_SLOTS = 2
-NEED_LIST_NODES = 4
+NEED_LIST_ROOM = 4
 
 _MODE_ROW, _MODE_COL, _MODE_ALL = 0, 1, 2
 
@@ -345,7 +345,7 @@ def _wins_label(s, k, best_s, best):
 
 @njit(cache=True)
 def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start, end,
-                act_row, n_act, theta, mark, stamp, group, n_groups, perm, fl_head, fl_next,
+                act_row, n_act, theta, mark, stamp, group, n_groups, perm, fl_start, fl_cap,
                 fl_label, fl_len, score, touched):
     """Scores ``theta[s] = <W_U[:, act_row[s]], x_t>`` (+ start/end) of the active labels and
     the best-scoring label outside the active set: ``(label, score)``, or ``(-1, 0)`` when
@@ -377,11 +377,10 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
         for p in range(indptr[row], indptr[row + 1]):
             j, v = indices[p], values[p]
             if mode == UNIGRAM_SPARSE and 16 * fl_len[j] <= K:
-                node = fl_head[j]
-                while node >= 0:
-                    k = fl_label[node]
+                base = fl_start[j]
+                for r in range(fl_len[j]):
+                    k = fl_label[base + r]
                     score[k] += v * W_U[j, k]
-                    node = fl_next[node]
             else:
                 for k in range(K):
                     score[k] += v * W_U[j, k]
@@ -427,10 +426,9 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
             j, v = d + 1, 1.0
         else:
             continue
-        node = fl_head[j]
-        while node >= 0:
-            k = fl_label[node]
-            node = fl_next[node]
+        base = fl_start[j]
+        for r in range(fl_len[j]):
+            k = fl_label[base + r]
             if mark[k] == stamp:
                 continue
             if mark[k] != -stamp:
@@ -465,19 +463,33 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
 # active sets and the label lists of the sparse unigram oracle
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _list_push(j, k, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used):
-    """Prepend label k to the list of feature j (the caller checked it is not there)."""
-    node = fl_used[0]
-    fl_label[node] = k
-    fl_next[node] = fl_head[j]
-    fl_head[j] = node
-    fl_used[0] = node + 1
-    fl_len[j] += 1
+def _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
+    """Append label k to the list of feature j (the caller checked it is not there). Each
+    list is a contiguous segment of the pool ``fl_label`` (a walk streams it); a full
+    segment moves to the pool's end with twice the room, so a push costs O(1) amortized
+    and the pool holds at most about three times the listed labels. Should the pool lack
+    the room, ``fl_used[0]`` is set past its end and nothing is written: the caller grows
+    the pool and rebuilds (gdmm_pass checks the room before each example)."""
+    n = fl_len[j]
+    if n == fl_cap[j]:
+        base = fl_used[0]
+        cap = max(4, 2 * n)
+        if base + cap > fl_label.shape[0]:
+            fl_used[0] = fl_label.shape[0] + 1
+            return
+        old = fl_start[j]
+        for r in range(n):
+            fl_label[base + r] = fl_label[old + r]
+        fl_start[j] = base
+        fl_cap[j] = cap
+        fl_used[0] = base + cap
+    fl_label[fl_start[j] + n] = k
+    fl_len[j] = n + 1
     fl_member[j, k] = 1
 
 
 @njit(cache=True)
-def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_head, fl_next,
+def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_start, fl_cap,
                       fl_label, fl_member, fl_len, fl_used):
     """Record that label k may now carry weight on every feature of token ``row``."""
     n_feat = indptr[row + 1] - indptr[row]
@@ -491,15 +503,16 @@ def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_head, fl_
         else:
             continue
         if not fl_member[j, k]:
-            _list_push(j, k, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used)
+            _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used)
 
 
 @njit(cache=True)
-def build_label_lists(W_U, start, end, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used):
+def build_label_lists(W_U, start, end, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
     """The label lists from scratch: feature j (start and end are features d and d + 1)
     lists every label k with ``W_U[j, k] != 0``."""
     d, K = W_U.shape
-    fl_head[:] = -1
+    fl_start[:] = 0
+    fl_cap[:] = 0
     fl_len[:] = 0
     fl_member[:, :] = 0
     fl_used[0] = 0
@@ -507,11 +520,11 @@ def build_label_lists(W_U, start, end, fl_head, fl_next, fl_label, fl_member, fl
         for k in range(K):
             v = W_U[j, k] if j < d else (start[k] if j == d else end[k])
             if v != 0.0:
-                _list_push(j, k, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used)
+                _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used)
 
 
 @njit(cache=True)
-def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_head, fl_next,
+def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_start, fl_cap,
                        fl_label, fl_member, fl_len, fl_used):
     """List every active label of every token on the token's features. With this, the
     lists stay complete when a label is listed at its activation only: W_U[j, k] changes
@@ -521,8 +534,8 @@ def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_he
         for row in range(first, last + 1):
             for s in range(n_act[row]):
                 _list_token_label(row, act[row, s], start_end and row == first,
-                                  start_end and row == last, indptr, indices, d, fl_head,
-                                  fl_next, fl_label, fl_member, fl_len, fl_used)
+                                  start_end and row == last, indptr, indices, d, fl_start,
+                                  fl_cap, fl_label, fl_member, fl_len, fl_used)
 
 
 @njit(cache=True)
@@ -629,7 +642,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
               pair_a, pair_b, q_b, n_pair,
               unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
-              row_top, col_top, fl_head, fl_next, fl_label, fl_member, fl_len, fl_used, seed,
+              row_top, col_top, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used, seed,
               counters, eta, idle, patience, max_T, support_steps, R_U, R_B, R_start, R_end,
               avg_weight):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
@@ -648,7 +661,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     d = W_U.shape[0]
     cap = act.shape[1]
     cap_pairs = q_b.shape[1]
-    free_nodes = fl_label.shape[0]
+    pool_size = fl_label.shape[0]
     sparse_lists = unigram_mode == UNIGRAM_SPARSE
     grad = np.empty(cap)
     mu_a = np.empty(cap)
@@ -680,9 +693,13 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 need |= NEED_LABEL_SLOTS
             if row < s0 + T - 1 and n_pair[row - i] + 1 > cap_pairs:
                 need |= NEED_PAIR_SLOTS
-            list_need += 3 * (indptr[row + 1] - indptr[row] + 2)  # 3 activations at most
-        if sparse_lists and fl_used[0] + list_need > free_nodes:
-            need |= NEED_LIST_NODES
+            if sparse_lists:  # 3 activations at most, each pushing k on x_t's lists
+                list_need += 16 * (indptr[row + 1] - indptr[row] + 2)
+                for p in range(indptr[row], indptr[row + 1]):
+                    list_need += 4 * fl_len[indices[p]]
+                list_need += 4 * (fl_len[d] + fl_len[d + 1])
+        if sparse_lists and fl_used[0] + list_need > pool_size:
+            need |= NEED_LIST_ROOM
         if need:
             return idx, need
         n_f = 2 * T - 1
@@ -710,7 +727,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                                             theta, mark_a, stamp,
                                             _random_below(seed, i, n_f + t, n_groups),
                                             n_groups, perm,
-                                            fl_head, fl_next, fl_label, fl_len, score, touched)
+                                            fl_start, fl_cap, fl_label, fl_len, score, touched)
                 for s in range(nA):
                     grad[s] = -C * (theta[s] + (lw if s > 0 else 0.0))
                 n_edges = 0
@@ -730,7 +747,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                                   sum_out, idle)
                     if sparse_lists:  # W_U[j, k_new] may become non-zero for j in x_t
                         _list_token_label(row, k_new, at_start, at_end, indptr, indices, d,
-                                          fl_head, fl_next, fl_label, fl_member, fl_len,
+                                          fl_start, fl_cap, fl_label, fl_member, fl_len,
                                           fl_used)
                     grad[s] = -C * (th_new + lw)
                     nA += 1
@@ -808,7 +825,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 mu_a[sa_new] = 0.0  # a new label carries no message yet
                 if sparse_lists:
                     _list_token_label(row, a_new, start_end and t == 0, False, indptr,
-                                      indices, d, fl_head, fl_next, fl_label, fl_member,
+                                      indices, d, fl_start, fl_cap, fl_label, fl_member,
                                       fl_len, fl_used)
                 counters[2] += 1
             if mark_b[b_new] == stamp:
@@ -819,7 +836,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 mu_b[sb_new] = 0.0
                 if sparse_lists:
                     _list_token_label(row + 1, b_new, False, start_end and t + 1 == T - 1,
-                                      indptr, indices, d, fl_head, fl_next, fl_label,
+                                      indptr, indices, d, fl_start, fl_cap, fl_label,
                                       fl_member, fl_len, fl_used)
                 counters[2] += 1
             p_new = -1
@@ -950,7 +967,7 @@ def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, p
 def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
                 act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
                 perm, bigram_sorted_search, row_tree, col_tree, all_tree, row_top, col_top,
-                fl_head, fl_next,
+                fl_start, fl_cap,
                 fl_label, fl_len, seed):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
@@ -980,8 +997,8 @@ def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, s
             k, th = unigram_fmo(unigram_mode, W_U, indptr, indices, values, row,
                                 start_end and t == 0, start_end and t == T - 1, start, end,
                                 act[row], n_act[row], theta, mark_a, stamp,
-                                _random_below(seed, i, t, n_groups), n_groups, perm, fl_head,
-                                fl_next, fl_label, fl_len, score, touched)
+                                _random_below(seed, i, t, n_groups), n_groups, perm, fl_start,
+                                fl_cap, fl_label, fl_len, score, touched)
             total += th
             if t == T - 1:
                 continue

@@ -209,28 +209,33 @@ class GDMM(PassSolver):
             kern.build_trees(self.W.transition, self.row_tree, self.col_tree, self.all_tree,
                              self.row_top, self.col_top)
         lists = self.unigram_oracle == "sparse"
-        self.fl_head = np.full(d + 2 if lists else 1, -1, dtype=np.int64)
+        # the label lists: per feature (start, end = features d, d + 1) a segment
+        # fl_label[fl_start[j] : fl_start[j] + fl_len[j]] of room fl_cap[j] in one pool
+        n_lists = d + 2 if lists else 1
+        self.fl_start = np.zeros(n_lists, dtype=np.int64)
+        self.fl_cap = np.zeros(n_lists, dtype=np.int64)
+        self.fl_len = np.zeros(n_lists, dtype=np.int64)
         self.fl_member = np.zeros((d + 2, K) if lists else (1, 1), dtype=np.uint8)
-        self.fl_len = np.zeros(d + 2 if lists else 1, dtype=np.int64)
         self.fl_used = np.zeros(1, dtype=np.int64)
-        nodes = 1
+        self.fl_label = np.empty(1, dtype=np.int32)
         if lists:  # the weights' non-zeros, the active labels on their tokens' features
             per_row = np.diff(data.X.indptr) + 2
             listed = int(np.count_nonzero(self.w)) + int(
                 self.n_act.astype(np.int64) @ per_row.astype(np.int64))
-            nodes = 2 * min(listed, (d + 2) * K) + 4 * data.X.nnz + 1024
-        self.fl_next = np.empty(nodes, dtype=np.int64)
-        self.fl_label = np.empty(nodes, dtype=np.int32)
-        if lists:
-            kern.build_label_lists(self.W.unigram, self._start, self._end, self.fl_head,
-                                   self.fl_next, self.fl_label, self.fl_member, self.fl_len,
-                                   self.fl_used)
-            indptr, indices, _, offsets = data.kernel_arrays()
-            kern.list_active_labels(indptr, indices, offsets, model.start_end, self.act,
-                                    self.n_act, d, self.fl_head, self.fl_next, self.fl_label,
-                                    self.fl_member, self.fl_len, self.fl_used)
-            if self.fl_used[0] > nodes:  # the kernels write without bounds checks
-                raise RuntimeError("label-list nodes overflowed their capacity")
+            pool = 3 * min(listed, (d + 2) * K) + 4 * (d + 2) + 16 * data.X.nnz + 1024
+            while True:
+                self.fl_label = np.empty(pool, dtype=np.int32)
+                kern.build_label_lists(self.W.unigram, self._start, self._end, self.fl_start,
+                                       self.fl_cap, self.fl_label, self.fl_member,
+                                       self.fl_len, self.fl_used)
+                indptr, indices, _, offsets = data.kernel_arrays()
+                kern.list_active_labels(indptr, indices, offsets, model.start_end, self.act,
+                                        self.n_act, d, self.fl_start, self.fl_cap,
+                                        self.fl_label, self.fl_member, self.fl_len,
+                                        self.fl_used)
+                if self.fl_used[0] <= pool:
+                    break
+                pool *= 2  # a push found no room (it wrote nothing): build again, larger
 
     def _grow(self, need):
         K = self.model.n_labels
@@ -242,9 +247,8 @@ class GDMM(PassSolver):
             cap = 2 * self.q_b.shape[1]
             for name in ("pair_a", "pair_b", "q_b"):
                 setattr(self, name, _widen(getattr(self, name), cap))
-        if need & kern.NEED_LIST_NODES:
-            n = 2 * self.fl_label.shape[0] + 4 * self.data.X.nnz
-            self.fl_next = np.resize(self.fl_next, n)
+        if need & kern.NEED_LIST_ROOM:
+            n = 2 * self.fl_label.shape[0] + 16 * self.data.X.nnz
             self.fl_label = np.resize(self.fl_label, n)
 
     def _kernel_args(self):
@@ -271,13 +275,15 @@ class GDMM(PassSolver):
                     indptr, indices, values, offsets, self.data.labels,
                     self.model.loss_weights, self.sq_norms, part, pos, self.C, self.rho,
                     *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
-                    *self._oracle_args(), self.fl_head, self.fl_next, self.fl_label,
+                    *self._oracle_args(), self.fl_start, self.fl_cap, self.fl_label,
                     self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
                     self.idle, self.shrink_after, self.max_length, self.support_steps,
                     self.RW.unigram, self.RW.transition, self._R_start, self._R_end,
                     avg_weight)
                 if need:
                     self._grow(need)
+        if self.fl_used[0] > self.fl_label.shape[0]:  # gdmm_pass checks the room first
+            raise RuntimeError("the label lists ran out of room; please report this")
         residual, lagrange, penalty = kern.consistency(
             offsets, self.n_act, self.q_u, self.lam_in, self.sum_in, self.lam_out,
             self.sum_out, self.pair_a, self.pair_b, self.q_b, self.n_pair)
@@ -302,8 +308,8 @@ class GDMM(PassSolver):
             indptr, indices, values, offsets = self.arrays
             t0 = time.perf_counter()
             kern.oracle_pass(indptr, indices, values, offsets, self.C, self.rho,
-                             *self._kernel_args(), *self._oracle_args(), self.fl_head,
-                             self.fl_next, self.fl_label, self.fl_len, 0)
+                             *self._kernel_args(), *self._oracle_args(), self.fl_start,
+                             self.fl_cap, self.fl_label, self.fl_len, 0)
             extra["oracle_time"] = time.perf_counter() - t0
         if self._sample is not None:
             extra["sampled_primal"] = sampled_primal_objective(
