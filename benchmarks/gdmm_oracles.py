@@ -1,0 +1,136 @@
+"""GDMM's factorwise oracles alone, on the state GDMM reaches after some passes (issue 4).
+
+Trains GDMM (sublinear oracles, the benchmark tuning of ``large_labels.py``) on a synthetic
+chain and, after each pass count in ``--after``, times one call of an oracle on every factor
+of the training set, without steps: the unigram oracle in each mode (exact over label lists,
+brute force over all K labels) and the bigram four-case search. Median of ``--repeats`` runs.
+It also runs on the code of commit 6d391fc (label lists as linked lists), for comparison.
+
+    DUALSTRUCT_DATA=../shared/data python benchmarks/gdmm_oracles.py --size 1000 \\
+        --after 2,5,10,20,40
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+from large_labels import GDMM_TUNING, GDMM_TUNING_DEFAULT, chain_dataset
+from numba import njit
+
+from dualstruct import StructuredSVM
+from dualstruct.solvers import _gdmm_kernels as kern
+
+
+@njit(cache=True)
+def unigram_calls(mode, W_U, indptr, indices, values, offsets, start, end, act, n_act,
+                  n_groups, perm, fl_start, fl_cap, fl_label, fl_len):
+    """The unigram oracle once per token; returns a checksum so nothing is optimized away."""
+    K = W_U.shape[1]
+    theta = np.empty(act.shape[1])
+    mark = np.zeros(K, dtype=np.int64)
+    score = np.zeros(K)
+    touched = np.empty(K, dtype=np.int64)
+    stamp = 0
+    total = 0.0
+    for i in range(offsets.shape[0] - 1):
+        first, last = offsets[i], offsets[i + 1] - 1
+        for row in range(first, last + 1):
+            stamp += 1
+            for s in range(n_act[row]):
+                mark[act[row, s]] = stamp
+            _, th = kern.unigram_fmo(mode, W_U, indptr, indices, values, row, row == first,
+                                     row == last, start, end, act[row], n_act[row], theta,
+                                     mark, stamp, 0, n_groups, perm, fl_start, fl_cap,
+                                     fl_label, fl_len, score, touched)
+            total += th
+    return total
+
+
+@njit(cache=True)
+def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
+                 row_tree, col_tree, all_tree, row_top, col_top):
+    """The bigram four-case search once per edge, with the messages of the current state."""
+    K = W_B.shape[0]
+    cap = act.shape[1]
+    mu_a = np.empty(cap)
+    mu_b = np.empty(cap)
+    mark_a = np.zeros(K, dtype=np.int64)
+    mark_b = np.zeros(K, dtype=np.int64)
+    stack = np.empty(130, dtype=np.int64)
+    stamp = 0
+    total = 0.0
+    for i in range(offsets.shape[0] - 1):
+        for row in range(offsets[i], offsets[i + 1] - 1):
+            stamp += 1
+            for s in range(n_act[row]):
+                mark_a[act[row, s]] = stamp
+                mu_a[s] = lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
+            for s in range(n_act[row + 1]):
+                mark_b[act[row + 1, s]] = stamp
+                mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
+            _, _, g = kern.bigram_sorted(W_B, C, act[row], n_act[row], mu_a, act[row + 1],
+                                         n_act[row + 1], mu_b, mark_a, mark_b, stamp,
+                                         row_tree, col_tree, all_tree, row_top, col_top, stack)
+            total += g
+    return total
+
+
+def median_seconds(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=1000, help="labels of the synthetic chain")
+    ap.add_argument("--after", default="2,5,10,20,40", help="pass counts to time after")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    ds = chain_dataset(args.size)
+    tuning = GDMM_TUNING.get(ds["name"], GDMM_TUNING_DEFAULT)
+    est = StructuredSVM(C=1.0, solver="gdmm", max_iter=1, check_every=10**9, tol=0,
+                        random_state=0, warm_start=True,
+                        solver_options={**tuning, "unigram_oracle": "sparse",
+                                        "bigram_oracle": "sorted"})
+    print(f"{ds['name']}, GDMM {tuning}; machine: {platform.machine()}, "
+          f"Python {platform.python_version()}; median of {args.repeats} runs (s)")
+    print(f"{'passes':>6} {'labels/token':>12} {'unigram lists':>13} {'unigram brute':>13} "
+          f"{'bigram sorted':>13}")
+    done = 0
+    for passes in (int(p) for p in args.after.split(",")):
+        est.set_params(max_iter=passes - done)
+        est.fit(ds["Xtr"], ds["ytr"])
+        done = passes
+        s = est.solver_
+        indptr, indices, values, offsets = s.arrays
+        if hasattr(s, "fl_cap"):
+            lists = (s.fl_start, s.fl_cap, s.fl_label, s.fl_len)
+        else:  # the linked lists of commits before faeb4f7 (the same arguments' places)
+            lists = (s.fl_head, s.fl_next, s.fl_label, s.fl_len)
+
+        def unigram(mode, s=s, lists=lists, indptr=indptr, indices=indices, values=values,
+                    offsets=offsets):
+            unigram_calls(mode, s.W.unigram, indptr, indices, values, offsets, s._start,
+                          s._end, s.act, s.n_act, s.n_groups, s.perm, *lists)
+
+        def bigram(s=s, offsets=offsets):
+            bigram_calls(s.W.transition, s.C, s.rho, offsets, s.act, s.n_act, s.q_u,
+                         s.lam_in, s.sum_in, s.lam_out, s.sum_out, s.row_tree, s.col_tree,
+                         s.all_tree, s.row_top, s.col_top)
+
+        sparse = median_seconds(lambda: unigram(kern.UNIGRAM_SPARSE), args.repeats)
+        brute = median_seconds(lambda: unigram(kern.UNIGRAM_BRUTE), args.repeats)
+        pairs = median_seconds(bigram, args.repeats)
+        print(f"{passes:>6} {s.n_act.mean():>12.1f} {sparse:>13.4f} {brute:>13.4f} "
+              f"{pairs:>13.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
