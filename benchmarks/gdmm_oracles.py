@@ -51,7 +51,7 @@ def unigram_calls(mode, W_U, indptr, indices, values, offsets, start, end, act, 
 
 @njit(cache=True)
 def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
-                 row_tree, col_tree, all_tree, row_top, col_top):
+                 pos_ptr, pos_col, row_tree, col_tree, all_tree, row_top, col_top):
     """The bigram four-case search once per edge, with the messages of the current state."""
     K = W_B.shape[0]
     cap = act.shape[1]
@@ -59,6 +59,7 @@ def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out,
     mu_b = np.empty(cap)
     mark_a = np.zeros(K, dtype=np.int64)
     mark_b = np.zeros(K, dtype=np.int64)
+    slot_b = np.zeros(K, dtype=np.int64)
     stack = np.empty(130, dtype=np.int64)
     stamp = 0
     total = 0.0
@@ -70,10 +71,12 @@ def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out,
                 mu_a[s] = lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
             for s in range(n_act[row + 1]):
                 mark_b[act[row + 1, s]] = stamp
+                slot_b[act[row + 1, s]] = s
                 mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
             _, _, g = kern.bigram_sorted(W_B, C, act[row], n_act[row], mu_a, act[row + 1],
-                                         n_act[row + 1], mu_b, mark_a, mark_b, stamp,
-                                         row_tree, col_tree, all_tree, row_top, col_top, stack)
+                                         n_act[row + 1], mu_b, mark_a, mark_b, slot_b, stamp,
+                                         pos_ptr, pos_col, row_tree, col_tree, all_tree,
+                                         row_top, col_top, stack)
             total += g
     return total
 
@@ -122,7 +125,8 @@ def main(argv=None):
 
         def bigram(s=s, offsets=offsets):
             bigram_calls(s.W.transition, s.C, s.rho, offsets, s.act, s.n_act, s.q_u,
-                         s.lam_in, s.sum_in, s.lam_out, s.sum_out, s.row_tree, s.col_tree,
+                         s.lam_in, s.sum_in, s.lam_out, s.sum_out, s.pos_ptr, s.pos_col,
+                         s.row_tree, s.col_tree,
                          s.all_tree, s.row_top, s.col_top)
 
         sparse = median_seconds(lambda: unigram(kern.UNIGRAM_SPARSE), args.repeats)

@@ -26,6 +26,22 @@ def _marks(K, labels, stamp=7):
     return mark
 
 
+def _slots(K, labels):
+    slot = np.zeros(K, dtype=np.int64)
+    slot[labels] = np.arange(len(labels))
+    return slot
+
+
+def _positive_pattern(W, rng=None):
+    """Rows of the pairs with W > 0 (what bigram_sorted must be told), plus, with ``rng``,
+    some pairs with W <= 0: a superset is allowed."""
+    listed = W > 0
+    if rng is not None:
+        listed |= rng.random(W.shape) < 0.2
+    ptr = np.concatenate([[0], np.cumsum(listed.sum(1))]).astype(np.int64)
+    return ptr, np.nonzero(listed)[1].astype(np.int32)
+
+
 @pytest.mark.parametrize("K", [1, 2, 5, 9])
 @pytest.mark.parametrize("ties", [False, True])
 def test_max_trees_and_excluding_search_match_brute_force(K, ties):
@@ -66,11 +82,17 @@ def test_max_trees_and_excluding_search_match_brute_force(K, ties):
 @pytest.mark.parametrize("K", [1, 2, 3, 6, 12])
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("zero_messages", [False, True])
-def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
-    rng = np.random.default_rng(100 * K + 10 * ties + zero_messages)
+@pytest.mark.parametrize("few_positive", [False, True])
+def test_bigram_oracles_match_brute_force(K, ties, zero_messages, few_positive):
+    # few_positive: as in training, W_B > 0 only on a few (gold) pairs and <= 0 elsewhere,
+    # so the both-active search prunes by the message sums
+    rng = np.random.default_rng(100 * K + 10 * ties + zero_messages + 1000 * few_positive)
     stack = np.empty(130, dtype=np.int64)
     for _trial in range(40):
         W = _table(rng, K, ties)
+        if few_positive:
+            W = -np.abs(W)
+            W[rng.random((K, K)) < 0.1] *= -1.0
         rows = np.zeros((K, 2 * K), dtype=np.int32)
         cols = np.zeros((K, 2 * K), dtype=np.int32)
         whole = np.zeros(2 * K * K, dtype=np.int32)
@@ -92,9 +114,10 @@ def test_bigram_oracles_match_brute_force(K, ties, zero_messages):
         expected = (first // K, first % K, g_min)
         brute = kern.bigram_brute(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
                                   np.zeros(K), np.zeros(K))
+        pattern = _positive_pattern(W, rng if _trial % 2 else None)
         fast = kern.bigram_sorted(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
-                                  _marks(K, act_a), _marks(K, act_b), 7, rows, cols, whole,
-                                  *tops, stack)
+                                  _marks(K, act_a), _marks(K, act_b), _slots(K, act_b), 7,
+                                  *pattern, rows, cols, whole, *tops, stack)
         assert brute == pytest.approx(expected, abs=0)
         assert fast == pytest.approx(expected, abs=0)
 
@@ -112,8 +135,9 @@ def test_bigram_sorted_keeps_ties_at_large_scores():
     kern.build_trees(W, rows, cols, whole, *tops)
     marks = np.full(2, 7, np.int64)
     brute = kern.bigram_brute(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, np.zeros(2), np.zeros(2))
-    fast = kern.bigram_sorted(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, marks, marks, 7, rows,
-                              cols, whole, *tops, np.empty(130, np.int64))
+    fast = kern.bigram_sorted(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, marks, marks,
+                              _slots(2, act_b), 7, *_positive_pattern(W), rows, cols, whole,
+                              *tops, np.empty(130, np.int64))
     assert fast == brute and brute[:2] == (0, 0)
 
 

@@ -205,6 +205,12 @@ class GDMM(PassSolver):
         self.all_tree = np.zeros(2 * K * K if sorted_trees else 2, dtype=leaf_type)
         self.row_top = np.zeros(K)
         self.col_top = np.zeros(K)
+        self.pos_ptr, self.pos_col = training_transitions(data, K)
+        listed = np.zeros((K, K), dtype=bool)
+        listed[np.repeat(np.arange(K), np.diff(self.pos_ptr)), self.pos_col] = True
+        # an unlisted pair has W_B = −C·(its mass) <= 0: drop rounding residue (checkpoints
+        # written before the bigram search relied on it)
+        self.W.transition[(self.W.transition > 0) & ~listed] = 0.0
         if sorted_trees:
             kern.build_trees(self.W.transition, self.row_tree, self.col_tree, self.all_tree,
                              self.row_top, self.col_top)
@@ -259,7 +265,7 @@ class GDMM(PassSolver):
     def _oracle_args(self):
         return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
                 self.bigram_oracle == "sorted", self.row_tree, self.col_tree, self.all_tree,
-                self.row_top, self.col_top)
+                self.row_top, self.col_top, self.pos_ptr, self.pos_col)
 
     def _one_pass(self, order, chunks):
         indptr, indices, values, offsets = self.arrays
@@ -333,6 +339,19 @@ class GDMM(PassSolver):
 
     def dual(self):
         return math.nan
+
+
+def training_transitions(data, K):
+    """The gold transitions (a, b) of the training sequences as sorted rows of a CSR pattern
+    ``(pos_ptr, pos_col)``. Only these pairs can have ``W_B[a, b] > 0``: W_B is C times the
+    gold transition counts minus the summed bigram marginals."""
+    last = np.zeros(data.n_tokens, dtype=bool)
+    last[data.offsets[1:] - 1] = True
+    rows = np.flatnonzero(~last)
+    pairs = np.unique(data.labels[rows].astype(np.int64) * K + data.labels[rows + 1])
+    pos_ptr = np.zeros(K + 1, dtype=np.int64)
+    np.add.at(pos_ptr, pairs // K + 1, 1)
+    return np.cumsum(pos_ptr), (pairs % K).astype(np.int32)
 
 
 def _widen(a, cap):
