@@ -12,13 +12,6 @@ from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW, GDMM
 from dualstruct.solvers import _gdmm_kernels as kern
 
-ROW, COL, ALL = 0, 1, 2
-
-
-def _table(rng, K, ties):
-    """A K×K table; with ``ties`` its values come from {-1, 0, 1} so many entries tie."""
-    return rng.integers(-1, 2, (K, K)).astype(float) if ties else rng.normal(size=(K, K))
-
 
 def _marks(K, labels, stamp=7):
     mark = np.zeros(K, dtype=np.int64)
@@ -32,72 +25,83 @@ def _slots(K, labels):
     return slot
 
 
-def _positive_pattern(W, rng=None):
-    """Rows of the pairs with W > 0 (what bigram_sorted must be told), plus, with ``rng``,
-    some pairs with W <= 0: a superset is allowed."""
+def _listed_pattern(W, rng=None):
+    """The bigram search's structures for table W: the listed pairs (every pair with W > 0,
+    plus, with ``rng``, some with W <= 0: a superset is allowed) by rows, their rows, by
+    columns, and the max-tree over them."""
     listed = W > 0
     if rng is not None:
         listed |= rng.random(W.shape) < 0.2
-    ptr = np.concatenate([[0], np.cumsum(listed.sum(1))]).astype(np.int64)
-    return ptr, np.nonzero(listed)[1].astype(np.int32)
+    pos_row, pos_col = (x.astype(np.int32) for x in np.nonzero(listed))
+    pos_ptr = np.concatenate([[0], np.cumsum(listed.sum(1))]).astype(np.int64)
+    cpos_idx = np.argsort(pos_col, kind="stable").astype(np.int64)
+    cpos_ptr = np.concatenate([[0], np.cumsum(listed.sum(0))]).astype(np.int64)
+    tree = np.zeros(2 * len(pos_col), dtype=np.int64)
+    kern.tree_build(tree, W, pos_row, pos_col)
+    return pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree
 
 
-@pytest.mark.parametrize("K", [1, 2, 5, 9])
-@pytest.mark.parametrize("ties", [False, True])
-def test_max_trees_and_excluding_search_match_brute_force(K, ties):
-    rng = np.random.default_rng(K + 10 * ties)
-    W = _table(rng, K, ties)
-    rows = np.zeros((K, 2 * K), dtype=np.int32)
-    cols = np.zeros((K, 2 * K), dtype=np.int32)
-    whole = np.zeros(2 * K * K, dtype=np.int32)
-    row_top, col_top = np.zeros(K), np.zeros(K)
-    kern.build_trees(W, rows, cols, whole, row_top, col_top)
+def _signed_table(rng, K, kind):
+    """A K×K table: "normal" (both signs, no zeros), "ties" (values in {-1, 0, 1}),
+    "few_positive" (negative but for 10% of the entries) or "training" (as W_B in training:
+    mostly exact zeros, some negative entries, a few positive ones)."""
+    if kind == "normal":
+        return rng.normal(size=(K, K))
+    if kind == "ties":
+        return rng.integers(-1, 2, (K, K)).astype(float)
+    if kind == "few_positive":
+        W = -np.abs(rng.normal(size=(K, K)))
+        W[rng.random((K, K)) < 0.1] *= -1.0
+        return W
+    u = rng.random((K, K))
+    return np.where(u < 0.1, rng.random((K, K)), np.where(u < 0.4, -rng.random((K, K)), 0.0))
+
+
+@pytest.mark.parametrize("K", [1, 2, 5, 9, 33])
+@pytest.mark.parametrize("kind", ["normal", "ties"])
+def test_listed_tree_and_excluding_search_match_brute_force(K, kind):
+    rng = np.random.default_rng(K + 10 * (kind == "ties"))
+    W = _signed_table(rng, K, kind)
+    pos_ptr, pos_col, pos_row, _, _, tree = _listed_pattern(W, rng)
     stack = np.empty(130, dtype=np.int64)
     for _ in range(30):
-        a, b = rng.integers(K, size=2)  # change one entry, then repair the trees and maxima
-        W[a, b] = rng.integers(-1, 2) if ties else rng.normal()
-        kern._transition_changed(W, a, b, True, rows, cols, whole, row_top, col_top)
-        assert np.array_equal(row_top, W.max(axis=1))
-        assert np.array_equal(col_top, W.max(axis=0))
+        if len(pos_col):  # change one listed entry, then repair the tree
+            p = rng.integers(len(pos_col))
+            W[pos_row[p], pos_col[p]] = rng.integers(-1, 2) if kind == "ties" else rng.normal()
+            kern._transition_changed(W, pos_row[p], pos_col[p], pos_ptr, pos_col, pos_row,
+                                     tree, True)
         ex_a = rng.choice(K, rng.integers(0, K + 1), replace=False)
         ex_b = rng.choice(K, rng.integers(0, K + 1), replace=False)
         ma, mb = _marks(K, ex_a), _marks(K, ex_b)
         floor = -np.inf if rng.random() < 0.5 else rng.normal()
-
-        def best(values, allowed, floor=floor):
-            # largest value, ties to the smallest index, among allowed entries >= floor
-            ok = [i for i in range(len(values)) if allowed[i] and values[i] >= floor]
-            return -1 if not ok else min(ok, key=lambda i: (-values[i], i))
-
-        r = rng.integers(K)
-        assert kern.tree_best(rows[r], W, ROW, r, ma, mb, 7, floor, stack) == best(
-            W[r], mb != 7)
-        assert kern.tree_best(cols[r], W, COL, r, ma, mb, 7, floor, stack) == best(
-            W[:, r], ma != 7)
-        allowed = ((ma != 7)[:, None] & (mb != 7)[None, :]).ravel()
-        assert kern.tree_best(whole, W, ALL, 0, ma, mb, 7, floor, stack) == best(
-            W.ravel(), allowed)
+        # the largest listed value outside the excluded rows and columns, >= floor, ties to
+        # the smallest position
+        values = W[pos_row, pos_col]
+        ok = [p for p in range(len(pos_col))
+              if ma[pos_row[p]] != 7 and mb[pos_col[p]] != 7 and values[p] >= floor]
+        expected = -1 if not ok else min(ok, key=lambda p: (-values[p], p))
+        assert kern.tree_best(tree, W, pos_row, pos_col, ma, mb, 7, floor, stack) == expected
 
 
-@pytest.mark.parametrize("K", [1, 2, 3, 6, 12])
-@pytest.mark.parametrize("ties", [False, True])
+def test_unlisted_pairs_are_clamped_to_zero():
+    W = np.array([[0.0, 1e-17], [-0.5, 2.0]])
+    pos_ptr, pos_col, pos_row, _, _, tree = _listed_pattern(np.array([[0.0, 0.0], [0.0, 1.0]]))
+    kern._transition_changed(W, 0, 1, pos_ptr, pos_col, pos_row, tree, True)
+    kern._transition_changed(W, 1, 0, pos_ptr, pos_col, pos_row, tree, True)
+    assert W[0, 1] == 0.0 and W[1, 0] == -0.5  # rounding residue dropped, a negative kept
+    kern._transition_changed(W, 1, 1, pos_ptr, pos_col, pos_row, tree, True)
+    assert W[1, 1] == 2.0  # listed: may be positive
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 6, 12, 40])
+@pytest.mark.parametrize("kind", ["normal", "ties", "few_positive", "training"])
 @pytest.mark.parametrize("zero_messages", [False, True])
-@pytest.mark.parametrize("few_positive", [False, True])
-def test_bigram_oracles_match_brute_force(K, ties, zero_messages, few_positive):
-    # few_positive: as in training, W_B > 0 only on a few (gold) pairs and <= 0 elsewhere,
-    # so the both-active search prunes by the message sums
-    rng = np.random.default_rng(100 * K + 10 * ties + zero_messages + 1000 * few_positive)
+def test_bigram_oracles_match_brute_force(K, kind, zero_messages):
+    rng = np.random.default_rng(100 * K + 10 * len(kind) + zero_messages)
     stack = np.empty(130, dtype=np.int64)
+    ties = kind == "ties"
     for _trial in range(40):
-        W = _table(rng, K, ties)
-        if few_positive:
-            W = -np.abs(W)
-            W[rng.random((K, K)) < 0.1] *= -1.0
-        rows = np.zeros((K, 2 * K), dtype=np.int32)
-        cols = np.zeros((K, 2 * K), dtype=np.int32)
-        whole = np.zeros(2 * K * K, dtype=np.int32)
-        tops = np.zeros(K), np.zeros(K)
-        kern.build_trees(W, rows, cols, whole, *tops)
+        W = _signed_table(rng, K, kind)
         C = float(rng.choice([0.5, 1.0, 3.0]))
         act_a = rng.choice(K, rng.integers(0, K + 1), replace=False).astype(np.int32)
         act_b = rng.choice(K, rng.integers(0, K + 1), replace=False).astype(np.int32)
@@ -114,10 +118,10 @@ def test_bigram_oracles_match_brute_force(K, ties, zero_messages, few_positive):
         expected = (first // K, first % K, g_min)
         brute = kern.bigram_brute(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
                                   np.zeros(K), np.zeros(K))
-        pattern = _positive_pattern(W, rng if _trial % 2 else None)
+        pattern = _listed_pattern(W, rng if _trial % 2 else None)
         fast = kern.bigram_sorted(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
                                   _marks(K, act_a), _marks(K, act_b), _slots(K, act_b), 7,
-                                  *pattern, rows, cols, whole, *tops, stack)
+                                  *pattern, stack)
         assert brute == pytest.approx(expected, abs=0)
         assert fast == pytest.approx(expected, abs=0)
 
@@ -129,15 +133,11 @@ def test_bigram_sorted_keeps_ties_at_large_scores():
     W = np.array([[300000000.2, 0.0], [300000000.1, 0.1]])
     act_a, mu_a = np.array([1, 0], np.int32), np.array([-0.2, -0.1])
     act_b, mu_b = np.array([0, 1], np.int32), np.array([-0.2, -0.3])
-    rows, cols = np.zeros((2, 4), np.int32), np.zeros((2, 4), np.int32)
-    whole = np.zeros(8, np.int32)
-    tops = np.zeros(2), np.zeros(2)
-    kern.build_trees(W, rows, cols, whole, *tops)
     marks = np.full(2, 7, np.int64)
     brute = kern.bigram_brute(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, np.zeros(2), np.zeros(2))
     fast = kern.bigram_sorted(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, marks, marks,
-                              _slots(2, act_b), 7, *_positive_pattern(W), rows, cols, whole,
-                              *tops, np.empty(130, np.int64))
+                              _slots(2, act_b), 7, *_listed_pattern(W),
+                              np.empty(130, np.int64))
     assert fast == brute and brute[:2] == (0, 0)
 
 
@@ -402,3 +402,26 @@ def test_auto_oracles_follow_the_label_count():
     assert (large.unigram_oracle, large.bigram_oracle) == ("sparse", "sorted")
     chosen = GDMM(ChainModel(5, 3), 1.0, unigram_oracle="sampled", bigram_oracle="sorted")
     assert (chosen.unigram_oracle, chosen.bigram_oracle) == ("sampled", "sorted")
+
+
+def _reference_projection(v):
+    """Projection onto the simplex by sorting every entry (Held, Wolfe, Crowder 1974)."""
+    u = np.sort(v)[::-1]
+    cum = np.cumsum(u)
+    r = np.flatnonzero(u - (cum - 1.0) / np.arange(1, len(v) + 1) > 0)[-1]
+    return np.maximum(v - (cum[r] - 1.0) / (r + 1), 0.0)
+
+
+@pytest.mark.parametrize("scale", [0.01, 1.0, 30.0])
+def test_simplex_projection_matches_the_full_sort(scale):
+    # the kernel sorts only the entries above max(v) − 1; the result must not change
+    rng = np.random.default_rng(int(scale * 100))
+    for n in (1, 2, 3, 7, 50, 300):
+        for _ in range(20):
+            v = scale * rng.normal(size=n)
+            if rng.random() < 0.3:
+                v = np.round(v)  # ties
+            out, scratch = np.empty(n), np.empty(n)
+            kern.project_to_simplex(v, n, out, scratch)
+            assert out.sum() == pytest.approx(1.0) and out.min() >= 0.0
+            assert np.allclose(out, _reference_projection(v), atol=1e-12)

@@ -42,25 +42,31 @@ to its left (``lam_in``, ``sum_in``), all aligned with the slots. A bigram facto
 support as pairs of slots. When a pair enters ``q_e`` its labels enter ``A_t`` and
 ``A_{t+1}``, so messages are non-zero only on active labels and every step costs O(|A|).
 The paper keeps every label that ever entered; here a label idle for ``patience`` passes
-(no mass, in no pair) leaves with its multipliers (:func:`_shrink_example`), else the sets
-grow with the passes and so does the cost of the bigram search (O(|A_t||A_{t+1}|)).
+(no mass, in no pair) can leave with its multipliers (:func:`_shrink_example`), else the
+sets grow with the passes and so does the cost of a step.
 
 **Oracles.** Labels outside ``A_t`` carry no message, which makes the FMOs cheap:
 
 * bigram (``bigram_sorted``): the argmin over K² pairs splits into four cases by whether each
-  endpoint is active. Both active: ``W_B[a, b] = C (n_ab − Σ_e q_e(a, b))`` with n_ab the
-  number of gold transitions a → b in the training set, so only the training transitions
-  can be positive (kept exactly so: :func:`_pairwise_step` clamps the rounding residue of an
-  emptied pair to 0); every other pair's gradient is at least its message sum
-  ``μ^L(a) + μ^R(b)``. The search scores the listed transitions among the active pairs, then
-  only the active pairs whose message sum does not exceed the best gradient found: about
-  one pair per edge, against |A_t|·|A_{t+1}| for a scan. One active:
-  the best inactive partner is the top of a row (or column) of W_B excluding the other
-  active set. Neither: the top of all of W_B excluding both. Each row, each column and the
-  whole table is a max-tree over W_B (segment tree of leaf indices, O(log K) per update of
-  W_B); "top excluding a set S" is a pruned depth-first search costing O((|S| + 1) log K).
-  The row and column maxima are also kept as dense K-vectors, so a row whose maximum
-  cannot beat the best pair found is skipped without touching its tree. Brute force
+  endpoint is active. All four use the sign of W_B: ``W_B[a, b] = C (n_ab − Σ_e q_e(a, b))``
+  with n_ab the number of gold transitions a → b in the training set, so only the training
+  transitions ("listed" pairs) can be positive; every other pair is 0 (never touched) or
+  negative. This holds exactly: :func:`_transition_changed` clamps the rounding residue of an
+  emptied unlisted pair to 0. So the table needs order only on its listed pairs, a few per
+  row (0.3% of the entries at K = 954), and everything else is settled by signs and zeros.
+  Both active: the listed pairs among the active ones, then only the active pairs whose
+  message sum ``μ^L(a) + μ^R(b)`` (a lower bound of an unlisted pair's gradient) does not
+  exceed the best gradient found, about one pair per edge against |A_t|·|A_{t+1}| for a
+  scan. One active (a, message μ): the listed inactive partners of a (a short scan), and,
+  only if a zero can reach the best gradient (μ − best <= 0), the first inactive partner b
+  with W_B[a, b] = 0 (zeros are nearly everywhere: 94% of the table at K = 954); the same by
+  columns. Neither: the top of a max-tree over the listed pairs (segment tree, O(log n) per
+  update, a pruned depth-first search for "the top outside A_t × · and · × A_{t+1}") and,
+  if a zero can win, the first pair of inactive labels with W_B = 0. Where every inactive
+  entry of a row was touched (tiny K) the search scans it whole. This replaces the
+  per-row, per-column and whole-table max-trees of the paper's description: the queries
+  are the same ("best entry of a row, a column or the table outside given label sets"),
+  and an entry that is 0 or negative is found by the zero scan or cannot win. Brute force
   (``bigram_brute``) scans all K² pairs.
 * unigram, inactive labels have gradient ``−C (θ_t(k) + δ)``, so the FMO is the best score
   ``<W_U[:, k], x_t>`` among inactive labels. ``UNIGRAM_BRUTE`` scores all K labels
@@ -98,87 +104,83 @@ _MODE_ROW, _MODE_COL, _MODE_ALL = 0, 1, 2
 
 
 # ------------------------------------------------------------------------------------------
-# max-trees over W_B
+# the training transitions and their max-tree
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _value(W_B, mode, fixed, leaf):
-    K = W_B.shape[0]
-    if mode == _MODE_ROW:
-        return W_B[fixed, leaf]
-    if mode == _MODE_COL:
-        return W_B[leaf, fixed]
-    return W_B[leaf // K, leaf % K]
+def listed_position(pos_ptr, pos_col, a, b):
+    """The position of (a, b) among the listed transitions ``pos_col[pos_ptr[a]:pos_ptr[a +
+    1]]`` (sorted: bisection), or −1 if the pair is not listed."""
+    lo, hi = pos_ptr[a], pos_ptr[a + 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pos_col[mid] < b:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < pos_ptr[a + 1] and pos_col[lo] == b else -1
 
 
 @njit(cache=True)
-def _wins(W_B, mode, fixed, i, j):
-    """Leaf i ranks above leaf j: larger value, ties to the smaller index."""
-    vi = _value(W_B, mode, fixed, i)
-    vj = _value(W_B, mode, fixed, j)
+def _wins(W_B, pos_row, pos_col, i, j):
+    """Listed transition i ranks above j: larger W_B, ties to the smaller position (which is
+    the order of a·K + b)."""
+    vi = W_B[pos_row[i], pos_col[i]]
+    vj = W_B[pos_row[j], pos_col[j]]
     return vi > vj or (vi == vj and i < j)
 
 
 @njit(cache=True)
-def tree_build(tree, W_B, mode, fixed):
-    """Segment tree of n leaves (n = len(tree) // 2): node n + i is leaf i, node m < n holds
-    the better leaf of nodes 2m and 2m + 1, node 1 the best of all."""
+def tree_build(tree, W_B, pos_row, pos_col):
+    """Segment tree over the n listed transitions (n = len(tree) // 2): node n + i is leaf i,
+    node m < n holds the better leaf of nodes 2m and 2m + 1, node 1 the best of all."""
     n = tree.shape[0] // 2
     for i in range(n):
         tree[n + i] = i
     for m in range(n - 1, 0, -1):
         a, b = tree[2 * m], tree[2 * m + 1]
-        tree[m] = a if _wins(W_B, mode, fixed, a, b) else b
+        tree[m] = a if _wins(W_B, pos_row, pos_col, a, b) else b
 
 
 @njit(cache=True)
-def tree_update(tree, W_B, mode, fixed, leaf):
+def tree_update(tree, W_B, pos_row, pos_col, leaf):
     """Restore the tree after the value of ``leaf`` changed: O(log n)."""
     n = tree.shape[0] // 2
     m = (n + leaf) // 2
     while m >= 1:
         a, b = tree[2 * m], tree[2 * m + 1]
-        tree[m] = a if _wins(W_B, mode, fixed, a, b) else b
+        tree[m] = a if _wins(W_B, pos_row, pos_col, a, b) else b
         m //= 2
 
 
 @njit(cache=True)
-def _excluded(mode, leaf, K, mark_a, mark_b, stamp):
-    if mode == _MODE_ROW:
-        return mark_b[leaf] == stamp
-    if mode == _MODE_COL:
-        return mark_a[leaf] == stamp
-    return mark_a[leaf // K] == stamp or mark_b[leaf % K] == stamp
-
-
-@njit(cache=True)
-def tree_best(tree, W_B, mode, fixed, mark_a, mark_b, stamp, floor, stack):
-    """The best leaf that is not excluded (row mode: column label marked in ``mark_b``;
-    column mode: row label marked in ``mark_a``; table mode: either) and whose value is at
-    least ``floor``, or −1.
+def tree_best(tree, W_B, pos_row, pos_col, mark_a, mark_b, stamp, floor, stack):
+    """The best listed transition (a, b) with a unmarked in ``mark_a``, b unmarked in
+    ``mark_b`` and ``W_B[a, b] >= floor``, or −1.
 
     Depth-first search from the root that descends only below excluded subtree maxima and
     prunes subtrees whose maximum ranks below the best leaf found or lies below ``floor``:
     O((|excluded above floor| + 1) log n).
     """
     n = tree.shape[0] // 2
-    K = W_B.shape[0]
     best = -1
+    if n == 0:
+        return best
     stack[0] = 1
     sp = 1
     while sp > 0:
         sp -= 1
         m = stack[sp]
         leaf = tree[m]
-        if _value(W_B, mode, fixed, leaf) < floor:
+        if W_B[pos_row[leaf], pos_col[leaf]] < floor:
             continue
-        if best >= 0 and not _wins(W_B, mode, fixed, leaf, best):
+        if best >= 0 and not _wins(W_B, pos_row, pos_col, leaf, best):
             continue
-        if not _excluded(mode, leaf, K, mark_a, mark_b, stamp):
+        if mark_a[pos_row[leaf]] != stamp and mark_b[pos_col[leaf]] != stamp:
             best = leaf
             continue
         if m < n:
             a, b = tree[2 * m], tree[2 * m + 1]
-            if _wins(W_B, mode, fixed, a, b):  # visit the better child first
+            if _wins(W_B, pos_row, pos_col, a, b):  # visit the better child first
                 stack[sp] = 2 * m + 1
                 stack[sp + 1] = 2 * m
             else:
@@ -189,28 +191,16 @@ def tree_best(tree, W_B, mode, fixed, mark_a, mark_b, stamp, floor, stack):
 
 
 @njit(cache=True)
-def build_trees(W_B, row_tree, col_tree, all_tree, row_top, col_top):
-    """The max-trees of every row, every column and the whole table, and the row and
-    column maxima as dense vectors (``row_top[a] = max_b W_B[a, b]``), which the bigram
-    oracle reads for its bounds without touching the trees."""
-    K = W_B.shape[0]
-    for a in range(K):
-        tree_build(row_tree[a], W_B, _MODE_ROW, a)
-        tree_build(col_tree[a], W_B, _MODE_COL, a)
-        row_top[a] = W_B[a, row_tree[a][1]]
-        col_top[a] = W_B[col_tree[a][1], a]
-    tree_build(all_tree, W_B, _MODE_ALL, 0)
-
-
-@njit(cache=True)
-def _transition_changed(W_B, a, b, sorted_trees, row_tree, col_tree, all_tree, row_top,
-                        col_top):
-    if sorted_trees:
-        tree_update(row_tree[a], W_B, _MODE_ROW, a, b)
-        tree_update(col_tree[b], W_B, _MODE_COL, b, a)
-        tree_update(all_tree, W_B, _MODE_ALL, 0, a * W_B.shape[0] + b)
-        row_top[a] = W_B[a, row_tree[a][1]]
-        col_top[b] = W_B[col_tree[b][1], b]
+def _transition_changed(W_B, a, b, pos_ptr, pos_col, pos_row, tree, use_tree):
+    """After W_B[a, b] changed: an unlisted pair has ``W_B = −C·(its mass) <= 0`` exactly, so
+    its rounding residue above 0 is dropped (the bigram search relies on the sign); a
+    listed pair's leaf of the max-tree is restored."""
+    p = listed_position(pos_ptr, pos_col, a, b)
+    if p < 0:
+        if W_B[a, b] > 0.0:
+            W_B[a, b] = 0.0
+    elif use_tree:
+        tree_update(tree, W_B, pos_row, pos_col, p)
 
 
 # ------------------------------------------------------------------------------------------
@@ -261,13 +251,30 @@ def bigram_brute(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, dense_a, dense_b):
 
 
 @njit(cache=True)
+def _first_zero(W_B, fixed, mark, stamp, by_row):
+    """The smallest unmarked index i with W_B[fixed, i] == 0 (``by_row``) or W_B[i, fixed] == 0,
+    or −1."""
+    K = W_B.shape[0]
+    for i in range(K):
+        if mark[i] != stamp:
+            v = W_B[fixed, i] if by_row else W_B[i, fixed]
+            if v == 0.0:
+                return i
+    return -1
+
+
+@njit(cache=True)
 def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, slot_b, stamp,
-                  pos_ptr, pos_col, row_tree, col_tree, all_tree, row_top, col_top, stack):
-    """The same argmin as :func:`bigram_brute` by the four-case search (module docstring);
-    the active labels must be marked: ``mark_a[act_a[s]] == stamp`` and likewise for b, with
-    ``slot_b[act_b[s]] == s``. Every pair with ``W_B[a, b] > 0`` must be listed in row a of
-    ``pos_col[pos_ptr[a]:pos_ptr[a + 1]]`` (the training transitions are: W_B is C times the
-    gold transition counts minus the bigram marginals)."""
+                  pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, stack):
+    """The same argmin as :func:`bigram_brute` by the four-case search (module docstring).
+
+    The active labels must be marked (``mark_a[act_a[s]] == stamp``, likewise for b) with
+    ``slot_b[act_b[s]] == s``. ``(pos_ptr, pos_col)`` lists, row by row in column order, every
+    pair that may have ``W_B > 0`` (the training transitions), ``pos_row`` gives each listed
+    pair's row, ``(cpos_ptr, cpos_idx)`` the listed positions column by column, and ``tree``
+    is the max-tree over the listed pairs (:func:`tree_build`). Every unlisted pair must
+    have ``W_B <= 0``.
+    """
     K = W_B.shape[0]
     best_a, best_b, best_g = -1, -1, 0.0
     # Both endpoints active. Every unlisted pair has W_B <= 0, so its gradient is at least
@@ -309,41 +316,86 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
                 g = -C * W_B[a, b] + mu + mu_b[sb]
                 if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                     best_a, best_b, best_g = a, b, g
-    # below, a candidate can win only if −C W + μ <= best_g, i.e. W >= (μ − best_g) / C: the
-    # searches skip subtrees under that floor (relaxed by a rounding margin; the final
-    # comparison is exact)
-    if n_b < K:  # a active, b inactive: the top of row a outside A_{t+1}
+    # One endpoint active, say a with message μ: the partner b is inactive, so the gradient
+    # is −C W_B[a, b] + μ. A positive W_B is listed (a short scan); otherwise the largest
+    # W_B is 0 unless every inactive entry is negative, and a 0 can win only if μ reaches
+    # best_g, i.e. if the floor (μ − best_g) / C, relaxed by a rounding margin, is <= 0.
+    # Then the winner among the zeros is the first inactive one; if there is none (every
+    # inactive entry touched: tiny K), the whole row is scanned.
+    if n_b < K:  # a active, b inactive
         for sa in range(n_a):
             a = act_a[sa]
-            floor = _floor(best_a, best_g, mu_a[sa], C)
-            if row_top[a] < floor:  # the row's maximum cannot win: skip without the tree
+            mu = mu_a[sa]
+            for p in range(pos_ptr[a], pos_ptr[a + 1]):
+                b = pos_col[p]
+                if mark_b[b] != stamp:
+                    g = -C * W_B[a, b] + mu
+                    if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                        best_a, best_b, best_g = a, b, g
+            if _floor(best_a, best_g, mu, C) > 0.0:
                 continue
-            b = tree_best(row_tree[a], W_B, _MODE_ROW, a, mark_a, mark_b, stamp, floor, stack)
-            if b < 0:
-                continue
-            g = -C * W_B[a, b] + mu_a[sa]
-            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
-                best_a, best_b, best_g = a, b, g
-    if n_a < K:  # b active, a inactive: the top of column b outside A_t
+            b = _first_zero(W_B, a, mark_b, stamp, True)
+            if b >= 0:
+                g = -C * W_B[a, b] + mu
+                if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                    best_a, best_b, best_g = a, b, g
+            else:
+                for b in range(K):
+                    if mark_b[b] != stamp:
+                        g = -C * W_B[a, b] + mu
+                        if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                            best_a, best_b, best_g = a, b, g
+    if n_a < K:  # b active, a inactive: the same by columns
         for sb in range(n_b):
             b = act_b[sb]
-            floor = _floor(best_a, best_g, mu_b[sb], C)
-            if col_top[b] < floor:
+            mu = mu_b[sb]
+            for q in range(cpos_ptr[b], cpos_ptr[b + 1]):
+                a = pos_row[cpos_idx[q]]
+                if mark_a[a] != stamp:
+                    g = -C * W_B[a, b] + mu
+                    if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                        best_a, best_b, best_g = a, b, g
+            if _floor(best_a, best_g, mu, C) > 0.0:
                 continue
-            a = tree_best(col_tree[b], W_B, _MODE_COL, b, mark_a, mark_b, stamp, floor, stack)
-            if a < 0:
-                continue
-            g = -C * W_B[a, b] + mu_b[sb]
-            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
-                best_a, best_b, best_g = a, b, g
-    if n_a < K and n_b < K:  # neither active: the top of W_B outside A_t × · and · × A_{t+1}
-        leaf = tree_best(all_tree, W_B, _MODE_ALL, 0, mark_a, mark_b, stamp,
-                         _floor(best_a, best_g, 0.0, C), stack)
-        if leaf >= 0:
-            a, b = leaf // K, leaf % K
+            a = _first_zero(W_B, b, mark_a, stamp, False)
+            if a >= 0:
+                g = -C * W_B[a, b] + mu
+                if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                    best_a, best_b, best_g = a, b, g
+            else:
+                for a in range(K):
+                    if mark_a[a] != stamp:
+                        g = -C * W_B[a, b] + mu
+                        if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                            best_a, best_b, best_g = a, b, g
+    if n_a < K and n_b < K:  # neither active: the best listed pair outside, or a zero
+        floor = _floor(best_a, best_g, 0.0, C)
+        p = tree_best(tree, W_B, pos_row, pos_col, mark_a, mark_b, stamp, floor, stack)
+        if p >= 0:
+            a, b = pos_row[p], pos_col[p]
             g = -C * W_B[a, b]
             if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                 best_a, best_b, best_g = a, b, g
+        if floor <= 0.0:
+            found = False
+            for a in range(K):  # the first inactive zero in index order
+                if mark_a[a] != stamp:
+                    b = _first_zero(W_B, a, mark_b, stamp, True)
+                    if b >= 0:
+                        g = -C * W_B[a, b]
+                        if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                            best_a, best_b, best_g = a, b, g
+                        found = True
+                        break
+            if not found:  # every inactive pair touched: scan them all
+                for a in range(K):
+                    if mark_a[a] == stamp:
+                        continue
+                    for b in range(K):
+                        if mark_b[b] != stamp:
+                            g = -C * W_B[a, b]
+                            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                                best_a, best_b, best_g = a, b, g
     return best_a, best_b, best_g
 
 
@@ -587,15 +639,25 @@ def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
 
 @njit(cache=True)
 def project_to_simplex(v, n, out, scratch):
-    """Euclidean projection of v[:n] onto the probability simplex (sort-based)."""
+    """Euclidean projection of v[:n] onto the probability simplex (sort-based).
+
+    The threshold τ of the projection (``out = max(v − τ, 0)``) is at least ``max(v) − 1``,
+    since the largest entry ends at most at 1; so only entries above ``max(v) − 1`` are
+    sorted: on a large active set most labels carry no mass and stay far below."""
+    top = v[0]
+    for k in range(1, n):
+        top = max(top, v[k])
+    m = 0
     for k in range(n):
-        scratch[k] = v[k]
-    srt = scratch[:n]
+        if v[k] > top - 1.0:
+            scratch[m] = v[k]
+            m += 1
+    srt = scratch[:m]
     srt.sort()  # in place: no allocation per call
     cum = 0.0
     tau = 0.0
-    for r in range(n):
-        x = srt[n - 1 - r]
+    for r in range(m):
+        x = srt[m - 1 - r]
         cum += x
         t = (cum - 1.0) / (r + 1)
         if x - t > 0.0:
@@ -628,27 +690,14 @@ def _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair, mu_a, mu_b):
 
 
 @njit(cache=True)
-def _listed(pos_ptr, pos_col, a, b):
-    """Whether b is in the sorted list ``pos_col[pos_ptr[a]:pos_ptr[a + 1]]`` (bisection)."""
-    lo, hi = pos_ptr[a], pos_ptr[a + 1]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pos_col[mid] < b:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo < pos_ptr[a + 1] and pos_col[lo] == b
-
-
-@njit(cache=True)
 def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
-                   pair_b, q_b, n_pair, mu_a, mu_b, W_B, sorted_trees, row_tree, col_tree,
-                   all_tree, row_top, col_top, pos_ptr, pos_col, R_B, avg_weight):
+                   pair_b, q_b, n_pair, mu_a, mu_b, W_B, use_tree, tree, pos_ptr, pos_col,
+                   pos_row, R_B, avg_weight):
     """Move mass γ from support pair ``p_old`` of edge e (rows ``row``, ``row + 1``) to pair
     ``p_new`` by the exact line search along D = e_new − e_old: γ = min(q_old, (g_old −
     g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²))). Updates the marginal sums, the messages
-    (μ moves by ±ργ with its sum), W_B, its trees and its averaging accumulator R_B, and
-    drops ``p_old`` once empty."""
+    (μ moves by ±ργ with its sum), W_B, the max-tree of its listed pairs and its averaging
+    accumulator R_B, and drops ``p_old`` once empty."""
     sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
     sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
     curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
@@ -667,17 +716,11 @@ def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_
     a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
     W_B[a_new, b_new] -= gamma * C
     W_B[a_old, b_old] += gamma * C
-    if W_B[a_old, b_old] > 0.0 and not _listed(pos_ptr, pos_col, a_old, b_old):
-        # an unlisted pair has W_B = −C·(its marginal mass) <= 0 exactly; this undoes the
-        # rounding of the adds and subtracts, which the bigram search relies on
-        W_B[a_old, b_old] = 0.0
     if avg_weight > 0.0:
         R_B[a_new, b_new] -= avg_weight * gamma * C
         R_B[a_old, b_old] += avg_weight * gamma * C
-    _transition_changed(W_B, a_new, b_new, sorted_trees, row_tree, col_tree, all_tree,
-                        row_top, col_top)
-    _transition_changed(W_B, a_old, b_old, sorted_trees, row_tree, col_tree, all_tree,
-                        row_top, col_top)
+    _transition_changed(W_B, a_new, b_new, pos_ptr, pos_col, pos_row, tree, use_tree)
+    _transition_changed(W_B, a_old, b_old, pos_ptr, pos_col, pos_row, tree, use_tree)
     if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
         last = n_pair[e] - 1
         pair_a[e, p_old] = pair_a[e, last]
@@ -691,8 +734,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               C, rho, start_end, W_U, W_B, start, end,
               act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
               pair_a, pair_b, q_b, n_pair,
-              unigram_mode, n_groups, perm, bigram_sorted_search, row_tree, col_tree, all_tree,
-              row_top, col_top, pos_ptr, pos_col, fl_start, fl_cap, fl_label, fl_member, fl_len,
+              unigram_mode, n_groups, perm, bigram_sorted_search, tree, pos_ptr, pos_col,
+              pos_row, cpos_ptr, cpos_idx, fl_start, fl_cap, fl_label, fl_member, fl_len,
               fl_used, seed,
               counters, eta, idle, patience, max_T, support_steps, R_U, R_B, R_start, R_end,
               avg_weight):
@@ -858,8 +901,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
             if bigram_sorted_search:
                 a_new, b_new, g_new = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                     nB, mu_b, mark_a, mark_b, slot_b, stamp,
-                                                    pos_ptr, pos_col, row_tree, col_tree,
-                                                    all_tree, row_top, col_top, stack)
+                                                    pos_ptr, pos_col, pos_row, cpos_ptr,
+                                                    cpos_idx, tree, stack)
             else:
                 a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                    nB, mu_b, dense_a, dense_b)
@@ -904,8 +947,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 counters[3] += 1
             _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out,
                            pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, bigram_sorted_search,
-                           row_tree, col_tree, all_tree, row_top, col_top, pos_ptr, pos_col,
-                           R_B, avg_weight)
+                           tree, pos_ptr, pos_col, pos_row, R_B, avg_weight)
             for _ in range(support_steps):  # more steps inside the support, no oracle call
                 p_new, g_new, p_old, g_old = _support_extremes(e, row, C, W_B, act, pair_a,
                                                                pair_b, n_pair, mu_a, mu_b)
@@ -913,8 +955,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                     break
                 _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
                                sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B,
-                               bigram_sorted_search, row_tree, col_tree, all_tree, row_top,
-                               col_top, pos_ptr, pos_col, R_B, avg_weight)
+                               bigram_sorted_search, tree, pos_ptr, pos_col, pos_row, R_B,
+                               avg_weight)
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
         if patience > 0:
@@ -1018,8 +1060,8 @@ def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, p
 @njit(cache=True)
 def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
                 act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
-                perm, bigram_sorted_search, row_tree, col_tree, all_tree, row_top, col_top,
-                pos_ptr, pos_col, fl_start, fl_cap, fl_label, fl_len, seed):
+                perm, bigram_sorted_search, tree, pos_ptr, pos_col, pos_row, cpos_ptr,
+                cpos_idx, fl_start, fl_cap, fl_label, fl_len, seed):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
     away."""
@@ -1066,7 +1108,7 @@ def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, s
             if bigram_sorted_search:
                 a, b, g = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
                                         mark_a, mark_b, slot_b, stamp, pos_ptr, pos_col,
-                                        row_tree, col_tree, all_tree, row_top, col_top, stack)
+                                        pos_row, cpos_ptr, cpos_idx, tree, stack)
             else:
                 a, b, g = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
                                        dense_a, dense_b)

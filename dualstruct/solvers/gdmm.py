@@ -197,23 +197,22 @@ class GDMM(PassSolver):
         self._end = self.W.end if model.start_end else np.zeros(K)
         self._R_start = self.RW.start if model.start_end else np.zeros(K)
         self._R_end = self.RW.end if model.start_end else np.zeros(K)
-        sorted_trees = self.bigram_oracle == "sorted"
-        leaf_type = np.int32 if K * K < 2**31 else np.int64
-        shape = (K, 2 * K) if sorted_trees else (1, 2)
-        self.row_tree = np.zeros(shape, dtype=leaf_type)
-        self.col_tree = np.zeros(shape, dtype=leaf_type)
-        self.all_tree = np.zeros(2 * K * K if sorted_trees else 2, dtype=leaf_type)
-        self.row_top = np.zeros(K)
-        self.col_top = np.zeros(K)
+        # the training transitions, the only pairs whose W_B can be positive: by rows
+        # (pos_ptr, pos_col), their rows (pos_row), by columns (cpos_ptr, cpos_idx), and a
+        # max-tree over them for the bigram search
         self.pos_ptr, self.pos_col = training_transitions(data, K)
+        self.pos_row = np.repeat(np.arange(K, dtype=np.int32), np.diff(self.pos_ptr))
+        self.cpos_idx = np.argsort(self.pos_col, kind="stable").astype(np.int64)
+        self.cpos_ptr = np.zeros(K + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.pos_col, minlength=K), out=self.cpos_ptr[1:])
         listed = np.zeros((K, K), dtype=bool)
-        listed[np.repeat(np.arange(K), np.diff(self.pos_ptr)), self.pos_col] = True
+        listed[self.pos_row, self.pos_col] = True
         # an unlisted pair has W_B = −C·(its mass) <= 0: drop rounding residue (checkpoints
         # written before the bigram search relied on it)
         self.W.transition[(self.W.transition > 0) & ~listed] = 0.0
-        if sorted_trees:
-            kern.build_trees(self.W.transition, self.row_tree, self.col_tree, self.all_tree,
-                             self.row_top, self.col_top)
+        n_listed = len(self.pos_col) if self.bigram_oracle == "sorted" else 0
+        self.tree = np.zeros(2 * n_listed, dtype=np.int64)
+        kern.tree_build(self.tree, self.W.transition, self.pos_row, self.pos_col)
         lists = self.unigram_oracle == "sparse"
         # the label lists: per feature (start, end = features d, d + 1) a segment
         # fl_label[fl_start[j] : fl_start[j] + fl_len[j]] of room fl_cap[j] in one pool
@@ -264,8 +263,8 @@ class GDMM(PassSolver):
 
     def _oracle_args(self):
         return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
-                self.bigram_oracle == "sorted", self.row_tree, self.col_tree, self.all_tree,
-                self.row_top, self.col_top, self.pos_ptr, self.pos_col)
+                self.bigram_oracle == "sorted", self.tree, self.pos_ptr, self.pos_col,
+                self.pos_row, self.cpos_ptr, self.cpos_idx)
 
     def _one_pass(self, order, chunks):
         indptr, indices, values, offsets = self.arrays
