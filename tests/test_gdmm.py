@@ -385,12 +385,35 @@ def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
     ({"bigram_oracle": "heap"}, "bigram_oracle"), ({"n_groups": 0}, "n_groups"),
     ({"primal_sample": 0}, "primal_sample"), ({"rescaling": "slack"}, "margin"),
     ({"shrink_after": -1}, "shrink_after"), ({"inner_passes": 0}, "inner_passes"),
-    ({"support_steps": -1}, "support_steps"),
+    ({"support_steps": -1}, "support_steps"), ({"rho": [(0, 1.0), (10, -1.0)]}, "rho"),
+    ({"rho": [(10, 1.0), (5, 2.0)]}, "non-decreasing"), ({"eta": "fast"}, "eta"),
+    ({"rho": []}, "no points"),
 ])
 def test_bad_gdmm_parameters(kwargs, match):
     _, model = _problem(0)
     with pytest.raises(ValueError, match=match):
         GDMM(model, 1.0, **kwargs)
+
+
+def test_schedules_interpolate_geometrically():
+    from dualstruct.solvers.gdmm import _schedule, value_at
+
+    points = _schedule("rho", [(0, 1.0), (100, 1.0), (300, 100.0)])
+    assert [value_at(points, p) for p in (0, 50, 100, 200, 300, 1000)] == pytest.approx(
+        [1.0, 1.0, 1.0, 10.0, 100.0, 100.0])
+    assert value_at(_schedule("rho", 3), 7) == 3.0
+    assert value_at(_schedule("eta", [(10, 2.0)]), 0) == 2.0  # constant before the first point
+
+
+def test_penalty_schedule_reaches_the_bcfw_optimum():
+    data, model = _problem(13, K=6)
+    bcfw = BCFW(model, 1.0, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
+    gdmm = GDMM(model, 1.0, max_iter=1500, check_every=1500, random_state=0,
+                rho=[(0, 1.0), (200, 10.0)], eta=0.3).fit(data)
+    assert gdmm.history.last.primal == pytest.approx(bcfw.history.last.primal, rel=1e-3)
+    assert gdmm.residuals[-1] < 1e-6 * gdmm.residuals[0]
+    _check_w_equals_w_of_q(gdmm, model, data, 1.0)
+    assert gdmm.rho == 10.0 and gdmm.history.last.extra["rho"] == 10.0  # the last value
 
 
 def test_auto_oracles_follow_the_label_count():

@@ -34,10 +34,14 @@ class GDMM(PassSolver):
 
     Extra parameters
     ----------------
-    rho : float
-        Penalty ρ of the augmented Lagrangian (default 1).
-    eta : float or None
-        Multiplier step η (default ``rho``).
+    rho : float or list of (pass, value)
+        Penalty ρ of the augmented Lagrangian (default 1). A list of points ``[(0, 1.0),
+        (100, 1.0), (300, 10.0)]`` is a schedule: ρ follows it geometrically between the
+        points (by passes done) and stays at the last value after the last one. A growing
+        penalty enforces consistency harder once the marginals are near their optimum,
+        which is where a fixed small ρ is slowest (BENCHMARKS.md, issue 4).
+    eta : float, list of (pass, value) or None
+        Multiplier step η, a number or a schedule like ``rho`` (default ``rho``).
     unigram_oracle : {"auto", "sparse", "sampled", "brute"}
         Unigram FMO: exact over per-feature label lists, one of ``n_groups`` random label
         groups per call (the paper's approximate oracle), or all K labels. "auto" (default)
@@ -84,12 +88,10 @@ class GDMM(PassSolver):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
-        if not rho > 0:
-            raise ValueError(f"rho must be positive, got {rho}")
-        self.rho = float(rho)
-        self.eta = float(rho if eta is None else eta)
-        if not self.eta > 0:
-            raise ValueError(f"eta must be positive, got {eta}")
+        self.rho_schedule = _schedule("rho", rho)
+        self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
+        self.rho = value_at(self.rho_schedule, 0)
+        self.eta = value_at(self.eta_schedule, 0)
         if unigram_oracle not in ("auto", *UNIGRAM_ORACLES):
             raise ValueError(f"unigram_oracle must be one of {('auto', *UNIGRAM_ORACLES)}, "
                              f"got {unigram_oracle!r}")
@@ -270,6 +272,8 @@ class GDMM(PassSolver):
         indptr, indices, values, offsets = self.arrays
         calls_before = self.counters[:2].sum()
         seed = int(self.rng.integers(2**62))  # one key for the pass's random choices
+        self.rho = value_at(self.rho_schedule, self.passes)
+        self.eta = value_at(self.eta_schedule, self.passes)
         eta = self.eta if (self.passes + 1) % self.inner_passes == 0 else 0.0
         # A_{m-1} for pass m = passes + 1: the weight of this pass's changes in R
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
@@ -296,7 +300,8 @@ class GDMM(PassSolver):
         self._avg_cache = None
         G = self.dual_objective_G()
         self._last_pass = {"residual": residual, "G": G,
-                           "augmented": G + lagrange + 0.5 * self.rho * penalty}
+                           "augmented": G + lagrange + 0.5 * self.rho * penalty,
+                           "rho": self.rho, "eta": self.eta}
         return int(self.counters[:2].sum() - calls_before)
 
     def dual_objective_G(self):
@@ -338,6 +343,42 @@ class GDMM(PassSolver):
 
     def dual(self):
         return math.nan
+
+
+def _schedule(name, value):
+    """A number or a list of (pass, value) points as a sorted tuple of points."""
+    if isinstance(value, (list, tuple)):
+        try:
+            points = tuple((int(p), float(v)) for p, v in value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number or a list of (pass, value) points, "
+                             f"got {value!r}") from None
+    else:
+        try:
+            points = ((0, float(value)),)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number or a list of (pass, value) points, "
+                             f"got {value!r}") from None
+    if not points:
+        raise ValueError(f"{name}: the schedule has no points")
+    if any(v <= 0 or not math.isfinite(v) for _, v in points):
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    if any(p < 0 for p, _ in points) or any(
+            b[0] < a[0] for a, b in zip(points, points[1:])):
+        raise ValueError(f"{name}: schedule passes must be >= 0 and non-decreasing, got "
+                         f"{value!r}")
+    return points
+
+
+def value_at(points, passes):
+    """The schedule's value after ``passes`` passes: geometric between points, constant
+    before the first and after the last."""
+    if passes <= points[0][0]:
+        return points[0][1]
+    for (p0, v0), (p1, v1) in zip(points, points[1:]):
+        if passes < p1:
+            return v0 * (v1 / v0) ** ((passes - p0) / (p1 - p0))
+    return points[-1][1]
 
 
 def training_transitions(data, K):
