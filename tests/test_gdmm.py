@@ -150,23 +150,31 @@ def _unigram_state(rng, K, d, density, ties):
     room = np.zeros(d + 2, dtype=np.int64)
     length = np.zeros(d + 2, dtype=np.int64)
     member = np.zeros((d + 2, K), dtype=np.uint8)
-    lab = np.empty(3 * (d + 2) * K + 4 * (d + 2), dtype=np.int32)
+    lab = np.empty(4 * (d + 2) * K + 4 * (d + 2), dtype=np.int32)  # doubling segments
     used = np.zeros(1, dtype=np.int64)
     kern.build_label_lists(W_U, start, end, first, room, lab, member, length, used)
     assert used[0] <= len(lab)
     return W_U, start, end, first, room, lab, length
 
 
-@pytest.mark.parametrize("K", [1, 2, 7, 40])
-@pytest.mark.parametrize("density", [0.0, 0.05, 0.5, 1.0])
+@pytest.mark.parametrize("K", [1, 2, 7, 40, 300])  # lists are walked, not swept, from K = 40
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.05, 0.5, 1.0])
 @pytest.mark.parametrize("ties", [False, True])
-def test_unigram_oracles_match_brute_force(K, density, ties):
-    rng = np.random.default_rng(K * 7 + int(density * 100) + ties)
+@pytest.mark.parametrize("common", [False, True])
+def test_unigram_oracles_match_brute_force(K, density, ties, common):
+    """``common``: the last feature is on every token (an intercept), whose list is long:
+    the sparse oracle then sweeps it densely and walks the others."""
+    rng = np.random.default_rng(K * 7 + int(density * 100) + ties + 1000 * common)
     d = 6
     W_U, start, end, first, room, lab, length = _unigram_state(rng, K, d, density, ties)
     perm = np.arange(K, dtype=np.int64)
+    u_feat = d - 1
     for _trial in range(30):
         x = sp.random(1, d, density=rng.uniform(0.2, 1.0), format="csr", random_state=rng)
+        if common:  # the intercept, with a positive value
+            x = x.tolil()
+            x[0, u_feat] = 1.0 if ties or _trial % 2 else rng.uniform(0.1, 3.0)
+            x = x.tocsr()
         if ties:
             x.data[:] = 1.0
         indptr, indices = x.indptr.astype(np.int64), x.indices.astype(np.int64)
@@ -268,13 +276,19 @@ def _check_w_equals_w_of_q(gdmm, model, data, C):
     assert np.allclose(w, gdmm.w, atol=1e-9)
 
 
-def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic():
+@pytest.mark.parametrize("intercept", [False, True])
+def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic(intercept):
     X, y = make_chain(40, 6, 60, 400, nnz_per_token=6, random_state=1)
-    data = pack_sequences(X, y, 400)
-    model = ChainModel(60, 400)
+    d = 400
+    if intercept:  # a column of ones, with the longest label list
+        X = [sp.hstack([sp.csr_matrix(x), np.ones((x.shape[0], 1))]).tocsr() for x in X]
+        d += 1
+    data = pack_sequences(X, y, d)
+    model = ChainModel(60, d)
     runs = [GDMM(model, 1.0, max_iter=6, check_every=3, random_state=5, unigram_oracle=u,
                  bigram_oracle=b).fit(data)
             for u, b in [("sparse", "sorted"), ("brute", "brute"), ("sparse", "sorted")]]
+    _check_label_lists(runs[0], data)
     for other in runs[1:]:
         assert np.array_equal(runs[0].w, other.w)
         assert [r.primal for r in runs[0].history] == [r.primal for r in other.history]
@@ -349,7 +363,7 @@ def test_shrinking_drops_idle_labels_and_keeps_the_state_consistent():
 def _check_label_lists(g, data):
     """The sparse unigram oracle's invariant: W_U[j, k] != 0 (start: j = d, end: j = d + 1)
     only if k is in feature j's list, and every active label is listed on its token's
-    features; the linked lists hold exactly the members."""
+    features; the lists hold exactly the members."""
     d = g.model.n_features
     weights = np.vstack([g.W.unigram, g._start, g._end])
     assert np.all(g.fl_member[weights != 0.0] == 1)
