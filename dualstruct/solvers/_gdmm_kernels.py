@@ -100,9 +100,6 @@ NEED_LABEL_SLOTS = 1
 NEED_PAIR_SLOTS = 2
 NEED_LIST_ROOM = 4
 
-_MODE_ROW, _MODE_COL, _MODE_ALL = 0, 1, 2
-
-
 # ------------------------------------------------------------------------------------------
 # the training transitions and their max-tree
 # ------------------------------------------------------------------------------------------
@@ -345,6 +342,7 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
                         g = -C * W_B[a, b] + mu
                         if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                             best_a, best_b, best_g = a, b, g
+    # (kept apart from the row case: a shared helper measured 20-40% slower on this search)
     if n_a < K:  # b active, a inactive: the same by columns
         for sb in range(n_b):
             b = act_b[sb]
