@@ -28,7 +28,8 @@ def _slots(K, labels):
 def _listed_pattern(W, rng=None):
     """The bigram search's structures for table W: the listed pairs (every pair with W > 0,
     plus, with ``rng``, some with W <= 0: a superset is allowed) by rows, their rows, by
-    columns, and the max-tree over them."""
+    columns, the max-tree over them and the largest listed value of every row and column
+    (``top``; its positions ``top_at`` are not returned: ``_tracked_tops`` gives both)."""
     listed = W > 0
     if rng is not None:
         listed |= rng.random(W.shape) < 0.2
@@ -38,7 +39,15 @@ def _listed_pattern(W, rng=None):
     cpos_ptr = np.concatenate([[0], np.cumsum(listed.sum(0))]).astype(np.int64)
     tree = np.zeros(2 * len(pos_col), dtype=np.int64)
     kern.tree_build(tree, W, pos_row, pos_col)
-    return pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree
+    top, _ = _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx)
+    return pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, top
+
+
+def _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx):
+    K = W.shape[0]
+    top, top_at = np.full((2, K), -np.inf), np.full((2, K), -1, dtype=np.int64)
+    kern.tops_build(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, top, top_at)
+    return top, top_at
 
 
 def _signed_table(rng, K, kind):
@@ -59,17 +68,28 @@ def _signed_table(rng, K, kind):
 
 @pytest.mark.parametrize("K", [1, 2, 5, 9, 33])
 @pytest.mark.parametrize("kind", ["normal", "ties"])
-def test_listed_tree_and_excluding_search_match_brute_force(K, kind):
+def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
     rng = np.random.default_rng(K + 10 * (kind == "ties"))
     W = _signed_table(rng, K, kind)
-    pos_ptr, pos_col, pos_row, _, _, tree = _listed_pattern(W, rng)
+    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, _ = _listed_pattern(W, rng)
+    top, top_at = _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx)
+    listed = np.zeros((K, K), dtype=bool)
+    listed[pos_row, pos_col] = True
     stack = np.empty(130, dtype=np.int64)
     for _ in range(30):
-        if len(pos_col):  # change one listed entry, then repair the tree
+        if len(pos_col):  # change one listed entry, then repair the tree and the tops
             p = rng.integers(len(pos_col))
             W[pos_row[p], pos_col[p]] = rng.integers(-1, 2) if kind == "ties" else rng.normal()
             kern._transition_changed(W, pos_row[p], pos_col[p], pos_ptr, pos_col, pos_row,
-                                     tree, True)
+                                     cpos_ptr, cpos_idx, tree, top, top_at, True)
+        # each row's and column's largest listed value, -inf where none is listed
+        masked = np.where(listed, W, -np.inf)
+        np.testing.assert_array_equal(top, [masked.max(1), masked.max(0)])
+        for side in (0, 1):
+            lines = np.flatnonzero(top_at[side] >= 0)
+            at = top_at[side, lines]
+            assert np.all((pos_row if side == 0 else pos_col)[at] == lines)
+            np.testing.assert_array_equal(W[pos_row[at], pos_col[at]], top[side, lines])
         ex_a = rng.choice(K, rng.integers(0, K + 1), replace=False)
         ex_b = rng.choice(K, rng.integers(0, K + 1), replace=False)
         ma, mb = _marks(K, ex_a), _marks(K, ex_b)
@@ -85,12 +105,20 @@ def test_listed_tree_and_excluding_search_match_brute_force(K, kind):
 
 def test_unlisted_pairs_are_clamped_to_zero():
     W = np.array([[0.0, 1e-17], [-0.5, 2.0]])
-    pos_ptr, pos_col, pos_row, _, _, tree = _listed_pattern(np.array([[0.0, 0.0], [0.0, 1.0]]))
-    kern._transition_changed(W, 0, 1, pos_ptr, pos_col, pos_row, tree, True)
-    kern._transition_changed(W, 1, 0, pos_ptr, pos_col, pos_row, tree, True)
+    pattern = _listed_pattern(np.array([[0.0, 0.0], [0.0, 1.0]]))
+    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, _ = pattern
+    top, top_at = _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx)
+
+    def changed(a, b):
+        kern._transition_changed(W, a, b, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree,
+                                 top, top_at, True)
+
+    changed(0, 1)
+    changed(1, 0)
     assert W[0, 1] == 0.0 and W[1, 0] == -0.5  # rounding residue dropped, a negative kept
-    kern._transition_changed(W, 1, 1, pos_ptr, pos_col, pos_row, tree, True)
+    changed(1, 1)
     assert W[1, 1] == 2.0  # listed: may be positive
+    assert top[0, 1] == top[1, 1] == 2.0 and top[0, 0] == top[1, 0] == -np.inf
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 6, 12, 40])
