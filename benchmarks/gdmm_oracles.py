@@ -51,7 +51,7 @@ def unigram_calls(mode, W_U, indptr, indices, values, offsets, start, end, act, 
 
 @njit(cache=True)
 def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
-                 pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, top):
+                 pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, top):
     """The bigram four-case search once per edge, with the messages of the current state."""
     K = W_B.shape[0]
     cap = act.shape[1]
@@ -76,7 +76,7 @@ def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out,
             _, _, g = kern.bigram_sorted(W_B, C, act[row], n_act[row], mu_a, act[row + 1],
                                          n_act[row + 1], mu_b, mark_a, mark_b, slot_b, stamp,
                                          pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx,
-                                         tree, top, stack)
+                                         tree, vals, top, stack)
             total += g
     return total
 
@@ -126,7 +126,7 @@ def main(argv=None):
         def bigram(s=s, offsets=offsets):
             bigram_calls(s.W.transition, s.C, s.rho, offsets, s.act, s.n_act, s.q_u,
                          s.lam_in, s.sum_in, s.lam_out, s.sum_out, s.pos_ptr, s.pos_col,
-                         s.pos_row, s.cpos_ptr, s.cpos_idx, s.tree, s.top)
+                         s.pos_row, s.cpos_ptr, s.cpos_idx, s.tree, s.listed_vals, s.top)
 
         sparse = median_seconds(lambda: unigram(kern.UNIGRAM_SPARSE), args.repeats)
         brute = median_seconds(lambda: unigram(kern.UNIGRAM_BRUTE), args.repeats)

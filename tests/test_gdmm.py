@@ -28,8 +28,9 @@ def _slots(K, labels):
 def _listed_pattern(W, rng=None):
     """The bigram search's structures for table W: the listed pairs (every pair with W > 0,
     plus, with ``rng``, some with W <= 0: a superset is allowed) by rows, their rows, by
-    columns, the max-tree over them and the largest listed value of every row and column
-    (``top``; its positions ``top_at`` are not returned: ``_tracked_tops`` gives both)."""
+    columns, the max-tree over them, a copy of their values and the largest listed value of
+    every row and column (``top``; its positions ``top_at`` are not returned:
+    ``_tracked_tops`` gives both)."""
     listed = W > 0
     if rng is not None:
         listed |= rng.random(W.shape) < 0.2
@@ -37,16 +38,16 @@ def _listed_pattern(W, rng=None):
     pos_ptr = np.concatenate([[0], np.cumsum(listed.sum(1))]).astype(np.int64)
     cpos_idx = np.argsort(pos_col, kind="stable").astype(np.int64)
     cpos_ptr = np.concatenate([[0], np.cumsum(listed.sum(0))]).astype(np.int64)
+    vals = W[pos_row, pos_col]
     tree = np.zeros(2 * len(pos_col), dtype=np.int64)
-    kern.tree_build(tree, W, pos_row, pos_col)
-    top, _ = _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx)
-    return pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, top
+    kern.tree_build(tree, vals)
+    top, _ = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, W.shape[0])
+    return pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, top
 
 
-def _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx):
-    K = W.shape[0]
+def _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, K):
     top, top_at = np.full((2, K), -np.inf), np.full((2, K), -1, dtype=np.int64)
-    kern.tops_build(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, top, top_at)
+    kern.tops_build(vals, pos_ptr, cpos_ptr, cpos_idx, top, top_at)
     return top, top_at
 
 
@@ -71,8 +72,8 @@ def _signed_table(rng, K, kind):
 def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
     rng = np.random.default_rng(K + 10 * (kind == "ties"))
     W = _signed_table(rng, K, kind)
-    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, _ = _listed_pattern(W, rng)
-    top, top_at = _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx)
+    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, _ = _listed_pattern(W, rng)
+    top, top_at = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, K)
     listed = np.zeros((K, K), dtype=bool)
     listed[pos_row, pos_col] = True
     stack = np.empty(130, dtype=np.int64)
@@ -81,7 +82,8 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
             p = rng.integers(len(pos_col))
             W[pos_row[p], pos_col[p]] = rng.integers(-1, 2) if kind == "ties" else rng.normal()
             kern._transition_changed(W, pos_row[p], pos_col[p], pos_ptr, pos_col, pos_row,
-                                     cpos_ptr, cpos_idx, tree, top, top_at, True)
+                                     cpos_ptr, cpos_idx, tree, vals, top, top_at, True)
+        np.testing.assert_array_equal(vals, W[pos_row, pos_col])
         # each row's and column's largest listed value, -inf where none is listed
         masked = np.where(listed, W, -np.inf)
         np.testing.assert_array_equal(top, [masked.max(1), masked.max(0)])
@@ -100,18 +102,18 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
         ok = [p for p in range(len(pos_col))
               if ma[pos_row[p]] != 7 and mb[pos_col[p]] != 7 and values[p] >= floor]
         expected = -1 if not ok else min(ok, key=lambda p: (-values[p], p))
-        assert kern.tree_best(tree, W, pos_row, pos_col, ma, mb, 7, floor, stack) == expected
+        assert kern.tree_best(tree, vals, pos_row, pos_col, ma, mb, 7, floor, stack) == expected
 
 
 def test_unlisted_pairs_are_clamped_to_zero():
     W = np.array([[0.0, 1e-17], [-0.5, 2.0]])
     pattern = _listed_pattern(np.array([[0.0, 0.0], [0.0, 1.0]]))
-    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, _ = pattern
-    top, top_at = _tracked_tops(W, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx)
+    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, _ = pattern
+    top, top_at = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, 2)
 
     def changed(a, b):
         kern._transition_changed(W, a, b, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree,
-                                 top, top_at, True)
+                                 vals, top, top_at, True)
 
     changed(0, 1)
     changed(1, 0)
@@ -479,7 +481,8 @@ def _reference_projection(v):
 
 @pytest.mark.parametrize("scale", [0.01, 1.0, 30.0])
 def test_simplex_projection_matches_the_full_sort(scale):
-    # the kernel sorts only the entries above max(v) − 1; the result must not change
+    # the kernel looks only at the entries above max(v) − 1 and finds the threshold by
+    # fixed-point sweeps; the result must match the full sort
     rng = np.random.default_rng(int(scale * 100))
     for n in (1, 2, 3, 7, 50, 300):
         for _ in range(20):

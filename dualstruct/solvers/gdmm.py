@@ -213,13 +213,15 @@ class GDMM(PassSolver):
         # written before the bigram search relied on it)
         self.W.transition[(self.W.transition > 0) & ~listed] = 0.0
         n_listed = len(self.pos_col) if self.bigram_oracle == "sorted" else 0
+        # a compact copy of the listed pairs' W_B (the search reads it, not the table)
+        self.listed_vals = self.W.transition[self.pos_row, self.pos_col]
         self.tree = np.zeros(2 * n_listed, dtype=np.int64)
-        kern.tree_build(self.tree, self.W.transition, self.pos_row, self.pos_col)
+        kern.tree_build(self.tree, self.listed_vals)
         # every row's and column's largest listed W_B, which lets the search skip lines
         self.top = np.full((2, K), -np.inf)
         self.top_at = np.full((2, K), -1, dtype=np.int64)
-        kern.tops_build(self.W.transition, self.pos_ptr, self.pos_col, self.pos_row,
-                        self.cpos_ptr, self.cpos_idx, self.top, self.top_at)
+        kern.tops_build(self.listed_vals, self.pos_ptr, self.cpos_ptr, self.cpos_idx, self.top,
+                        self.top_at)
         lists = self.unigram_oracle == "sparse"
         # the label lists: per feature (start, end = features d, d + 1) a segment
         # fl_label[fl_start[j] : fl_start[j] + fl_len[j]] of room fl_cap[j] in one pool
@@ -270,8 +272,9 @@ class GDMM(PassSolver):
 
     def _oracle_args(self):
         return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
-                self.bigram_oracle == "sorted", self.tree, self.pos_ptr, self.pos_col,
-                self.pos_row, self.cpos_ptr, self.cpos_idx, self.top, self.top_at)
+                self.bigram_oracle == "sorted", self.tree, self.listed_vals, self.pos_ptr,
+                self.pos_col, self.pos_row, self.cpos_ptr, self.cpos_idx, self.top,
+                self.top_at)
 
     def _one_pass(self, order, chunks):
         indptr, indices, values, offsets = self.arrays
