@@ -318,10 +318,10 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
     The active labels must be marked (``mark_a[act_a[s]] == stamp``, likewise for b) with
     ``slot_b[act_b[s]] == s``. ``(pos_ptr, pos_col)`` lists, row by row in column order, every
     pair that may have ``W_B > 0`` (the training transitions), ``pos_row`` gives each listed
-    pair's row, ``(cpos_ptr, cpos_idx)`` the listed positions column by column, and ``tree``
-    is the max-tree over the listed pairs (:func:`tree_build`), ``vals`` a copy of their W_B
-    (which the scans read: 19 KB at K = 954 against the table's 7 MB), ``top`` the largest listed
-    W_B of every row (``top[0]``) and column (``top[1]``, :func:`tops_build`). Every
+    pair's row, ``(cpos_ptr, cpos_idx)`` the listed positions column by column, ``tree`` is
+    the max-tree over the listed pairs (:func:`tree_build`), ``vals`` a copy of their W_B
+    (the scans read it: 19 KB at K = 954 against the table's 7 MB), ``top`` the largest
+    listed W_B of every row (``top[0]``) and column (``top[1]``, :func:`tops_build`). Every
     unlisted pair must have ``W_B <= 0``.
 
     A row a (message μ) whose bound ``−C max(top[0, a], 0) + μ`` (plus the smallest column
@@ -335,9 +335,10 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
     # Both endpoints active. Every unlisted pair has W_B <= 0, so its gradient is at least
     # its message sum μ^L(a) + μ^R(b) (also in floating point: −C·W_B >= 0 and rounding is
     # monotone). So: seeded by the pair of smallest messages, the listed pairs of the rows
-    # whose bound can reach the best gradient, then the pairs whose message sum does not
-    # exceed it. Measured on a synthetic chain with K = 300 these are about one pair per
-    # edge, against |A_t|·|A_{t+1}| for a scan.
+    # whose bound can reach the best gradient (one scan for active and inactive partners),
+    # then the pairs whose message sum does not exceed it. Measured on a synthetic chain
+    # with K = 300 these are about one pair per edge, against |A_t|·|A_{t+1}| for a scan.
+    low_b = 0.0
     if n_a > 0 and n_b > 0:
         sa_min = 0
         for sa in range(1, n_a):
@@ -350,16 +351,30 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
         a, b = act_a[sa_min], act_b[sb_min]
         best_a, best_b, best_g = a, b, -C * W_B[a, b] + mu_a[sa_min] + mu_b[sb_min]
         low_b = mu_b[sb_min]
-        for sa in range(n_a):
-            a = act_a[sa]
-            if pos_ptr[a] == pos_ptr[a + 1] or -C * top[0, a] + mu_a[sa] + low_b > best_g:
+    # The listed pairs of every active row a (message μ), in one scan: with b active the
+    # gradient is −C W_B[a, b] + μ + μ^R(b), with b inactive −C W_B[a, b] + μ. A row is
+    # skipped where neither kind can reach best_g by its bound.
+    for sa in range(n_a):
+        a = act_a[sa]
+        mu = mu_a[sa]
+        t = top[0, a]
+        both = n_b > 0 and not -C * t + mu + low_b > best_g
+        one = n_b < K and not (best_a >= 0 and -C * max(t, 0.0) + mu > best_g)
+        if not (both or one):
+            continue
+        for p in range(pos_ptr[a], pos_ptr[a + 1]):
+            b = pos_col[p]
+            if mark_b[b] == stamp:
+                if not both:
+                    continue
+                g = -C * vals[p] + mu + mu_b[slot_b[b]]
+            elif one:
+                g = -C * vals[p] + mu
+            else:
                 continue
-            for p in range(pos_ptr[a], pos_ptr[a + 1]):
-                b = pos_col[p]
-                if mark_b[b] == stamp:
-                    g = -C * vals[p] + mu_a[sa] + mu_b[slot_b[b]]
-                    if _pair_wins(g, a, b, best_g, best_a, best_b, K):
-                        best_a, best_b, best_g = a, b, g
+            if _pair_wins(g, a, b, best_g, best_a, best_b, K):
+                best_a, best_b, best_g = a, b, g
+    if n_a > 0 and n_b > 0:
         for sa in range(n_a):
             mu = mu_a[sa]
             if mu + low_b > best_g:  # no pair of this row can reach best_g
@@ -372,26 +387,17 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
                 g = -C * W_B[a, b] + mu + mu_b[sb]
                 if _pair_wins(g, a, b, best_g, best_a, best_b, K):
                     best_a, best_b, best_g = a, b, g
-    # One endpoint active, say a with message μ: the partner b is inactive, so the gradient
-    # is −C W_B[a, b] + μ. A positive W_B is listed (a short scan); otherwise the largest
-    # W_B is 0 unless every inactive entry is negative, and a 0 can win only if μ reaches
-    # best_g, i.e. if the floor (μ − best_g) / C, relaxed by a rounding margin, is <= 0.
-    # Then the winner among the zeros is the first inactive one; if there is none (every
-    # inactive entry touched: tiny K), the whole row is scanned.
+    # One endpoint active, say a with message μ, the partner b inactive and unlisted: the
+    # largest W_B is 0 unless every inactive entry is negative, and a 0 can win only if μ
+    # reaches best_g, i.e. if the floor (μ − best_g) / C, relaxed by a rounding margin, is
+    # <= 0. Then the winner among the zeros is the first inactive one; if there is none
+    # (every inactive entry touched: tiny K), the whole row is scanned.
     if n_b < K:  # a active, b inactive
         for sa in range(n_a):
-            a = act_a[sa]
             mu = mu_a[sa]
-            if best_a >= 0 and -C * max(top[0, a], 0.0) + mu > best_g:
-                continue  # no entry of the row can reach best_g (listed, zero or negative)
-            for p in range(pos_ptr[a], pos_ptr[a + 1]):
-                b = pos_col[p]
-                if mark_b[b] != stamp:
-                    g = -C * vals[p] + mu
-                    if _pair_wins(g, a, b, best_g, best_a, best_b, K):
-                        best_a, best_b, best_g = a, b, g
             if _floor(best_a, best_g, mu, C) > 0.0:
                 continue
+            a = act_a[sa]
             b = _first_zero(W_B, a, mark_b, stamp, True)
             if b >= 0:
                 g = -C * W_B[a, b] + mu
