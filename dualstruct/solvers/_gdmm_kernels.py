@@ -750,17 +750,18 @@ def project_to_simplex(v, n, out, scratch):
 # one pass
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair, mu_a, mu_b):
+def _support_extremes(e, C, pair_w, pair_a, pair_b, n_pair, mu_a, mu_b):
     """The best and the worst pair of edge e's support by their gradients
     ``−C W_B[a, b] + μ^L(a) + μ^R(b)``: ``(p_best, g_best, p_worst, g_worst)``, first index
-    on ties."""
+    on ties. ``pair_w[p]`` holds W_B of support pair p (a copy, so the table is read once per
+    factor rather than at every step)."""
     p_best = -1
     p_worst = -1
     g_best = 0.0
     g_worst = 0.0
     for p in range(n_pair[e]):
         sa, sb = pair_a[e, p], pair_b[e, p]
-        g = -C * W_B[act[row, sa], act[row + 1, sb]] + mu_a[sa] + mu_b[sb]
+        g = -C * pair_w[p] + mu_a[sa] + mu_b[sb]
         if p_worst < 0 or g > g_worst:
             p_worst, g_worst = p, g
         if p_best < 0 or g < g_best:
@@ -770,8 +771,8 @@ def _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair, mu_a, mu_b):
 
 @njit(cache=True)
 def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
-                   pair_b, q_b, n_pair, mu_a, mu_b, W_B, use_tree, tree, pos_ptr, pos_col,
-                   pos_row, cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight):
+                   pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w, use_tree, tree, pos_ptr,
+                   pos_col, pos_row, cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight):
     """Move mass γ from support pair ``p_old`` of edge e (rows ``row``, ``row + 1``) to pair
     ``p_new`` by the exact line search along D = e_new − e_old: γ = min(q_old, (g_old −
     g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²))). Updates the marginal sums, the messages
@@ -802,11 +803,14 @@ def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_
                         tree, vals, top, top_at, use_tree)
     _transition_changed(W_B, a_old, b_old, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx,
                         tree, vals, top, top_at, use_tree)
+    pair_w[p_new] = W_B[a_new, b_new]
+    pair_w[p_old] = W_B[a_old, b_old]
     if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
         last = n_pair[e] - 1
         pair_a[e, p_old] = pair_a[e, last]
         pair_b[e, p_old] = pair_b[e, last]
         q_b[e, p_old] = q_b[e, last]
+        pair_w[p_old] = pair_w[last]
         n_pair[e] = last
 
 
@@ -839,6 +843,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     pool_size = fl_label.shape[0]
     sparse_lists = unigram_mode == UNIGRAM_SPARSE
     grad = np.empty(cap)
+    pair_w = np.empty(cap_pairs)  # W_B of the current bigram factor's support pairs
     mu_a = np.empty(cap)
     mu_b = np.empty(cap)
     proj = np.empty(cap)
@@ -988,8 +993,10 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                    nB, mu_b, dense_a, dense_b)
             # the away pair: the worst pair in the support of q_e
-            _, _, p_old, g_old = _support_extremes(e, row, C, W_B, act, pair_a, pair_b, n_pair,
-                                                   mu_a, mu_b)
+            for p in range(n_pair[e]):
+                pair_w[p] = W_B[act[row, pair_a[e, p]], act[row + 1, pair_b[e, p]]]
+            _, _, p_old, g_old = _support_extremes(e, C, pair_w, pair_a, pair_b, n_pair, mu_a,
+                                                   mu_b)
             if g_new >= g_old:
                 continue
             if mark_a[a_new] == stamp:
@@ -1027,16 +1034,16 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 n_pair[e] += 1
                 counters[3] += 1
             _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out,
-                           pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, bigram_sorted_search,
-                           tree, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, vals, top,
-                           top_at, R_B, avg_weight)
+                           pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w,
+                           bigram_sorted_search, tree, pos_ptr, pos_col, pos_row, cpos_ptr,
+                           cpos_idx, vals, top, top_at, R_B, avg_weight)
             for _ in range(support_steps):  # more steps inside the support, no oracle call
-                p_new, g_new, p_old, g_old = _support_extremes(e, row, C, W_B, act, pair_a,
-                                                               pair_b, n_pair, mu_a, mu_b)
+                p_new, g_new, p_old, g_old = _support_extremes(e, C, pair_w, pair_a, pair_b,
+                                                               n_pair, mu_a, mu_b)
                 if p_new == p_old or g_new >= g_old:
                     break
                 _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
-                               sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B,
+                               sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w,
                                bigram_sorted_search, tree, pos_ptr, pos_col, pos_row,
                                cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight)
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
