@@ -63,14 +63,15 @@ C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
 #: GDMM penalty ρ and multiplier step η per dataset (used by both GDMM variants), the best of
 #: the settings tried in BENCHMARKS.md (issue 4): the best ρ falls as K grows, and the best η
 #: is ρ/10 on the larger synthetic chains (C = 1) but ρ itself on Czech (C = 0.1)
-#: on chain1000 the penalty grows tenfold over passes 100-300 (and eta threefold), which
-#: cuts the slow tail where consistency is what is left; there and on Czech the averaged
-#: iterate never beat the last one, so GDMM runs without averaging, which saves the
-#: accumulator's writes (14% of a late pass at K = 954; BENCHMARKS.md, issue 4)
+#: on chain1000 the penalty grows tenfold over passes 100-250 and threefold more up to pass
+#: 350 (eta threefold up to pass 250), which cuts the slow tail where consistency is what is
+#: left; there and on Czech the averaged iterate never beat the last one, so GDMM runs
+#: without averaging, which saves the accumulator's writes (14% of a late pass at K = 954;
+#: BENCHMARKS.md, issue 4)
 GDMM_TUNING = {"ocr": {"rho": 3.0, "eta": 3.0}, "chain100": {"rho": 3.0, "eta": 1.0},
                "chain300": {"rho": 1.0, "eta": 0.1},
-               "chain1000": {"rho": [(0, 1.0), (100, 1.0), (300, 10.0)],
-                             "eta": [(0, 0.1), (100, 0.1), (300, 0.3)], "averaging": False},
+               "chain1000": {"rho": [(0, 1.0), (100, 1.0), (250, 10.0), (350, 30.0)],
+                             "eta": [(0, 0.1), (100, 0.1), (250, 0.3)], "averaging": False},
                "chain3000": {"rho": 0.1, "eta": 0.01},
                "czech": {"rho": 0.1, "eta": 0.1, "averaging": False}}
 #: certified brackets [lower, upper] of the optimum from long runs (BENCHMARKS.md, issue 4):
