@@ -355,18 +355,12 @@ class GDMM(PassSolver):
 
 def _schedule(name, value):
     """A number or a list of (pass, value) points as a sorted tuple of points."""
-    if isinstance(value, (list, tuple)):
-        try:
-            points = tuple((int(p), float(v)) for p, v in value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number or a list of (pass, value) points, "
-                             f"got {value!r}") from None
-    else:
-        try:
-            points = ((0, float(value)),)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number or a list of (pass, value) points, "
-                             f"got {value!r}") from None
+    try:
+        points = (tuple((int(p), float(v)) for p, v in value)
+                  if isinstance(value, (list, tuple)) else ((0, float(value)),))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or a list of (pass, value) points, got "
+                         f"{value!r}") from None
     if not points:
         raise ValueError(f"{name}: the schedule has no points")
     if any(v <= 0 or not math.isfinite(v) for _, v in points):
