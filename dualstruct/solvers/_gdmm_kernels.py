@@ -80,7 +80,12 @@ sets grow with the passes and so does the cost of a step.
   per feature a list of such labels is kept, and labels in no list of x_t score exactly 0,
   so one of them stands for all. Its cost is the number of list entries touched. A label is
   listed on a token's features when it enters the token's active set (W_U[:, k] changes
-  only through tokens where k is active), not at every change of its mass.
+  only through tokens where k is active), not at every change of its mass. A feature whose
+  list holds more than K/16 labels has its row streamed instead. A feature seen at many
+  tokens collects the active labels of all of them, so on the benchmark data (synthetic
+  K = 954, Czech) nearly every row is streamed after about ten passes. The weights are
+  that dense (late at K = 954 a row of W_U has ~600 non-zeros), and the oracle then
+  costs what brute force costs (BENCHMARKS.md, sixth GDMM session).
 
 All three unigram oracles and both bigram oracles return the same argmin (ties broken by
 the smaller label index), which the tests check against brute force.
