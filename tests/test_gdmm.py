@@ -327,6 +327,24 @@ def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic(in
     assert {"residual", "G", "augmented", "active_labels", "active_pairs",
             "oracle_time"} <= set(extra)
     assert 1.0 <= extra["active_labels"] <= 60
+    assert "streamed_rows" not in runs[1].history.last.extra  # brute force streams them all
+
+
+def test_streamed_rows_counts_the_token_features_whose_list_is_long():
+    """``streamed_rows``: the share of token features whose label list holds more than
+    K/16 labels, counted here token by token. With 200 labels and rare features the lists
+    are short after two passes and longer after five."""
+    X, y = make_chain(30, 6, 200, 3000, nnz_per_token=6, random_state=2)
+    data = pack_sequences(X, y, 3000)
+    gdmm = GDMM(ChainModel(200, 3000), 1.0, random_state=0, unigram_oracle="sparse")
+    shares = []
+    for passes in (2, 5):
+        gdmm.fit(data, max_iter=passes - gdmm.passes)
+        streamed = [16 * gdmm.fl_len[j] > 200
+                    for x in X for row in sp.csr_matrix(x) for j in row.indices]
+        shares.append(gdmm.history.last.extra["streamed_rows"])
+        assert shares[-1] == pytest.approx(np.mean(streamed))
+    assert 0.0 < shares[0] < shares[1] < 1.0
 
 
 def test_label_lists_refuse_to_overflow_their_pool():

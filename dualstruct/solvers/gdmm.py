@@ -74,8 +74,10 @@ class GDMM(PassSolver):
     There is no certified dual: the factor marginals are consistent only in the limit, so
     the ``dual`` column is NaN and ``tol`` does not stop training. Every record's ``extra``
     holds the consistency residual ``Σ‖M q_e − q_j‖``, the augmented Lagrangian, G(q),
-    the mean active-set sizes and, at checks, the seconds the oracles alone take on the
-    current state (``oracle_time``; the rest of a pass is the update work).
+    the mean active-set sizes, with the sparse unigram oracle the share of token features
+    whose row of W_U it streams (``streamed_rows``, :meth:`streamed_rows`) and, at checks,
+    the seconds the oracles alone take on the current state (``oracle_time``; the rest of a
+    pass is the update work).
     """
 
     name = "gdmm"
@@ -322,6 +324,8 @@ class GDMM(PassSolver):
         extra = dict(self._last_pass)
         extra["active_labels"] = float(self.n_act.mean())
         extra["active_pairs"] = float(self.n_pair.mean()) if len(self.n_pair) else 0.0
+        if self.unigram_oracle == "sparse":
+            extra["streamed_rows"] = self.streamed_rows()
         if check:
             indptr, indices, values, offsets = self.arrays
             t0 = time.perf_counter()
@@ -336,6 +340,16 @@ class GDMM(PassSolver):
         # cumulative: labels that entered an active set, pairs that entered a bigram support
         extra["labels_added"], extra["pairs_added"] = (float(c) for c in self.counters[2:])
         return extra
+
+    def streamed_rows(self):
+        """The share of the training tokens' feature entries whose row of W_U the sparse
+        unigram oracle streams whole, because the feature's label list holds more than K/16
+        labels. Near 1 the oracle costs what brute force costs: the features are shared
+        by so many tokens that their rows are dense."""
+        indices = self.arrays[1]
+        if len(indices) == 0:
+            return 0.0
+        return float(np.mean(16 * self.fl_len[indices] > self.model.n_labels))
 
     def averaged_weights(self):
         """The weighted average w̄_m = Σ_{j≤m} j w_j / A_m of the iterates after each pass
