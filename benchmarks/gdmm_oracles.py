@@ -4,11 +4,12 @@ Trains GDMM (sublinear oracles, the benchmark tuning of ``large_labels.py``) on 
 chain and, after each pass count in ``--after``, times one call of an oracle on every factor
 of the training set, without steps: the unigram oracle in each mode (exact over label lists,
 brute force over all K labels, the paper's sampled search) and the bigram four-case search.
-Median of ``--repeats`` runs. It also runs on the code of commit 6d391fc (label lists as
-linked lists), for comparison. With each time it prints how full the unigram oracle's label
-lists are: their mean length over the tokens' feature entries, the share of those entries
-whose row of W_U the oracle streams whole (list longer than K/16), the labels per token that
-carry mass and the non-zeros per row of W_U (rows of features seen in training).
+Median of ``--repeats`` runs. (Its figures for the linked label lists of commit 6d391fc
+came from the version of this script at that commit.) With each time it prints how full the
+unigram oracle's label lists are: their mean length over the tokens' feature entries, the
+share of those entries whose row of W_U the oracle streams whole (list longer than K/16),
+the labels per token that carry mass and the non-zeros per row of W_U (rows of features
+seen in training).
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/gdmm_oracles.py --size 1000 \\
         --after 1,3,10,150,450
@@ -119,10 +120,7 @@ def main(argv=None):
         done = passes
         s = est.solver_
         indptr, indices, values, offsets = s.arrays
-        if hasattr(s, "fl_cap"):
-            lists = (s.fl_start, s.fl_cap, s.fl_label, s.fl_len)
-        else:  # the linked lists of commits before faeb4f7 (the same arguments' places)
-            lists = (s.fl_head, s.fl_next, s.fl_label, s.fl_len)
+        lists = (s.fl_start, s.fl_cap, s.fl_label, s.fl_len)
 
         def unigram(mode, s=s, lists=lists, indptr=indptr, indices=indices, values=values,
                     offsets=offsets):
@@ -139,7 +137,7 @@ def main(argv=None):
         sampled = median_seconds(lambda: unigram(kern.UNIGRAM_SAMPLED), args.repeats)
         pairs = median_seconds(bigram, args.repeats)
         list_len = s.fl_len[indices]
-        streamed = np.mean(16 * list_len > s.model.n_labels)
+        streamed = s.streamed_rows()
         with_mass = (s.q_u > 0).sum(axis=1).mean()
         row_nnz = (s.W.unigram[np.unique(indices)] != 0).sum(axis=1).mean()
         print(f"{passes:>6} {s.n_act.mean():>12.1f} {with_mass:>9.1f} {list_len.mean():>8.1f} "
