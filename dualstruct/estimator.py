@@ -51,15 +51,18 @@ class StructuredSVM(BaseEstimator):
     ----------
     model : {"chain"}
         Linear chain: per-label token weights, label transitions, start and end weights.
-    solver : {"bcfw", "ssg", "cutting_plane"}
-        Block-coordinate Frank-Wolfe (dual, gap certificate), Pegasos subgradient, or the
-        1-slack cutting-plane method (dual, gap certificate; the classic SVM^struct solver).
+    solver : {"bcfw", "ssg", "cutting_plane", "gdmm"}
+        Block-coordinate Frank-Wolfe (dual, gap certificate), Pegasos subgradient, the
+        1-slack cutting-plane method (dual, gap certificate; the classic SVM^struct solver),
+        or GDMM with factorwise oracles for large label sets (dual, gap certificate at
+        checks; :class:`~dualstruct.solvers.GDMM`).
     C : float
         Regularization constant (larger fits the training data harder).
     max_iter : int
         Maximum number of passes over the training sequences.
     tol : float
-        Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (BCFW).
+        Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (every solver
+        but SSG, which has no dual).
     check_every : int
         Passes between exact evaluations of the primal, the gap and the validation score.
     averaging : bool

@@ -306,6 +306,85 @@ def _check_w_equals_w_of_q(gdmm, model, data, C):
     assert np.allclose(w, gdmm.w, atol=1e-9)
 
 
+def _simplex_point(rng, n, zeros):
+    v = rng.exponential(size=n) * (rng.random(n) >= zeros)
+    if v.sum() == 0:
+        v[rng.integers(n)] = 1.0
+    return v / v.sum()
+
+
+@pytest.mark.parametrize("case", ["random", "consistent", "unpaired mass", "one label"])
+def test_transport_rounding_gives_pair_marginals_consistent_with_the_unigrams(case):
+    """One edge at a time: ``π = q_e − ΔW_B / C`` is non-negative, its row and column sums are
+    q_t and q_{t+1}, it moves q_e by at most twice the L1 inconsistency (Altschuler et al.
+    2017, Lemma 7), and nothing moves when q_e is consistent."""
+    rng = np.random.default_rng(7)
+    K, C = 7, 0.7
+    for _ in range(40):
+        nA, nB = (1, 1) if case == "one label" else rng.integers(2, K + 1, size=2)
+        act = np.zeros((2, K), dtype=np.int32)
+        act[0, :nA] = rng.permutation(K)[:nA]
+        act[1, :nB] = rng.permutation(K)[:nB]
+        n_act = np.array([nA, nB], dtype=np.int32)
+        q_u = np.zeros((2, K))
+        slots = [(a, b) for a in range(nA) for b in range(nB)]
+        picks = rng.permutation(len(slots))[:rng.integers(1, len(slots) + 1)]
+        pairs = np.array([slots[p] for p in picks]).reshape(-1, 2)
+        q_e = _simplex_point(rng, len(pairs), 0.2)
+        if case == "consistent":
+            np.add.at(q_u[0], pairs[:, 0], q_e)
+            np.add.at(q_u[1], pairs[:, 1], q_e)
+        else:
+            q_u[0, :nA] = _simplex_point(rng, nA, 0.3)
+            q_u[1, :nB] = _simplex_point(rng, nB, 0.3)
+            if case == "unpaired mass" and nA > 1:  # a slot with mass but in no pair
+                pairs[:, 0] = np.minimum(pairs[:, 0], nA - 2)
+        n_pair = np.array([len(pairs)], dtype=np.int32)
+        pair_a = pairs[None, :, 0].astype(np.int32)
+        pair_b = pairs[None, :, 1].astype(np.int32)
+        change = np.zeros((K, K))
+        kern.transport_rounding(np.array([0, 2]), C, act, n_act, q_u, pair_a, pair_b,
+                                        q_e[None, :], n_pair, change)
+        dense = np.zeros((K, K))
+        np.add.at(dense, (act[0, pairs[:, 0]], act[1, pairs[:, 1]]), q_e)
+        pi = dense - change / C
+        want_rows, want_cols = np.zeros(K), np.zeros(K)
+        want_rows[act[0, :nA]] = q_u[0, :nA]
+        want_cols[act[1, :nB]] = q_u[1, :nB]
+        assert pi.min() >= -1e-15
+        np.testing.assert_allclose(pi.sum(axis=1), want_rows, atol=1e-14)
+        np.testing.assert_allclose(pi.sum(axis=0), want_cols, atol=1e-14)
+        moved = np.abs(dense - pi).sum()
+        inconsistency = (np.abs(dense.sum(axis=1) - want_rows).sum()
+                         + np.abs(dense.sum(axis=0) - want_cols).sum())
+        assert moved <= 2 * inconsistency + 1e-12
+        if case == "consistent":
+            assert moved == pytest.approx(0.0, abs=1e-14)
+
+
+@pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (13, 1.0, 6, True),
+                                                   (12, 0.3, 3, False)])
+def test_certified_dual_bounds_the_optimum_and_its_gap_closes(seed, C, K, start_end):
+    """At every check GDMM's dual lies below BCFW's optimum and its own primal, it equals
+    −G(q) once the marginals are consistent, and with ``tol`` the certified gap stops
+    training."""
+    data, model = _problem(seed, K=K, start_end=start_end)
+    bcfw = BCFW(model, C, max_iter=20000, tol=1e-9, check_every=20, random_state=0).fit(data)
+    optimum = bcfw.history.last.primal
+    gdmm = GDMM(model, C, max_iter=1500, check_every=10, tol=0, random_state=0).fit(data)
+    checks = [r for r in gdmm.history if not np.isnan(r.primal)]
+    for r in checks:  # (tol = 0 stops once the gap has closed to rounding)
+        assert r.dual <= optimum * (1 + 1e-9) and r.dual <= r.primal * (1 + 1e-12)
+    assert checks[0].relative_gap > 0.1  # not consistent yet: the bound is loose
+    last = checks[-1]
+    assert last.relative_gap < 1e-6
+    assert last.dual == pytest.approx(-last.extra["G"], rel=1e-9)
+    stopped = GDMM(model, C, max_iter=1500, check_every=10, tol=1e-3,
+                   random_state=0).fit(data)
+    assert stopped.history.stop_reason == "tol"
+    assert stopped.passes < 1500 and stopped.history.last.relative_gap <= 1e-3
+
+
 @pytest.mark.parametrize("intercept", [False, True])
 def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic(intercept):
     X, y = make_chain(40, 6, 60, 400, nnz_per_token=6, random_state=1)

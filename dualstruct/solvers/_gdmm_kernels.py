@@ -90,6 +90,22 @@ sets grow with the passes and so does the cost of a step.
 All three unigram oracles and both bigram oracles return the same argmin (ties broken by
 the smaller label index), which the tests check against brute force.
 
+**Certified dual.** −G(q) is the dual value only when q is consistent, and GDMM's q is
+consistent only in the limit. A consistent point close to q gives a bound at every check:
+keep every q_t and round each q_e into the transport polytope
+``U(q_t, q_{t+1}) = {π ≥ 0 : M_L π = q_t, M_R π = q_{t+1}}`` (Altschuler, Weed and Rigollet
+2017, Algorithm 2): scale down every row of q_e whose sum exceeds q_t, then every column
+whose sum exceeds q_{t+1}, and give the missing mass the product
+``π += e_L e_Rᵀ / ‖e_R‖₁`` of the row and column deficits. The result moves q_e by at most
+``2 (‖M_L q_e − q_t‖₁ + ‖M_R q_e − q_{t+1}‖₁)`` in L1. On a chain, locally consistent
+marginals are the marginals of a distribution over label sequences, so
+``D = C Σ_t <δ_t, q_t> − ½‖w(q_u, π)‖²`` is the dual value of a feasible point and a lower
+bound on the optimum (the rounding changes only W_B, by C Σ_e (q_e − π_e)). The bound is
+exact once q is consistent, so its gap closes as GDMM converges. Before that it is loose,
+because the rounding moves every edge and W_B adds up the moves of all edges: on the
+synthetic chain with K = 954 it lies 4% below the optimum after 450 passes, where the
+primal is within 1.2% (BENCHMARKS.md).
+
 **Averaging.** The weighted average ``w̄_m = Σ_{j≤m} j w_j / A_m`` (``A_m = m(m+1)/2``) of
 the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._chain_kernels`):
 ``w̄_m = w_m − R_m / A_m`` with ``R_m = Σ_{j≤m} A_{j−1} Δ_j``, ``Δ_j`` the change of w during
@@ -1150,6 +1166,68 @@ def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, p
         lagrange += lg
         penalty += pn
     return residual, lagrange, penalty
+
+
+@njit(cache=True)
+def transport_rounding(offsets, C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair, dW_B):
+    """Round every bigram factor q_e into the transport polytope of its two unigram factors
+    (module docstring, "Certified dual") and add the change of W_B, ``C (q_e − π_e)``, to
+    ``dW_B`` (K × K, zero on entry)."""
+    cap = act.shape[1]
+    row_sum = np.zeros(cap)
+    col_sum = np.zeros(cap)
+    row_gap = np.zeros(cap)
+    col_gap = np.zeros(cap)
+    pi = np.zeros(q_b.shape[1])
+    for i in range(offsets.shape[0] - 1):
+        for row in range(offsets[i], offsets[i + 1] - 1):
+            e = row - i
+            nA, nB, nP = n_act[row], n_act[row + 1], n_pair[e]
+            # rows down to q_t
+            for s in range(nA):
+                row_sum[s] = 0.0
+            for p in range(nP):
+                pi[p] = q_b[e, p]
+                row_sum[pair_a[e, p]] += pi[p]
+            for s in range(nB):
+                col_sum[s] = 0.0
+            for p in range(nP):
+                sa = pair_a[e, p]
+                if row_sum[sa] > q_u[row, sa]:
+                    pi[p] *= q_u[row, sa] / row_sum[sa]
+                col_sum[pair_b[e, p]] += pi[p]
+            # columns down to q_{t+1}, then the deficits of both
+            for s in range(nA):
+                row_sum[s] = 0.0
+            for p in range(nP):
+                sb = pair_b[e, p]
+                if col_sum[sb] > q_u[row + 1, sb]:
+                    pi[p] *= q_u[row + 1, sb] / col_sum[sb]
+                row_sum[pair_a[e, p]] += pi[p]
+            for s in range(nB):
+                col_sum[s] = 0.0
+            for p in range(nP):
+                col_sum[pair_b[e, p]] += pi[p]
+            for s in range(nA):
+                row_gap[s] = max(q_u[row, s] - row_sum[s], 0.0)
+            missing = 0.0
+            for s in range(nB):
+                col_gap[s] = max(q_u[row + 1, s] - col_sum[s], 0.0)
+                missing += col_gap[s]
+            for p in range(nP):
+                change = q_b[e, p] - pi[p]
+                if change != 0.0:
+                    dW_B[act[row, pair_a[e, p]], act[row + 1, pair_b[e, p]]] += C * change
+            if missing <= 0.0:
+                continue
+            for sa in range(nA):  # the deficits' product: π += row_gap col_gapᵀ / missing
+                if row_gap[sa] <= 0.0:
+                    continue
+                a = act[row, sa]
+                scale = C * row_gap[sa] / missing
+                for sb in range(nB):
+                    if col_gap[sb] > 0.0:
+                        dW_B[a, act[row + 1, sb]] -= scale * col_gap[sb]
 
 
 @njit(cache=True)
