@@ -313,6 +313,43 @@ def _simplex_point(rng, n, zeros):
     return v / v.sum()
 
 
+def _random_edge(rng, K, case):
+    """Active sets, unigram marginals and a bigram support (distinct slot pairs) of one edge."""
+    nA, nB = (1, 1) if case == "one label" else rng.integers(2, K + 1, size=2)
+    act = np.zeros((2, K), dtype=np.int32)
+    act[0, :nA] = rng.permutation(K)[:nA]
+    act[1, :nB] = rng.permutation(K)[:nB]
+    slots = np.array([(a, b) for a in range(nA) for b in range(nB)])
+    pairs = slots[rng.permutation(len(slots))[:rng.integers(1, len(slots) + 1)]]
+    if case == "unpaired mass" and nA > 1:  # the last slot has mass but is in no pair
+        pairs = np.unique(np.c_[np.minimum(pairs[:, 0], nA - 2), pairs[:, 1]], axis=0)
+    q_e = _simplex_point(rng, len(pairs), 0.2)
+    q_u = np.zeros((2, K))
+    if case == "consistent":
+        np.add.at(q_u[0], pairs[:, 0], q_e)
+        np.add.at(q_u[1], pairs[:, 1], q_e)
+    else:
+        q_u[0, :nA] = _simplex_point(rng, nA, 0.3)
+        q_u[1, :nB] = _simplex_point(rng, nB, 0.3)
+    return act, np.array([nA, nB], dtype=np.int32), q_u, pairs.astype(np.int32), q_e
+
+
+def _round_edges(offsets, C, act, n_act, q_u, supports, K):
+    """transport_rounding on edges given as a list of (pairs, q_e), padded into arrays."""
+    width = max(len(q_e) for _, q_e in supports)
+    pair_a = np.zeros((len(supports), width), dtype=np.int32)
+    pair_b = np.zeros_like(pair_a)
+    q_b = np.zeros((len(supports), width))
+    n_pair = np.zeros(len(supports), dtype=np.int32)
+    for e, (pairs, q_e) in enumerate(supports):
+        n_pair[e] = len(q_e)
+        pair_a[e, :len(q_e)], pair_b[e, :len(q_e)], q_b[e, :len(q_e)] = pairs.T[0], pairs.T[1], q_e
+    change = np.zeros((K, K))
+    kern.transport_rounding(np.asarray(offsets), C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair,
+                            change)
+    return change
+
+
 @pytest.mark.parametrize("case", ["random", "consistent", "unpaired mass", "one label"])
 def test_transport_rounding_gives_pair_marginals_consistent_with_the_unigrams(case):
     """One edge at a time: ``π = q_e − ΔW_B / C`` is non-negative, its row and column sums are
@@ -321,36 +358,14 @@ def test_transport_rounding_gives_pair_marginals_consistent_with_the_unigrams(ca
     rng = np.random.default_rng(7)
     K, C = 7, 0.7
     for _ in range(40):
-        nA, nB = (1, 1) if case == "one label" else rng.integers(2, K + 1, size=2)
-        act = np.zeros((2, K), dtype=np.int32)
-        act[0, :nA] = rng.permutation(K)[:nA]
-        act[1, :nB] = rng.permutation(K)[:nB]
-        n_act = np.array([nA, nB], dtype=np.int32)
-        q_u = np.zeros((2, K))
-        slots = [(a, b) for a in range(nA) for b in range(nB)]
-        picks = rng.permutation(len(slots))[:rng.integers(1, len(slots) + 1)]
-        pairs = np.array([slots[p] for p in picks]).reshape(-1, 2)
-        q_e = _simplex_point(rng, len(pairs), 0.2)
-        if case == "consistent":
-            np.add.at(q_u[0], pairs[:, 0], q_e)
-            np.add.at(q_u[1], pairs[:, 1], q_e)
-        else:
-            q_u[0, :nA] = _simplex_point(rng, nA, 0.3)
-            q_u[1, :nB] = _simplex_point(rng, nB, 0.3)
-            if case == "unpaired mass" and nA > 1:  # a slot with mass but in no pair
-                pairs[:, 0] = np.minimum(pairs[:, 0], nA - 2)
-        n_pair = np.array([len(pairs)], dtype=np.int32)
-        pair_a = pairs[None, :, 0].astype(np.int32)
-        pair_b = pairs[None, :, 1].astype(np.int32)
-        change = np.zeros((K, K))
-        kern.transport_rounding(np.array([0, 2]), C, act, n_act, q_u, pair_a, pair_b,
-                                        q_e[None, :], n_pair, change)
+        act, n_act, q_u, pairs, q_e = _random_edge(rng, K, case)
+        change = _round_edges([0, 2], C, act, n_act, q_u, [(pairs, q_e)], K)
         dense = np.zeros((K, K))
         np.add.at(dense, (act[0, pairs[:, 0]], act[1, pairs[:, 1]]), q_e)
         pi = dense - change / C
         want_rows, want_cols = np.zeros(K), np.zeros(K)
-        want_rows[act[0, :nA]] = q_u[0, :nA]
-        want_cols[act[1, :nB]] = q_u[1, :nB]
+        want_rows[act[0, :n_act[0]]] = q_u[0, :n_act[0]]
+        want_cols[act[1, :n_act[1]]] = q_u[1, :n_act[1]]
         assert pi.min() >= -1e-15
         np.testing.assert_allclose(pi.sum(axis=1), want_rows, atol=1e-14)
         np.testing.assert_allclose(pi.sum(axis=0), want_cols, atol=1e-14)
@@ -360,6 +375,34 @@ def test_transport_rounding_gives_pair_marginals_consistent_with_the_unigrams(ca
         assert moved <= 2 * inconsistency + 1e-12
         if case == "consistent":
             assert moved == pytest.approx(0.0, abs=1e-14)
+
+
+def test_transport_rounding_adds_up_the_edges_of_every_sequence():
+    """Sequences of 3, 1 and 2 tokens (edges 0, 1 and 2, the middle sequence has none): the
+    whole-data change of W_B is the sum of the edges' changes rounded one at a time, so
+    edge indexing and the scratch reused between edges are right."""
+    rng = np.random.default_rng(3)
+    K, C = 6, 1.3
+    offsets = [0, 3, 4, 6]
+    act = np.zeros((6, K), dtype=np.int32)
+    n_act = np.zeros(6, dtype=np.int32)
+    q_u = np.zeros((6, K))
+    for row in range(6):
+        n = rng.integers(1, K + 1)
+        act[row, :n], n_act[row] = rng.permutation(K)[:n], n
+        q_u[row, :n] = _simplex_point(rng, n, 0.3)
+    supports, expected = [], np.zeros((K, K))
+    for row in (0, 1, 4):  # the rows with an edge to their right
+        nA, nB = n_act[row], n_act[row + 1]
+        slots = np.array([(a, b) for a in range(nA) for b in range(nB)], dtype=np.int32)
+        pairs = slots[rng.permutation(len(slots))[:rng.integers(1, len(slots) + 1)]]
+        q_e = _simplex_point(rng, len(pairs), 0.2)
+        supports.append((pairs, q_e))
+        expected += _round_edges([0, 2], C, act[row:row + 2], n_act[row:row + 2],
+                                 q_u[row:row + 2], [(pairs, q_e)], K)
+    change = _round_edges(offsets, C, act, n_act, q_u, supports, K)
+    assert np.abs(expected).sum() > 0.1
+    np.testing.assert_allclose(change, expected, atol=1e-14)
 
 
 @pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (13, 1.0, 6, True),

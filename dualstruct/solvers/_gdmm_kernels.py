@@ -103,8 +103,8 @@ marginals are the marginals of a distribution over label sequences, so
 bound on the optimum (the rounding changes only W_B, by C Σ_e (q_e − π_e)). The bound is
 exact once q is consistent, so its gap closes as GDMM converges. Before that it is loose,
 because the rounding moves every edge and W_B adds up the moves of all edges: on the
-synthetic chain with K = 954 it lies 4% below the optimum after 450 passes, where the
-primal is within 1.2% (BENCHMARKS.md).
+synthetic chain with K = 954 it is still at least 3.3% below the optimum after 475 passes,
+when the primal is within 1% (BENCHMARKS.md).
 
 **Averaging.** The weighted average ``w̄_m = Σ_{j≤m} j w_j / A_m`` (``A_m = m(m+1)/2``) of
 the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._chain_kernels`):
