@@ -3,7 +3,7 @@
 Part 1, **quality** (``--datasets``): for every data set (MULAN yeast, scene, bibtex from the
 data folder, their train/test split), edge set (``--edges``: independent, Chow–Liu tree, full
 graph) and method (``--methods``: bcfw, gdmm, ssg, cutting_plane), train with C = ``--C``
-until the relative gap reaches ``--tol`` (BCFW and the cutting plane), ``--max-iter`` passes,
+until the relative gap reaches ``--tol`` (BCFW, GDMM, the cutting plane), ``--max-iter`` passes,
 or ``--budget`` seconds of training time, and report passes, training seconds, seconds per
 pass, the final exact primal (LP-relaxed where the model uses the LP; ``--inference``), the
 best certified dual, and the test metrics: Hamming loss, subset accuracy, Jaccard accuracy,
@@ -11,7 +11,7 @@ micro and macro F1, and the fraction of test examples whose LP optimum was integ
 
 Time to 1%: the training time of the first check whose primal is <= 1.01 P*, where P* is the
 lowest primal any run of that data set and edge set found (an upper estimate of the optimum;
-the highest certified BCFW dual is printed beside it).
+the highest certified dual of those runs is printed beside it).
 
 Part 2, **scaling** (``--scaling bibtex``): seconds per pass of GDMM and BCFW on the full
 graph over the ``--label-counts`` most frequent labels (``--timing-passes`` passes, no

@@ -47,6 +47,17 @@ of L along the coordinate, clipped to [0, 1] (curvature ``C² ‖x_i‖² + ρ d
 active pair the projected step ``q ← Π_Δ(q − ∇/Q)`` with ``Q = C² + 3ρ`` (the largest
 eigenvalue of the factor's Hessian: C² on (1, 1) plus ρ MᵀM whose top eigenvalue is 3).
 Then the multiplier step ``λ_e,j ← λ_e,j + η r_e,j`` for the example's active pairs.
+
+**Certified dual.** −G(q) is a dual value only once every active factor is consistent. Only
+``q_e(11)`` enters w, and given ``μ_l, μ_k`` a table with those marginals exists exactly when
+``max(0, μ_l + μ_k − 1) <= q_e(11) <= min(μ_l, μ_k)``: it is then
+``(1 − μ_l − μ_k + q_e(11), μ_l − q_e(11), μ_k − q_e(11), q_e(11)) >= 0``. Clipping every
+active pair's ``q_e(11)`` into that interval (:func:`pair_rounding`; inactive pairs are
+consistent by definition) gives a point of the local polytope, and
+``D = C Σ_i Σ_l c_l |μ_il − ȳ_il| − ½‖w'‖²`` (only w_V changes, by C times the clipped mass)
+is the dual value of a feasible point of the LP-relaxed problem: a lower bound on its
+optimum, the exact one on forests. No consistent table lies closer to q_e(11), and the bound
+is exact once the residual vanishes.
 """
 
 import numpy as np
@@ -290,6 +301,26 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                 lam[i, a, b, 0] += eta * ra
                 lam[i, a, b, 1] += eta * rb
     return order.shape[0]
+
+
+@njit(cache=True)
+def pair_rounding(mu, slot_label, n_slots, pair_edge, q, C, dV):
+    """Clip every active pair's ``q_e(11)`` into ``[max(0, μ_l + μ_k − 1), min(μ_l, μ_k)]``
+    (module docstring, "Certified dual") and add the change of w_V, ``C (q_e(11) − clipped)``,
+    to ``dV`` (one entry per edge, zero on entry)."""
+    for i in range(slot_label.shape[0]):
+        ns = n_slots[i]
+        for a in range(ns):
+            mu_a = mu[i, slot_label[i, a]]
+            for b in range(a + 1, ns):
+                e = pair_edge[i, a, b]
+                if e < 0:
+                    continue
+                mu_b = mu[i, slot_label[i, b]]
+                q11 = q[i, a, b, 3]
+                clipped = min(max(q11, mu_a + mu_b - 1.0, 0.0), mu_a, mu_b)
+                if clipped != q11:
+                    dV[e] += C * (q11 - clipped)
 
 
 @njit(cache=True)
