@@ -8,7 +8,12 @@ from conftest import random_chain_problem
 from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW, SSG, primal_objective
-from dualstruct.solvers.objective import dual_objective, duality_gap, lambda_form
+from dualstruct.solvers.objective import (
+    dual_objective,
+    duality_gap,
+    lambda_form,
+    scaled_dual,
+)
 
 
 def _problem(seed, n=8, K=3, d=4, sparse=False, start_end=True):
@@ -33,6 +38,16 @@ def test_objective_helpers():
     assert dual_objective(w, 20.0) == 7.5
     assert duality_gap(10.0, 7.5) == (2.5, 0.25)
     assert lambda_form(10.0, 2.0, 5) == 1.0
+
+
+def test_scaled_dual_is_the_best_point_toward_the_gold_labelling():
+    """``scaled_dual(L, ‖w‖²) = max_{s ∈ [0, 1]} s L − ½ s² ‖w‖²``, never below D(q)."""
+    s = np.linspace(0.0, 1.0, 100_001)
+    for loss, sq in [(20.0, 25.0), (20.0, 100.0), (20.0, 10.0), (0.0, 3.0), (5.0, 0.0),
+                     (347.2, 366.7)]:
+        best = float(np.max(s * loss - 0.5 * s * s * sq))
+        assert scaled_dual(loss, sq) == pytest.approx(best, abs=1e-6)
+        assert scaled_dual(loss, sq) >= loss - 0.5 * sq
 
 
 @pytest.mark.parametrize("start_end", [True, False])

@@ -100,8 +100,10 @@ whose sum exceeds q_{t+1}, and give the missing mass the product
 ``2 (‖M_L q_e − q_t‖₁ + ‖M_R q_e − q_{t+1}‖₁)`` in L1. On a chain, locally consistent
 marginals are the marginals of a distribution over label sequences, so
 ``D = C Σ_t <δ_t, q_t> − ½‖w(q_u, π)‖²`` is the dual value of a feasible point and a lower
-bound on the optimum (the rounding changes only W_B, by C Σ_e (q_e − π_e)). The bound is
-exact once q is consistent, so its gap closes as GDMM converges. Before that it is loose,
+bound on the optimum (the rounding changes only W_B, by C Σ_e (q_e − π_e); the solver then
+takes the best point between it and the gold labelling, :func:`.objective.scaled_dual`).
+The bound is exact once q is consistent, so its gap closes as GDMM converges. Before that
+it is loose,
 because the rounding moves every edge and W_B adds up the moves of all edges: on the
 synthetic chain with K = 954 it is still at least 3.3% below the optimum after 475 passes,
 when the primal is within 1% (BENCHMARKS.md).

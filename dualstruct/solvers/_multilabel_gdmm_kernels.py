@@ -56,8 +56,9 @@ active pair's ``q_e(11)`` into that interval (:func:`pair_rounding`; inactive pa
 consistent by definition) gives a point of the local polytope, and
 ``D = C Σ_i Σ_l c_l |μ_il − ȳ_il| − ½‖w'‖²`` (only w_V changes, by C times the clipped mass)
 is the dual value of a feasible point of the LP-relaxed problem: a lower bound on its
-optimum, the exact one on forests. No consistent table lies closer to q_e(11), and the bound
-is exact once the residual vanishes.
+optimum, the exact one on forests (the solver then takes the best point between it and the
+gold labelling, :func:`.objective.scaled_dual`). No consistent table lies closer to q_e(11),
+and the bound is exact once the residual vanishes.
 """
 
 import numpy as np

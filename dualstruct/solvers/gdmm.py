@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _gdmm_kernels as kern
 from .base import PassSolver
-from .objective import sampled_primal_objective
+from .objective import sampled_primal_objective, scaled_dual
 
 UNIGRAM_ORACLES = {"brute": kern.UNIGRAM_BRUTE, "sampled": kern.UNIGRAM_SAMPLED,
                    "sparse": kern.UNIGRAM_SPARSE}
@@ -333,7 +333,9 @@ class GDMM(PassSolver):
         with every q_e rounded to π_e in the transport polytope of (q_t, q_{t+1}), a
         consistent point of the local polytope, which on a chain is the marginal polytope
         (kernel :func:`~._gdmm_kernels.transport_rounding`). Only W_B changes, so
-        ``‖w'‖² = ‖w‖² − ‖W_B‖² + ‖W_B + ΔW_B‖²``. Equals −G(q) once q is consistent."""
+        ``‖w'‖² = ‖w‖² − ‖W_B‖² + ‖W_B + ΔW_B‖²``. The point is then moved toward the gold
+        labelling where that raises D (:func:`~.objective.scaled_dual`). Equals −G(q) once q
+        is consistent and optimal."""
         K = self.model.n_labels
         change = np.zeros((K, K))
         kern.transport_rounding(self.arrays[3], self.C, self.act, self.n_act, self.q_u,
@@ -342,7 +344,7 @@ class GDMM(PassSolver):
         rounded = W_B + change
         sq_norm = (float(self.w @ self.w) - float(np.vdot(W_B, W_B))
                    + float(np.vdot(rounded, rounded)))
-        return self._loss_term() - 0.5 * sq_norm
+        return scaled_dual(self._loss_term(), sq_norm)
 
     def diagnostics(self, check):
         extra = dict(self._last_pass)

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _multilabel_kernels as kern
 from .base import PassSolver
-from .objective import dual_objective
+from .objective import dual_objective, scaled_dual
 
 
 class _MultiLabelPasses(PassSolver):
@@ -345,7 +345,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
         ``D = C Σ_i Σ_l c_l |μ_il − ȳ_il| − ½‖w'‖²`` with every active pair's q_e(11)
         clipped into ``[max(0, μ_l + μ_k − 1), min(μ_l, μ_k)]`` (kernel
         :func:`~._multilabel_gdmm_kernels.pair_rounding`). Only w_V changes, so
-        ``‖w'‖² = ‖w‖² − ‖w_V‖² + ‖w_V + Δw_V‖²``. Equals −G(q) once q is consistent."""
+        ``‖w'‖² = ‖w‖² − ‖w_V‖² + ‖w_V + Δw_V‖²``. The point is then moved toward the gold
+        labelling where that raises D (:func:`~.objective.scaled_dual`). Equals −G(q) once q
+        is consistent and optimal."""
         from . import _multilabel_gdmm_kernels as gk
 
         c = gk.consistency(self.mu, self.slot_label, self.n_slots, self.pair_edge, self.q,
@@ -356,4 +358,4 @@ class MultiLabelGDMM(_MultiLabelPasses):
                          self.C, change)
         rounded = V + change
         sq_norm = float(self.w @ self.w) - float(V @ V) + float(rounded @ rounded)
-        return self.C * c[4] - 0.5 * sq_norm
+        return scaled_dual(self.C * c[4], sq_norm)

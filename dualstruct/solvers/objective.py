@@ -42,6 +42,20 @@ def dual_objective(w: np.ndarray, loss_term: float) -> float:
     return float(loss_term) - 0.5 * float(w @ w)
 
 
+def scaled_dual(loss_term: float, sq_norm: float) -> float:
+    """The best dual value on the segment from the gold labelling to a feasible point q:
+    ``max_{s ∈ [0, 1]} s L − ½ s² ‖w‖²`` with ``L`` the loss term and ``‖w‖² = sq_norm`` of
+    q. The gold labelling is feasible with w = 0 and D = 0, and w(q) and the loss term are
+    linear in q − ȳ, so every point of the segment is feasible with these values. The
+    maximum is at ``s = min(1, L / ‖w‖²)`` and never below ``D(q)``; at the optimum
+    ``L = ‖w‖²`` and s = 1."""
+    if loss_term <= 0.0:
+        return 0.0
+    if sq_norm <= loss_term:  # s = 1
+        return float(loss_term) - 0.5 * float(sq_norm)
+    return 0.5 * float(loss_term) ** 2 / float(sq_norm)
+
+
 def duality_gap(primal: float, dual: float) -> tuple[float, float]:
     """Absolute and relative gap ``(P − D, (P − D) / max(|P|, tiny))``."""
     gap = primal - dual
