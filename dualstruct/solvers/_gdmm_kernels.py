@@ -105,7 +105,7 @@ takes the best point between it and the gold labelling, :func:`.objective.scaled
 The bound is exact once q is consistent, so its gap closes as GDMM converges. Before that
 it is loose,
 because the rounding moves every edge and W_B adds up the moves of all edges: on the
-synthetic chain with K = 954 it is still at least 3.3% below the optimum after 475 passes,
+synthetic chain with K = 954 it is still at least 3.1% below the optimum after 475 passes,
 when the primal is within 1% (BENCHMARKS.md).
 
 **Averaging.** The weighted average ``w̄_m = Σ_{j≤m} j w_j / A_m`` (``A_m = m(m+1)/2``) of
