@@ -254,8 +254,9 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     for i in range(data.n_sequences):
         for a in range(g.n_slots[i]):
             for b in range(a + 1, g.n_slots[i]):
-                if g.pair_edge[i, a, b] >= 0:
-                    pair_mass[g.pair_edge[i, a, b]] += g.q[i, a, b, 3]
+                p = g.pair_position(i, a, b)
+                if g.pair_edge[p] >= 0:
+                    pair_mass[g.pair_edge[p]] += g.q[p, 3]
     W.pairwise[:] = C * (gold_pairs.sum(axis=0) - pair_mass)
     assert np.allclose(np.concatenate([W.unary.ravel(), W.pairwise]), g.w, atol=1e-9)
     assert np.all(g.q[g.pair_edge >= 0] >= -1e-15)
@@ -267,6 +268,34 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     rest.load_state(data, meta, arrays)
     rest.fit(data)
     assert np.array_equal(rest.w, g.w)
+
+
+def test_gdmm_resumes_from_a_state_with_one_block_per_example():
+    """States saved before the per-example pool hold (n, cap, cap, ·) arrays and no pool
+    offsets: they load into the pool and the run continues exactly."""
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(8, n=30, L=7, edges="full", inference="lp")
+    kw = dict(random_state=4, check_every=25)
+    whole = MultiLabelGDMM(model, 1.0, max_iter=25, **kw).fit(data)
+    part = MultiLabelGDMM(model, 1.0, max_iter=10, **kw).fit(data)
+    meta, arrays = part.state_dict()
+    n, cap = part.slot_label.shape
+    old = {k: v for k, v in arrays.items() if k not in ("pair_base", "pair_room")}
+    old["pair_edge"] = np.full((n, cap, cap), -1, dtype=np.int64)
+    old["q"], old["lam"] = np.zeros((n, cap, cap, 4)), np.zeros((n, cap, cap, 2))
+    for i in range(n):
+        for a in range(part.n_slots[i]):
+            for b in range(a + 1, part.n_slots[i]):
+                p = part.pair_position(i, a, b)
+                old["pair_edge"][i, a, b] = part.pair_edge[p]
+                old["q"][i, a, b], old["lam"][i, a, b] = part.q[p], part.lam[p]
+    meta["scalars"] = {k: v for k, v in meta["scalars"].items() if k != "pool_used"}
+    rest = MultiLabelGDMM(model, 1.0, max_iter=15, **kw)
+    rest.load_state(data, meta, old)
+    assert rest.q.ndim == 2 and rest.pool_used == len(rest.q)
+    rest.fit(data)
+    assert np.array_equal(rest.w, whole.w)
 
 
 def test_gdmm_refuses_exact_inference_on_a_loopy_graph():
@@ -327,7 +356,10 @@ def test_gdmm_pair_rounding_gives_consistent_tables(seed):
                     want[e] += C * (q11 - r)
                     if consistent[i, a, b]:
                         assert r == q11
-    gk.pair_rounding(mu, slot_label, n_slots, pair_edge, q, C, change)
+    pair_base = np.arange(n) * cap * cap  # one (cap × cap) block per example
+    pair_room = np.full(n, cap)
+    gk.pair_rounding(mu, slot_label, n_slots, pair_base, pair_room, pair_edge.ravel(),
+                     q.reshape(-1, 4), C, change)
     assert np.abs(want).sum() > 0.1
     np.testing.assert_allclose(change, want, atol=1e-14)
 

@@ -230,19 +230,20 @@ class MultiLabelGDMM(_MultiLabelPasses):
         model, data = self.model, self.data
         n = data.n_sequences
         Y = data.Y
-        n_gold = Y.sum(axis=1)
-        cap = 8
-        while cap < n_gold.max() + 4:
-            cap *= 2
-        self.capacity = cap
+        n_gold = Y.sum(axis=1).astype(np.int64)
         self.w = model.init_weights()
         self.w_avg = model.init_weights()
         self.mu = Y.astype(np.float64)
-        self.slot_label = np.zeros((n, cap), dtype=np.int64)
-        self.n_slots = n_gold.astype(np.int64)
-        self.pair_edge = np.full((n, cap, cap), -1, dtype=np.int64)
-        self.q = np.zeros((n, cap, cap, 4))
-        self.lam = np.zeros((n, cap, cap, 2))
+        self.n_slots = n_gold.copy()
+        self.pair_room = np.array([_room_for(k) for k in n_gold], dtype=np.int64)
+        self.capacity = int(self.pair_room.max()) if n else 8
+        self.slot_label = np.zeros((n, self.capacity), dtype=np.int64)
+        sizes = self.pair_room * self.pair_room
+        self.pair_base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.pool_used = int(sizes.sum())
+        self.pair_edge = np.full(self.pool_used, -1, dtype=np.int64)
+        self.q = np.zeros((self.pool_used, 4))
+        self.lam = np.zeros((self.pool_used, 2))
         edge_id = self._edge_ids()
         for i in range(n):  # gold labels active at μ = 1, their pairs at (1, 1)
             gold = np.flatnonzero(Y[i])
@@ -250,15 +251,30 @@ class MultiLabelGDMM(_MultiLabelPasses):
             for a in range(len(gold)):
                 for b in range(a + 1, len(gold)):
                     e = edge_id[gold[a], gold[b]]
-                    self.pair_edge[i, a, b] = e
+                    p = self.pair_position(i, a, b)
+                    self.pair_edge[p] = e
                     if e >= 0:
-                        self.q[i, a, b, 3] = 1.0
+                        self.q[p, 3] = 1.0
         self.labels_added = 0
         self._after_load()
 
-    state_arrays = ("w", "w_avg", "mu", "slot_label", "n_slots", "pair_edge", "q", "lam")
-    state_scalars = ("capacity", "labels_added")
+    state_arrays = ("w", "w_avg", "mu", "slot_label", "n_slots", "pair_base", "pair_room",
+                    "pair_edge", "q", "lam")
+    state_scalars = ("capacity", "labels_added", "pool_used")
     growable_arrays = ("slot_label", "pair_edge", "q", "lam")
+    #: files written before the per-example pool hold (n, cap, cap, ·) arrays instead
+    optional_state_arrays = ("pair_base", "pair_room")
+
+    def state_dict(self):
+        meta, arrays = super().state_dict()
+        for k in ("pair_edge", "q", "lam"):  # the pool's unused tail is not saved
+            arrays[k] = arrays[k][:self.pool_used]
+        return meta, arrays
+
+    def pair_position(self, i, a, b):
+        """The pool row of example i's pair of active slots a < b (module docstring of
+        :mod:`._multilabel_gdmm_kernels`, "Storage")."""
+        return int(self.pair_base[i] + a * self.pair_room[i] + b)
 
     def _edge_ids(self):
         L, edges = self.model.n_labels, self.model.edges
@@ -272,8 +288,12 @@ class MultiLabelGDMM(_MultiLabelPasses):
 
         if not hasattr(self, "arrays"):
             self._check_problem()
+        if self.q.ndim == 4:  # an older file: one (cap × cap) block per example
+            self._pool_from_blocks()
         self.capacity = int(self.capacity)
-        if self.slot_label.shape[1] != self.capacity:
+        self.pool_used = int(self.pool_used)
+        if (self.slot_label.shape[1] != self.capacity or self.pair_room.max(initial=8) >
+                self.capacity or self.pool_used > len(self.q)):
             raise ValueError("saved GDMM active sets are inconsistent with their capacity")
         self.W = self.model.unpack(self.w)
         self.edge_id = self._edge_ids()
@@ -286,19 +306,49 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.tree = np.empty(2 * P)
         gk.tree_build(self.W.pairwise, self.tree)
 
-    def _grow(self):
-        n, old = self.data.n_sequences, self.capacity
-        new = 2 * old
-        slot_label = np.zeros((n, new), dtype=np.int64)
-        slot_label[:, :old] = self.slot_label
-        pair_edge = np.full((n, new, new), -1, dtype=np.int64)
-        pair_edge[:, :old, :old] = self.pair_edge
-        q = np.zeros((n, new, new, 4))
-        q[:, :old, :old] = self.q
-        lam = np.zeros((n, new, new, 2))
-        lam[:, :old, :old] = self.lam
-        self.slot_label, self.pair_edge, self.q, self.lam = slot_label, pair_edge, q, lam
-        self.capacity = new
+    def _pool_from_blocks(self):
+        """Move the (n, cap, cap, ·) arrays of an older file into the per-example pool."""
+        blocks = (self.pair_edge, self.q, self.lam)
+        self.pair_room = np.array([_room_for(k) for k in self.n_slots], dtype=np.int64)
+        sizes = self.pair_room * self.pair_room
+        self.pair_base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.pool_used = int(sizes.sum())
+        self.pair_edge = np.full(self.pool_used, -1, dtype=np.int64)
+        self.q = np.zeros((self.pool_used, 4))
+        self.lam = np.zeros((self.pool_used, 2))
+        for i, ns in enumerate(self.n_slots):
+            rows = self.pair_base[i] + (np.arange(ns)[:, None] * self.pair_room[i]
+                                        + np.arange(ns)[None, :])
+            self.pair_edge[rows] = blocks[0][i, :ns, :ns]
+            self.q[rows] = blocks[1][i, :ns, :ns]
+            self.lam[rows] = blocks[2][i, :ns, :ns]
+        self.capacity = max(int(self.pair_room.max(initial=8)), self.slot_label.shape[1])
+        if self.slot_label.shape[1] < self.capacity:
+            self.slot_label = _widen_columns(self.slot_label, self.capacity)
+
+    def _grow_example(self, i):
+        """Double example i's room: a new block at the end of the pool takes its pairs (the
+        old block is left unused), and the pool itself doubles when full."""
+        old, new = int(self.pair_room[i]), 2 * int(self.pair_room[i])
+        need = self.pool_used + new * new
+        if need > len(self.q):
+            size = max(need, 2 * len(self.q))
+            pair_edge = np.full(size, -1, dtype=np.int64)
+            q, lam = np.zeros((size, 4)), np.zeros((size, 2))
+            used = self.pool_used
+            pair_edge[:used], q[:used], lam[:used] = (self.pair_edge[:used], self.q[:used],
+                                                      self.lam[:used])
+            self.pair_edge, self.q, self.lam = pair_edge, q, lam
+        grid = np.arange(old)
+        src = self.pair_base[i] + grid[:, None] * old + grid[None, :]
+        dst = self.pool_used + grid[:, None] * new + grid[None, :]
+        self.pair_edge[dst], self.q[dst], self.lam[dst] = (self.pair_edge[src], self.q[src],
+                                                           self.lam[src])
+        self.pair_base[i], self.pair_room[i] = self.pool_used, new
+        self.pool_used = need
+        if new > self.capacity:
+            self.slot_label = _widen_columns(self.slot_label, new)
+            self.capacity = new
 
     def _run(self, order):
         from . import _multilabel_gdmm_kernels as gk
@@ -312,10 +362,10 @@ class MultiLabelGDMM(_MultiLabelPasses):
                 indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
                 self.model.edges, self.edge_id, order[done:], self.C, self.rho, self.eta,
                 self.W.unary, self.W.pairwise, self.tree, self.mu, self.slot_label,
-                self.n_slots, self.pair_edge, self.q, self.lam, self.inner_sweeps,
-                self.pair_search == "brute", status, stats)
+                self.n_slots, self.pair_base, self.pair_room, self.pair_edge, self.q, self.lam,
+                self.inner_sweeps, self.pair_search == "brute", status, stats)
             if status[0] == gk.NEED_CAPACITY:
-                self._grow()
+                self._grow_example(int(order[done]))
         self.labels_added += int(stats[0])
         return len(order)
 
@@ -326,11 +376,15 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.w_avg += beta * self.w
         return calls
 
-    def diagnostics(self, check):
+    def _consistency(self):
         from . import _multilabel_gdmm_kernels as gk
 
-        c = gk.consistency(self.mu, self.slot_label, self.n_slots, self.pair_edge, self.q,
-                           self.lam, self.rho, self.model.loss_weights, self.data.Y)
+        return gk.consistency(self.mu, self.slot_label, self.n_slots, self.pair_base,
+                              self.pair_room, self.pair_edge, self.q, self.lam, self.rho,
+                              self.model.loss_weights, self.data.Y)
+
+    def diagnostics(self, check):
+        c = self._consistency()
         n = self.data.n_sequences
         G = 0.5 * float(self.w @ self.w) - self.C * c[4]
         return {"residual": c[0], "G": G, "augmented": G + c[1],
@@ -350,12 +404,26 @@ class MultiLabelGDMM(_MultiLabelPasses):
         is consistent and optimal."""
         from . import _multilabel_gdmm_kernels as gk
 
-        c = gk.consistency(self.mu, self.slot_label, self.n_slots, self.pair_edge, self.q,
-                           self.lam, self.rho, self.model.loss_weights, self.data.Y)
+        c = self._consistency()
         V = self.W.pairwise
         change = np.zeros_like(V)
-        gk.pair_rounding(self.mu, self.slot_label, self.n_slots, self.pair_edge, self.q,
-                         self.C, change)
+        gk.pair_rounding(self.mu, self.slot_label, self.n_slots, self.pair_base,
+                         self.pair_room, self.pair_edge, self.q, self.C, change)
         rounded = V + change
         sq_norm = float(self.w @ self.w) - float(V @ V) + float(rounded @ rounded)
         return scaled_dual(self.C * c[4], sq_norm)
+
+
+def _room_for(n_active):
+    """An example's room: the smallest power of two, at least 8, that holds
+    ``n_active + 4`` slots (a pass may add two labels)."""
+    room = 8
+    while room < n_active + 4:
+        room *= 2
+    return room
+
+
+def _widen_columns(a, width):
+    out = np.zeros((a.shape[0], width), dtype=a.dtype)
+    out[:, :a.shape[1]] = a
+    return out
