@@ -251,22 +251,28 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     W.unary[:] = C * (data.X.T @ (data.Y - g.mu))
     gold_pairs = data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]
     pair_mass = np.zeros(len(model.edges))
+    live = []  # the pool rows of the active pairs (old blocks of grown examples are unused)
     for i in range(data.n_sequences):
         for a in range(g.n_slots[i]):
             for b in range(a + 1, g.n_slots[i]):
                 p = g.pair_position(i, a, b)
                 if g.pair_edge[p] >= 0:
                     pair_mass[g.pair_edge[p]] += g.q[p, 3]
+                    live.append(p)
     W.pairwise[:] = C * (gold_pairs.sum(axis=0) - pair_mass)
     assert np.allclose(np.concatenate([W.unary.ravel(), W.pairwise]), g.w, atol=1e-9)
-    assert np.all(g.q[g.pair_edge >= 0] >= -1e-15)
-    assert np.allclose(g.q[g.pair_edge >= 0].sum(axis=-1), 1.0)
-    # capacity grows (7 labels + gold from a capacity of 8) and a resumed run is exact
-    part = MultiLabelGDMM(model, C, max_iter=10, random_state=4, check_every=25).fit(data)
+    assert np.all(g.q[live] >= -1e-15)
+    assert np.allclose(g.q[live].sum(axis=-1), 1.0)
+    # rooms grow (7 labels + gold from a room of 8), also after resuming from a saved state
+    # (whose pool holds no unused tail), and the resumed run is exact
+    part = MultiLabelGDMM(model, C, max_iter=2, random_state=4, check_every=25).fit(data)
     meta, arrays = part.state_dict()
-    rest = MultiLabelGDMM(model, C, max_iter=15, random_state=4, check_every=25)
+    assert len(arrays["q"]) == part.pool_used
+    rest = MultiLabelGDMM(model, C, max_iter=23, random_state=4, check_every=25)
     rest.load_state(data, meta, arrays)
+    rooms = rest.pair_room.copy()
     rest.fit(data)
+    assert np.any(rest.pair_room > rooms)
     assert np.array_equal(rest.w, g.w)
 
 
@@ -275,10 +281,10 @@ def test_gdmm_resumes_from_a_state_with_one_block_per_example():
     offsets: they load into the pool and the run continues exactly."""
     from dualstruct.solvers import MultiLabelGDMM
 
-    model, data = _problem(8, n=30, L=7, edges="full", inference="lp")
+    model, data = _problem(8, n=30, L=20, edges="full", inference="lp")
     kw = dict(random_state=4, check_every=25)
     whole = MultiLabelGDMM(model, 1.0, max_iter=25, **kw).fit(data)
-    part = MultiLabelGDMM(model, 1.0, max_iter=10, **kw).fit(data)
+    part = MultiLabelGDMM(model, 1.0, max_iter=3, **kw).fit(data)
     meta, arrays = part.state_dict()
     n, cap = part.slot_label.shape
     old = {k: v for k, v in arrays.items() if k not in ("pair_base", "pair_room")}
@@ -291,11 +297,20 @@ def test_gdmm_resumes_from_a_state_with_one_block_per_example():
                 old["pair_edge"][i, a, b] = part.pair_edge[p]
                 old["q"][i, a, b], old["lam"][i, a, b] = part.q[p], part.lam[p]
     meta["scalars"] = {k: v for k, v in meta["scalars"].items() if k != "pool_used"}
-    rest = MultiLabelGDMM(model, 1.0, max_iter=15, **kw)
+    rest = MultiLabelGDMM(model, 1.0, max_iter=22, **kw)
     rest.load_state(data, meta, old)
     assert rest.q.ndim == 2 and rest.pool_used == len(rest.q)
+    assert len(set(rest.pair_room)) > 1  # rooms fitted to each example's active set
+    rooms = rest.pair_room.copy()
     rest.fit(data)
+    assert np.any(rest.pair_room > rooms)  # and growing again after the conversion
     assert np.array_equal(rest.w, whole.w)
+    # a state whose pool cannot hold its examples' rooms is refused
+    meta, arrays = part.state_dict()
+    arrays["q"], arrays["lam"], arrays["pair_edge"] = (arrays["q"][:-1], arrays["lam"][:-1],
+                                                       arrays["pair_edge"][:-1])
+    with pytest.raises(ValueError, match="inconsistent"):
+        MultiLabelGDMM(model, 1.0, **kw).load_state(data, meta, arrays)
 
 
 def test_gdmm_refuses_exact_inference_on_a_loopy_graph():

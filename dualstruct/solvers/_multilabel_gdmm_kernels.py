@@ -15,9 +15,10 @@ and the consistency constraints ``r_e,l = q_e(10) + q_e(11) − μ_l = 0`` and
 **Storage.** The pair factors of example i live in a pool shared by all examples: slots
 (a, b), a < b, of its active set are row ``pair_base[i] + a · pair_room[i] + b`` of
 ``pair_edge`` (the edge's id, or −1 when the two labels share no edge), ``q`` (four states)
-and ``lam`` (two multipliers). Each example has its own room (a power of two, at least 8)
-that doubles when its active set fills, so memory follows each example's active set rather
-than the largest one (bibtex, full graph: 0.7 GB against 18 GB for one room for all).
+and ``lam`` (two multipliers). Each example has its own room (a power of two, at least 8
+and at least its active labels + 4) that doubles when its active set fills, so memory
+follows each example's active set rather than the largest one (bibtex, full graph: 0.7 GB
+against 18 GB for one room for all).
 
 **Inactive factors.** Labels outside the example's active set S_i have ``μ = 0`` and were
 never touched. A pairwise factor with an endpoint outside S_i is inactive: its q is *defined*

@@ -239,7 +239,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.capacity = int(self.pair_room.max()) if n else 8
         self.slot_label = np.zeros((n, self.capacity), dtype=np.int64)
         sizes = self.pair_room * self.pair_room
-        self.pair_base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.pair_base = (np.cumsum(sizes) - sizes).astype(np.int64)
         self.pool_used = int(sizes.sum())
         self.pair_edge = np.full(self.pool_used, -1, dtype=np.int64)
         self.q = np.zeros((self.pool_used, 4))
@@ -292,9 +292,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
             self._pool_from_blocks()
         self.capacity = int(self.capacity)
         self.pool_used = int(self.pool_used)
-        if (self.slot_label.shape[1] != self.capacity or self.pair_room.max(initial=8) >
-                self.capacity or self.pool_used > len(self.q)):
-            raise ValueError("saved GDMM active sets are inconsistent with their capacity")
+        self._check_pool()
         self.W = self.model.unpack(self.w)
         self.edge_id = self._edge_ids()
         X = self.data.X
@@ -306,12 +304,24 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.tree = np.empty(2 * P)
         gk.tree_build(self.W.pairwise, self.tree)
 
+    def _check_pool(self):
+        """The kernels do not check bounds: refuse a state whose pool rows could overflow."""
+        n = self.data.n_sequences
+        room, base = self.pair_room, self.pair_base
+        if (self.slot_label.shape != (n, self.capacity) or room.shape != (n,)
+                or base.shape != (n,) or self.pair_edge.shape != (len(self.q),)
+                or self.q.shape[1:] != (4,) or self.lam.shape != (len(self.q), 2)
+                or self.pool_used > len(self.q) or np.any(room > self.capacity)
+                or np.any(self.n_slots > room) or np.any(base < 0)
+                or np.any(base + room * room > self.pool_used)):
+            raise ValueError("saved GDMM active sets are inconsistent with their capacity")
+
     def _pool_from_blocks(self):
         """Move the (n, cap, cap, ·) arrays of an older file into the per-example pool."""
         blocks = (self.pair_edge, self.q, self.lam)
         self.pair_room = np.array([_room_for(k) for k in self.n_slots], dtype=np.int64)
         sizes = self.pair_room * self.pair_room
-        self.pair_base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.pair_base = (np.cumsum(sizes) - sizes).astype(np.int64)
         self.pool_used = int(sizes.sum())
         self.pair_edge = np.full(self.pool_used, -1, dtype=np.int64)
         self.q = np.zeros((self.pool_used, 4))
