@@ -125,7 +125,14 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
         extra = est.history_.records[-1].extra if est.history_.records else {}
         out["active_labels"] = extra.get("active_labels", math.nan)
         out["active_pairs"] = extra.get("active_pairs", math.nan)
+    solver = est.solver_
+    if method == "gdmm":  # the pair state's pool (BENCHMARKS.md, issue 6: memory)
+        out["state_mb"] = sum(getattr(solver, k).nbytes for k in ("pair_edge", "q", "lam")) / 1e6
     return out
+
+
+def state_note(run):
+    return f"; pair state {run['state_mb']:.0f} MB" if "state_mb" in run else ""
 
 
 def time_to(run, target):
@@ -167,7 +174,7 @@ def quality(args, datasets, edges_list, methods):
                       f"{run['s_per_pass']:.4f} | {dash(run['final_primal'], '.6g')} | "
                       f"{dash(t1, '.2f')} | " + " | ".join(
                           f"{run[k]:.4f}" for k in METRICS) + f" | {run['lp_integral']:.3f} | "
-                      f"stop: {run['stop_reason']} |", flush=True)
+                      f"stop: {run['stop_reason']}{state_note(run)} |", flush=True)
     peer = "PyStruct MultiLabelClf: "
     try:
         import pystruct  # noqa: F401

@@ -1236,7 +1236,7 @@ def transport_rounding(offsets, C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair,
 def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
                 act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
                 perm, bigram_sorted_search, tree, vals, pos_ptr, pos_col, pos_row, cpos_ptr,
-                cpos_idx, top, top_at, fl_start, fl_cap, fl_label, fl_len, seed):
+                cpos_idx, top, fl_start, fl_cap, fl_label, fl_len, seed):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
     away."""

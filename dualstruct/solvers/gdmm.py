@@ -276,6 +276,7 @@ class GDMM(PassSolver):
                 self.lam_out, self.sum_out)
 
     def _oracle_args(self):
+        # top_at comes last: only gdmm_pass, which updates the tops, needs it
         return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
                 self.bigram_oracle == "sorted", self.tree, self.listed_vals, self.pos_ptr,
                 self.pos_col, self.pos_row, self.cpos_ptr, self.cpos_idx, self.top,
@@ -356,7 +357,7 @@ class GDMM(PassSolver):
             indptr, indices, values, offsets = self.arrays
             t0 = time.perf_counter()
             kern.oracle_pass(indptr, indices, values, offsets, self.C, self.rho,
-                             *self._kernel_args(), *self._oracle_args(), self.fl_start,
+                             *self._kernel_args(), *self._oracle_args()[:-1], self.fl_start,
                              self.fl_cap, self.fl_label, self.fl_len, 0)
             extra["oracle_time"] = time.perf_counter() - t0
         if self._sample is not None:

@@ -235,15 +235,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.w_avg = model.init_weights()
         self.mu = Y.astype(np.float64)
         self.n_slots = n_gold.copy()
-        self.pair_room = np.array([_room_for(k) for k in n_gold], dtype=np.int64)
-        self.capacity = int(self.pair_room.max()) if n else 8
+        self._allocate_pool()
+        self.capacity = int(self.pair_room.max(initial=8))
         self.slot_label = np.zeros((n, self.capacity), dtype=np.int64)
-        sizes = self.pair_room * self.pair_room
-        self.pair_base = (np.cumsum(sizes) - sizes).astype(np.int64)
-        self.pool_used = int(sizes.sum())
-        self.pair_edge = np.full(self.pool_used, -1, dtype=np.int64)
-        self.q = np.zeros((self.pool_used, 4))
-        self.lam = np.zeros((self.pool_used, 2))
         edge_id = self._edge_ids()
         for i in range(n):  # gold labels active at μ = 1, their pairs at (1, 1)
             gold = np.flatnonzero(Y[i])
@@ -316,16 +310,19 @@ class MultiLabelGDMM(_MultiLabelPasses):
                 or np.any(base + room * room > self.pool_used)):
             raise ValueError("saved GDMM active sets are inconsistent with their capacity")
 
-    def _pool_from_blocks(self):
-        """Move the (n, cap, cap, ·) arrays of an older file into the per-example pool."""
-        blocks = (self.pair_edge, self.q, self.lam)
+    def _allocate_pool(self):
+        """Rooms fitted to the active sets ``n_slots``, laid out one after the other in a
+        fresh pool (no pair stored yet)."""
         self.pair_room = np.array([_room_for(k) for k in self.n_slots], dtype=np.int64)
         sizes = self.pair_room * self.pair_room
         self.pair_base = (np.cumsum(sizes) - sizes).astype(np.int64)
         self.pool_used = int(sizes.sum())
-        self.pair_edge = np.full(self.pool_used, -1, dtype=np.int64)
-        self.q = np.zeros((self.pool_used, 4))
-        self.lam = np.zeros((self.pool_used, 2))
+        self.pair_edge, self.q, self.lam = _empty_pool(self.pool_used)
+
+    def _pool_from_blocks(self):
+        """Move the (n, cap, cap, ·) arrays of an older file into the per-example pool."""
+        blocks = (self.pair_edge, self.q, self.lam)
+        self._allocate_pool()
         for i, ns in enumerate(self.n_slots):
             rows = self.pair_base[i] + (np.arange(ns)[:, None] * self.pair_room[i]
                                         + np.arange(ns)[None, :])
@@ -342,9 +339,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         old, new = int(self.pair_room[i]), 2 * int(self.pair_room[i])
         need = self.pool_used + new * new
         if need > len(self.q):
-            size = max(need, 2 * len(self.q))
-            pair_edge = np.full(size, -1, dtype=np.int64)
-            q, lam = np.zeros((size, 4)), np.zeros((size, 2))
+            pair_edge, q, lam = _empty_pool(max(need, 2 * len(self.q)))
             used = self.pool_used
             pair_edge[:used], q[:used], lam[:used] = (self.pair_edge[:used], self.q[:used],
                                                       self.lam[:used])
@@ -431,6 +426,11 @@ def _room_for(n_active):
     while room < n_active + 4:
         room *= 2
     return room
+
+
+def _empty_pool(size):
+    """``(pair_edge, q, lam)`` for ``size`` pool rows: no edge, no mass, no multipliers."""
+    return np.full(size, -1, dtype=np.int64), np.zeros((size, 4)), np.zeros((size, 2))
 
 
 def _widen_columns(a, width):
