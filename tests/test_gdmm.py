@@ -81,8 +81,8 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
         if len(pos_col):  # change one listed entry, then repair the tree and the tops
             p = rng.integers(len(pos_col))
             W[pos_row[p], pos_col[p]] = rng.integers(-1, 2) if kind == "ties" else rng.normal()
-            kern._transition_changed(W, pos_row[p], pos_col[p], pos_ptr, pos_col, pos_row,
-                                     cpos_ptr, cpos_idx, tree, vals, top, top_at, True)
+            kern._transition_changed(W, pos_row[p], pos_col[p], pos_ptr, pos_col, cpos_ptr,
+                                     cpos_idx, tree, vals, top, top_at, True)
         np.testing.assert_array_equal(vals, W[pos_row, pos_col])
         # each row's and column's largest listed value, -inf where none is listed
         masked = np.where(listed, W, -np.inf)
@@ -112,8 +112,8 @@ def test_unlisted_pairs_are_clamped_to_zero():
     top, top_at = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, 2)
 
     def changed(a, b):
-        kern._transition_changed(W, a, b, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree,
-                                 vals, top, top_at, True)
+        kern._transition_changed(W, a, b, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals,
+                                 top, top_at, True)
 
     changed(0, 1)
     changed(1, 0)

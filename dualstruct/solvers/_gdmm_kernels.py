@@ -113,6 +113,14 @@ the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._chain_ker
 ``w̄_m = w_m − R_m / A_m`` with ``R_m = Σ_{j≤m} A_{j−1} Δ_j``, ``Δ_j`` the change of w during
 pass j. Every change of W_U, W_B, start or end during pass m also goes into R, scaled by
 ``avg_weight = A_{m−1}``, so no pass touches all of w.
+
+**Inlined helpers.** Numba counts references to arrays with atomic increments and
+decrements. Around a call to a compiled helper that takes many arrays and calls helpers of
+its own, they are not pruned, so every call pays two atomic operations per array argument.
+On OCR they took about half of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The helpers
+called per factor are therefore compiled into ``gdmm_pass`` (``inline="always"``, which
+numba allows up to 30 arguments), which makes an OCR pass 0.19 → 0.13 s and a pass at
+K = 954 about 10% cheaper (BENCHMARKS.md, issue 4).
 """
 
 import numpy as np
@@ -130,7 +138,7 @@ NEED_LIST_ROOM = 4
 # ------------------------------------------------------------------------------------------
 # the training transitions and their max-tree
 # ------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def listed_position(pos_ptr, pos_col, a, b):
     """The position of (a, b) among the listed transitions ``pos_col[pos_ptr[a]:pos_ptr[a +
     1]]`` (sorted: bisection), or −1 if the pair is not listed."""
@@ -164,7 +172,7 @@ def tree_build(tree, vals):
         tree[m] = a if _wins(vals, a, b) else b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def tree_update(tree, vals, leaf):
     """Restore the tree after the value of ``leaf`` changed: O(log n)."""
     n = tree.shape[0] // 2
@@ -213,7 +221,7 @@ def tree_best(tree, vals, pos_row, pos_col, mark_a, mark_b, stamp, floor, stack)
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rescan_top(vals, side, line, pos_ptr, cpos_ptr, cpos_idx, top, top_at):
     """The largest W_B among the listed pairs of row ``line`` (side 0) or column ``line``
     (side 1) and its position: ``top[side, line]``, ``top_at[side, line]`` (−inf, −1 if the
@@ -240,7 +248,7 @@ def tops_build(vals, pos_ptr, cpos_ptr, cpos_idx, top, top_at):
         _rescan_top(vals, 1, line, pos_ptr, cpos_ptr, cpos_idx, top, top_at)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _top_changed(vals, side, line, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at):
     """Listed pair p of a row or column changed its value: O(1) unless it was the line's
     top and went down (then the line is rescanned)."""
@@ -255,9 +263,9 @@ def _top_changed(vals, side, line, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at):
         top_at[side, line] = p
 
 
-@njit(cache=True)
-def _transition_changed(W_B, a, b, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals,
-                        top, top_at, use_tree):
+@njit(cache=True, inline="always")
+def _transition_changed(W_B, a, b, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals, top,
+                        top_at, use_tree):
     """After W_B[a, b] changed: an unlisted pair has ``W_B = −C·(its mass) <= 0`` exactly, so
     its rounding residue above 0 is dropped (the bigram search relies on the sign); for a
     listed pair its copy in ``vals``, the max-tree and the row's and column's tops are
@@ -491,7 +499,7 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
     return best_a, best_b, best_g
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, end):
     s = 0.0
     for p in range(indptr[row], indptr[row + 1]):
@@ -520,7 +528,7 @@ def _wins_label(s, k, best_s, best):
     return best < 0 or s > best_s or (s == best_s and k < best)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start, end,
                 act_row, n_act, theta, mark, stamp, group, n_groups, perm, fl_start, fl_cap,
                 fl_label, fl_len, score, touched):
@@ -639,7 +647,7 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
 # ------------------------------------------------------------------------------------------
 # active sets and the label lists of the sparse unigram oracle
 # ------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
     """Append label k to the list of feature j (the caller checked it is not there). Each
     list is a contiguous segment of the pool ``fl_label`` (a walk streams it); a full
@@ -665,7 +673,7 @@ def _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
     fl_member[j, k] = 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_start, fl_cap,
                       fl_label, fl_member, fl_len, fl_used):
     """Record that label k may now carry weight on every feature of token ``row``."""
@@ -715,7 +723,7 @@ def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_st
                                   fl_cap, fl_label, fl_member, fl_len, fl_used)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
     s = n_act[row]
     idle[row, s] = 0
@@ -729,7 +737,7 @@ def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def project_to_simplex(v, n, out, scratch):
     """Euclidean projection of v[:n] onto the probability simplex, ``out = max(v − τ, 0)``.
 
@@ -773,7 +781,7 @@ def project_to_simplex(v, n, out, scratch):
 # ------------------------------------------------------------------------------------------
 # one pass
 # ------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _support_extremes(e, C, pair_w, pair_a, pair_b, n_pair, mu_a, mu_b):
     """The best and the worst pair of edge e's support by their gradients
     ``−C W_B[a, b] + μ^L(a) + μ^R(b)``: ``(p_best, g_best, p_worst, g_worst)``, first index
@@ -793,10 +801,10 @@ def _support_extremes(e, C, pair_w, pair_a, pair_b, n_pair, mu_a, mu_b):
     return p_best, g_best, p_worst, g_worst
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
                    pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w, use_tree, tree, pos_ptr,
-                   pos_col, pos_row, cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight):
+                   pos_col, cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight):
     """Move mass γ from support pair ``p_old`` of edge e (rows ``row``, ``row + 1``) to pair
     ``p_new`` by the exact line search along D = e_new − e_old: γ = min(q_old, (g_old −
     g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²))). Updates the marginal sums, the messages
@@ -823,10 +831,10 @@ def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_
     if avg_weight > 0.0:
         R_B[a_new, b_new] -= avg_weight * gamma * C
         R_B[a_old, b_old] += avg_weight * gamma * C
-    _transition_changed(W_B, a_new, b_new, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx,
-                        tree, vals, top, top_at, use_tree)
-    _transition_changed(W_B, a_old, b_old, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx,
-                        tree, vals, top, top_at, use_tree)
+    _transition_changed(W_B, a_new, b_new, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals,
+                        top, top_at, use_tree)
+    _transition_changed(W_B, a_old, b_old, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals,
+                        top, top_at, use_tree)
     pair_w[p_new] = W_B[a_new, b_new]
     pair_w[p_old] = W_B[a_old, b_old]
     if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
@@ -1059,8 +1067,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 counters[3] += 1
             _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out,
                            pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w,
-                           bigram_sorted_search, tree, pos_ptr, pos_col, pos_row, cpos_ptr,
-                           cpos_idx, vals, top, top_at, R_B, avg_weight)
+                           bigram_sorted_search, tree, pos_ptr, pos_col, cpos_ptr, cpos_idx,
+                           vals, top, top_at, R_B, avg_weight)
             for _ in range(support_steps):  # more steps inside the support, no oracle call
                 p_new, g_new, p_old, g_old = _support_extremes(e, C, pair_w, pair_a, pair_b,
                                                                n_pair, mu_a, mu_b)
@@ -1068,8 +1076,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                     break
                 _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
                                sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w,
-                               bigram_sorted_search, tree, pos_ptr, pos_col, pos_row,
-                               cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight)
+                               bigram_sorted_search, tree, pos_ptr, pos_col, cpos_ptr,
+                               cpos_idx, vals, top, top_at, R_B, avg_weight)
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
         if patience > 0:
