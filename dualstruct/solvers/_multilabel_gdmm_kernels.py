@@ -165,8 +165,11 @@ def project_simplex4(z, out):
 
 
 @njit(cache=True)
-def _residuals(q, mu_a, mu_b):
-    return q[1] + q[3] - mu_a, q[2] + q[3] - mu_b
+def _residuals(q, p, mu_a, mu_b):
+    """Row p's consistency residuals ``(M_L q_p − μ_a, M_R q_p − μ_b)``. Callers pass the
+    pool and a row, not the view ``q[p]``: a view costs numba two atomic reference counts,
+    and these run once per active pair and sweep."""
+    return q[p, 1] + q[p, 3] - mu_a, q[p, 2] + q[p, 3] - mu_b
 
 
 @njit(cache=True)
@@ -266,8 +269,7 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                     p = base + a * room + b
                     if pair_edge[p] < 0:
                         continue
-                    qa = q[p]
-                    ra, rb = _residuals(qa, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                    ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
                     if s == a:
                         grad -= lam[p, 0] + rho * ra
                     else:
@@ -290,19 +292,18 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                     e = pair_edge[p]
                     if e < 0:
                         continue
-                    qa = q[p]
-                    ra, rb = _residuals(qa, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                    ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
                     ma = lam[p, 0] + rho * ra
                     mb = lam[p, 1] + rho * rb
                     Q = C * C + 3.0 * rho
-                    z[0] = qa[0]
-                    z[1] = qa[1] - ma / Q
-                    z[2] = qa[2] - mb / Q
-                    z[3] = qa[3] - (ma + mb - C * V[e]) / Q
+                    z[0] = q[p, 0]
+                    z[1] = q[p, 1] - ma / Q
+                    z[2] = q[p, 2] - mb / Q
+                    z[3] = q[p, 3] - (ma + mb - C * V[e]) / Q
                     project_simplex4(z, qn)
-                    d11 = qn[3] - qa[3]
+                    d11 = qn[3] - q[p, 3]
                     for j in range(4):
-                        qa[j] = qn[j]
+                        q[p, j] = qn[j]
                     if d11 != 0.0:
                         V[e] -= C * d11
                         tree_set(tree, e, V[e])
@@ -312,7 +313,7 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                 p = base + a * room + b
                 if pair_edge[p] < 0:
                     continue
-                ra, rb = _residuals(q[p], mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
                 lam[p, 0] += eta * ra
                 lam[p, 1] += eta * rb
     return order.shape[0]
@@ -354,7 +355,7 @@ def consistency(mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, lam
                 if pair_edge[p] < 0:
                     continue
                 out[3] += 1
-                ra, rb = _residuals(q[p], mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
                 out[0] += abs(ra) + abs(rb)
                 out[1] += (lam[p, 0] * ra + lam[p, 1] * rb
                            + 0.5 * rho * (ra * ra + rb * rb))
