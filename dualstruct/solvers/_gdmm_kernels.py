@@ -119,8 +119,8 @@ decrements. Around a call to a compiled helper that takes many arrays and calls 
 its own, they are not pruned, so every call pays two atomic operations per array argument.
 On OCR they took about half of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The helpers
 called per factor are therefore compiled into ``gdmm_pass`` (``inline="always"``, which
-numba allows up to 30 arguments), which makes an OCR pass 0.19 → 0.13 s and a pass at
-K = 954 about 10% cheaper (BENCHMARKS.md, issue 4).
+numba allows up to 30 arguments), which makes an OCR pass 0.19 → 0.13 s. At K = 954 a
+pass is bound by reading W_U, and a whole run got under 2% faster (BENCHMARKS.md, issue 4).
 """
 
 import numpy as np
