@@ -76,12 +76,11 @@ class GDMM(PassSolver):
     polytope of its two unigram factors gives a feasible point whose dual value is one
     (:meth:`dual`). Its gap closes as the marginals become consistent, more slowly than the
     primal converges, so ``tol`` stops training only once the certified gap is that small.
-    Every record's ``extra``
-    holds the consistency residual ``Σ‖M q_e − q_j‖``, the augmented Lagrangian, G(q),
-    the mean active-set sizes, with the sparse unigram oracle the share of token features
-    whose row of W_U it streams (``streamed_rows``, :meth:`streamed_rows`) and, at checks,
-    the seconds the oracles alone take on the current state (``oracle_time``; the rest of a
-    pass is the update work).
+    Every record's ``extra`` holds the consistency residual ``Σ‖M q_e − q_j‖``, the
+    augmented Lagrangian, G(q), the mean active-set sizes, with the sparse unigram oracle
+    the share of token features whose row of W_U it streams (``streamed_rows``,
+    :meth:`streamed_rows`) and, at checks, the seconds the oracles alone take on the current
+    state (``oracle_time``; the rest of a pass is the update work).
     """
 
     name = "gdmm"
