@@ -81,8 +81,9 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
         if len(pos_col):  # change one listed entry, then repair the tree and the tops
             p = rng.integers(len(pos_col))
             W[pos_row[p], pos_col[p]] = rng.integers(-1, 2) if kind == "ties" else rng.normal()
-            kern._transition_changed(W, pos_row[p], pos_col[p], pos_ptr, pos_col, cpos_ptr,
-                                     cpos_idx, tree, vals, top, top_at, True)
+            a, b = pos_row[p], pos_col[p]
+            kern._listed_changed(W[a, b], p, a, b, tree, vals, pos_ptr, cpos_ptr, cpos_idx,
+                                 top, top_at)
         np.testing.assert_array_equal(vals, W[pos_row, pos_col])
         # each row's and column's largest listed value, -inf where none is listed
         masked = np.where(listed, W, -np.inf)
@@ -105,22 +106,25 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
         assert kern.tree_best(tree, vals, pos_row, pos_col, ma, mb, 7, floor, stack) == expected
 
 
-def test_unlisted_pairs_are_clamped_to_zero():
-    W = np.array([[0.0, 1e-17], [-0.5, 2.0]])
-    pattern = _listed_pattern(np.array([[0.0, 0.0], [0.0, 1.0]]))
-    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, _ = pattern
-    top, top_at = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, 2)
-
-    def changed(a, b):
-        kern._transition_changed(W, a, b, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals,
-                                 top, top_at, True)
-
-    changed(0, 1)
-    changed(1, 0)
-    assert W[0, 1] == 0.0 and W[1, 0] == -0.5  # rounding residue dropped, a negative kept
-    changed(1, 1)
-    assert W[1, 1] == 2.0  # listed: may be positive
-    assert top[0, 1] == top[1, 1] == 2.0 and top[0, 0] == top[1, 0] == -np.inf
+def test_the_pass_keeps_the_sign_of_w_b_and_the_search_structures_exact():
+    """After the pass's pairwise steps: every pair that is not a training transition has
+    W_B <= 0 (emptied pairs are clamped back to 0, not left at a rounding residue), and the
+    listed copy, the max-tree and the row and column tops agree with W_B."""
+    X, y = make_chain(40, 6, 30, 300, nnz_per_token=6, random_state=3)
+    data = pack_sequences(X, y, 300)
+    s = GDMM(ChainModel(30, 300), 0.7, max_iter=8, check_every=8, random_state=2,
+             unigram_oracle="sparse", bigram_oracle="sorted").fit(data)
+    W = s.W.transition
+    listed = np.zeros(W.shape, dtype=bool)
+    listed[s.pos_row, s.pos_col] = True
+    assert s.history.last.extra["active_pairs"] > 1  # the steps did move mass
+    assert np.all(W[~listed] <= 0.0) and np.any(W[~listed] < 0.0)
+    np.testing.assert_array_equal(s.listed_vals, W[s.pos_row, s.pos_col])
+    masked = np.where(listed, W, -np.inf)
+    np.testing.assert_array_equal(s.top, [masked.max(1), masked.max(0)])
+    best = s.tree[1]
+    assert s.listed_vals[best] == s.listed_vals.max()
+    assert best == np.flatnonzero(s.listed_vals == s.listed_vals.max())[0]
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 6, 12, 40])

@@ -51,8 +51,8 @@ sets grow with the passes and so does the cost of a step.
   endpoint is active. All four use the sign of W_B: ``W_B[a, b] = C (n_ab − Σ_e q_e(a, b))``
   with n_ab the number of gold transitions a → b in the training set, so only the training
   transitions ("listed" pairs) can be positive; every other pair is 0 (never touched) or
-  negative. This holds exactly: :func:`_transition_changed` clamps the rounding residue of an
-  emptied unlisted pair to 0. So the table needs order only on its listed pairs, a few per
+  negative. This holds exactly: the pass clamps the rounding residue of an emptied unlisted
+  pair to 0 (:func:`_listed_changed`). So the table needs order only on its listed pairs, a few per
   row (0.3% of the entries at K = 954), and everything else is settled by signs and zeros.
   Both active: the listed pairs among the active ones, then only the active pairs whose
   message sum ``μ^L(a) + μ^R(b)`` (a lower bound of an unlisted pair's gradient) does not
@@ -119,8 +119,12 @@ decrements. Around a call to a compiled helper that takes many arrays and calls 
 its own, they are not pruned, so every call pays two atomic operations per array argument.
 On OCR they took about half of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The helpers
 called per factor are therefore compiled into ``gdmm_pass`` (``inline="always"``, which
-numba allows up to 30 arguments), which makes an OCR pass 0.19 → 0.13 s. At K = 954 a
-pass is bound by reading W_U, and a whole run got under 2% faster (BENCHMARKS.md, issue 4).
+numba allows up to 30 arguments). That is not enough where a helper runs several times per
+factor: an inlined call still binds its array arguments, counted, each time it runs. So the
+bigram factor's pairwise steps (the line search, the messages, W_B with its bookkeeping) are
+written out in the pass, once, in a loop over the steps. An OCR pass took 0.19 s with
+the helpers called, 0.13 s with them inlined and 0.09 s with the steps written out. At
+K = 954 a pass is bound by reading W_U (BENCHMARKS.md, issue 4).
 """
 
 import numpy as np
@@ -264,21 +268,16 @@ def _top_changed(vals, side, line, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at):
 
 
 @njit(cache=True, inline="always")
-def _transition_changed(W_B, a, b, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals, top,
-                        top_at, use_tree):
-    """After W_B[a, b] changed: an unlisted pair has ``W_B = −C·(its mass) <= 0`` exactly, so
-    its rounding residue above 0 is dropped (the bigram search relies on the sign); for a
-    listed pair its copy in ``vals``, the max-tree and the row's and column's tops are
-    restored."""
-    p = listed_position(pos_ptr, pos_col, a, b)
-    if p < 0:
-        if W_B[a, b] > 0.0:
-            W_B[a, b] = 0.0
-    elif use_tree:
-        vals[p] = W_B[a, b]
-        tree_update(tree, vals, p)
-        _top_changed(vals, 0, a, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at)
-        _top_changed(vals, 1, b, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at)
+def _listed_changed(value, p, a, b, tree, vals, pos_ptr, cpos_ptr, cpos_idx, top, top_at):
+    """W_B[a, b] of listed pair p (a training transition) changed to ``value``: its copy in
+    ``vals``, the max-tree and the tops of row a and column b are restored.
+
+    Every other pair has ``W_B = −C·(its mass) <= 0`` exactly, so the pass drops the rounding
+    residue of an emptied unlisted pair back to 0: the bigram search relies on the sign."""
+    vals[p] = value
+    tree_update(tree, vals, p)
+    _top_changed(vals, 0, a, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at)
+    _top_changed(vals, 1, b, p, pos_ptr, cpos_ptr, cpos_idx, top, top_at)
 
 
 # ------------------------------------------------------------------------------------------
@@ -781,71 +780,6 @@ def project_to_simplex(v, n, out, scratch):
 # ------------------------------------------------------------------------------------------
 # one pass
 # ------------------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
-def _support_extremes(e, C, pair_w, pair_a, pair_b, n_pair, mu_a, mu_b):
-    """The best and the worst pair of edge e's support by their gradients
-    ``−C W_B[a, b] + μ^L(a) + μ^R(b)``: ``(p_best, g_best, p_worst, g_worst)``, first index
-    on ties. ``pair_w[p]`` holds W_B of support pair p (a copy, so the table is read once per
-    factor rather than at every step)."""
-    p_best = -1
-    p_worst = -1
-    g_best = 0.0
-    g_worst = 0.0
-    for p in range(n_pair[e]):
-        sa, sb = pair_a[e, p], pair_b[e, p]
-        g = -C * pair_w[p] + mu_a[sa] + mu_b[sb]
-        if p_worst < 0 or g > g_worst:
-            p_worst, g_worst = p, g
-        if p_best < 0 or g < g_best:
-            p_best, g_best = p, g
-    return p_best, g_best, p_worst, g_worst
-
-
-@njit(cache=True, inline="always")
-def _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out, pair_a,
-                   pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w, use_tree, tree, pos_ptr,
-                   pos_col, cpos_ptr, cpos_idx, vals, top, top_at, R_B, avg_weight):
-    """Move mass γ from support pair ``p_old`` of edge e (rows ``row``, ``row + 1``) to pair
-    ``p_new`` by the exact line search along D = e_new − e_old: γ = min(q_old, (g_old −
-    g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²))). Updates the marginal sums, the messages
-    (μ moves by ±ργ with its sum), W_B, the max-tree of its listed pairs and its averaging
-    accumulator R_B, and drops ``p_old`` once empty."""
-    sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
-    sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
-    curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
-    gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
-    q_b[e, p_new] += gamma
-    q_b[e, p_old] -= gamma
-    sum_out[row, sa_new] += gamma
-    sum_out[row, sa_old] -= gamma
-    sum_in[row + 1, sb_new] += gamma
-    sum_in[row + 1, sb_old] -= gamma
-    mu_a[sa_new] += rho * gamma
-    mu_a[sa_old] -= rho * gamma
-    mu_b[sb_new] += rho * gamma
-    mu_b[sb_old] -= rho * gamma
-    a_new, b_new = act[row, sa_new], act[row + 1, sb_new]
-    a_old, b_old = act[row, sa_old], act[row + 1, sb_old]
-    W_B[a_new, b_new] -= gamma * C
-    W_B[a_old, b_old] += gamma * C
-    if avg_weight > 0.0:
-        R_B[a_new, b_new] -= avg_weight * gamma * C
-        R_B[a_old, b_old] += avg_weight * gamma * C
-    _transition_changed(W_B, a_new, b_new, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals,
-                        top, top_at, use_tree)
-    _transition_changed(W_B, a_old, b_old, pos_ptr, pos_col, cpos_ptr, cpos_idx, tree, vals,
-                        top, top_at, use_tree)
-    pair_w[p_new] = W_B[a_new, b_new]
-    pair_w[p_old] = W_B[a_old, b_old]
-    if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
-        last = n_pair[e] - 1
-        pair_a[e, p_old] = pair_a[e, last]
-        pair_b[e, p_old] = pair_b[e, last]
-        q_b[e, p_old] = q_b[e, last]
-        pair_w[p_old] = pair_w[last]
-        n_pair[e] = last
-
-
 @njit(cache=True)
 def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, order, first,
               C, rho, start_end, W_U, W_B, start, end,
@@ -1025,10 +959,14 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
                                                    nB, mu_b, dense_a, dense_b)
             # the away pair: the worst pair in the support of q_e
+            p_old = -1
+            g_old = 0.0
             for p in range(n_pair[e]):
-                pair_w[p] = W_B[act[row, pair_a[e, p]], act[row + 1, pair_b[e, p]]]
-            _, _, p_old, g_old = _support_extremes(e, C, pair_w, pair_a, pair_b, n_pair, mu_a,
-                                                   mu_b)
+                sa, sb = pair_a[e, p], pair_b[e, p]
+                pair_w[p] = W_B[act[row, sa], act[row + 1, sb]]
+                g = -C * pair_w[p] + mu_a[sa] + mu_b[sb]
+                if p_old < 0 or g > g_old:
+                    p_old, g_old = p, g
             if g_new >= g_old:
                 continue
             if mark_a[a_new] == stamp:
@@ -1065,19 +1003,61 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 q_b[e, p_new] = 0.0
                 n_pair[e] += 1
                 counters[3] += 1
-            _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in, sum_out,
-                           pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w,
-                           bigram_sorted_search, tree, pos_ptr, pos_col, cpos_ptr, cpos_idx,
-                           vals, top, top_at, R_B, avg_weight)
-            for _ in range(support_steps):  # more steps inside the support, no oracle call
-                p_new, g_new, p_old, g_old = _support_extremes(e, C, pair_w, pair_a, pair_b,
-                                                               n_pair, mu_a, mu_b)
-                if p_new == p_old or g_new >= g_old:
-                    break
-                _pairwise_step(e, row, p_new, p_old, g_new, g_old, C, rho, act, sum_in,
-                               sum_out, pair_a, pair_b, q_b, n_pair, mu_a, mu_b, W_B, pair_w,
-                               bigram_sorted_search, tree, pos_ptr, pos_col, cpos_ptr,
-                               cpos_idx, vals, top, top_at, R_B, avg_weight)
+            # Pairwise steps (written out here rather than called: module docstring, "Inlined
+            # helpers"): first from the away pair to the oracle's pair, then up to
+            # support_steps steps from the support's worst pair to its best (first index
+            # on ties), which need no oracle call.
+            for n_step in range(support_steps + 1):
+                if n_step > 0:
+                    p_new = -1
+                    p_old = -1
+                    for p in range(n_pair[e]):
+                        g = -C * pair_w[p] + mu_a[pair_a[e, p]] + mu_b[pair_b[e, p]]
+                        if p_old < 0 or g > g_old:
+                            p_old, g_old = p, g
+                        if p_new < 0 or g < g_new:
+                            p_new, g_new = p, g
+                    if p_new == p_old or g_new >= g_old:
+                        break
+                # exact line search along D = e_new − e_old:
+                # γ = min(q_old, (g_old − g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²)))
+                sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
+                sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
+                curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
+                gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
+                q_b[e, p_new] += gamma
+                q_b[e, p_old] -= gamma
+                sum_out[row, sa_new] += gamma
+                sum_out[row, sa_old] -= gamma
+                sum_in[row + 1, sb_new] += gamma
+                sum_in[row + 1, sb_old] -= gamma
+                mu_a[sa_new] += rho * gamma  # μ moves with its marginal sum
+                mu_a[sa_old] -= rho * gamma
+                mu_b[sb_new] += rho * gamma
+                mu_b[sb_old] -= rho * gamma
+                for end_of_step in range(2):  # W_B at the new pair, then at the old one
+                    if end_of_step == 0:
+                        a, b, p, dw = act[row, sa_new], act[row + 1, sb_new], p_new, -gamma * C
+                    else:
+                        a, b, p, dw = act[row, sa_old], act[row + 1, sb_old], p_old, gamma * C
+                    W_B[a, b] += dw
+                    if avg_weight > 0.0:
+                        R_B[a, b] += avg_weight * dw
+                    at = listed_position(pos_ptr, pos_col, a, b)
+                    if at < 0:  # unlisted: drop a rounding residue above 0 (see _listed_changed)
+                        if W_B[a, b] > 0.0:
+                            W_B[a, b] = 0.0
+                    elif bigram_sorted_search:
+                        _listed_changed(W_B[a, b], at, a, b, tree, vals, pos_ptr, cpos_ptr,
+                                        cpos_idx, top, top_at)
+                    pair_w[p] = W_B[a, b]
+                if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
+                    last = n_pair[e] - 1
+                    pair_a[e, p_old] = pair_a[e, last]
+                    pair_b[e, p_old] = pair_b[e, last]
+                    q_b[e, p_old] = q_b[e, last]
+                    pair_w[p_old] = pair_w[last]
+                    n_pair[e] = last
         _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
                              pair_b, q_b, n_pair, eta)
         if patience > 0:
