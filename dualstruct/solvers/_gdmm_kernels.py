@@ -52,8 +52,9 @@ sets grow with the passes and so does the cost of a step.
   with n_ab the number of gold transitions a → b in the training set, so only the training
   transitions ("listed" pairs) can be positive; every other pair is 0 (never touched) or
   negative. This holds exactly: the pass clamps the rounding residue of an emptied unlisted
-  pair to 0 (:func:`_listed_changed`). So the table needs order only on its listed pairs, a few per
-  row (0.3% of the entries at K = 954), and everything else is settled by signs and zeros.
+  pair to 0 (:func:`_listed_changed`). So the table needs order only on its listed pairs, a
+  few per row (0.3% of the entries at K = 954), and everything else is settled by signs and
+  zeros.
   Both active: the listed pairs among the active ones, then only the active pairs whose
   message sum ``μ^L(a) + μ^R(b)`` (a lower bound of an unlisted pair's gradient) does not
   exceed the best gradient found, about one pair per edge against |A_t|·|A_{t+1}| for a
