@@ -19,6 +19,40 @@ from .solvers import SOLVERS, History
 MODELS = ("chain",)
 
 
+def frozen_params(est, names) -> dict:
+    """A deep, immutable snapshot of the parameters ``names`` of ``est``, in a form that
+    compares equal across a model file's round trip (tuples for lists and arrays, Python
+    numbers for NumPy scalars, dicts as sorted item tuples). Warm starts and resumes compare
+    these, so a parameter changed in place (``solver_options["rho"] = …``) is seen."""
+    return {k: _frozen(getattr(est, k)) for k in names}
+
+
+def _frozen(value):
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted(((_frozen(k), _frozen(v)) for k, v in value.items()),
+                                     key=repr)))
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def changed_params(frozen, saved) -> list:
+    """Names whose snapshot in ``frozen`` differs from ``saved``."""
+    return [k for k, v in frozen.items() if v != saved.get(k)]
+
+
+def seed_to_json(seed):
+    """An integer seed (Python or NumPy) as an int for the model file; a Generator or
+    RandomState has no JSON form and is stored as None."""
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return int(seed)
+    return None
+
+
 def _classes_to_json(classes: np.ndarray):
     kind = classes.dtype.kind
     if kind in "US":
@@ -232,26 +266,27 @@ class StructuredSVM(BaseEstimator):
 
         ``validation_data=(X_val, y_val)`` adds a held-out score to the history at every
         check: token accuracy, or ``validation_scorer(y_val, y_pred)`` (lists of label arrays)
-        if given. Ctrl-C stops training and keeps the model trained so far
+        if given. Ctrl-C stops training after the current pass and keeps the model
         (``history_.stop_reason == "interrupted"``).
         """
         self._validate_params()
         if y is None and not isinstance(X, PackedSequences):
             raise ValueError("fit needs the label sequences y")
-        state = {k: getattr(self, k) for k in self._STATE_PARAMS}
-        continuing = self.warm_start and hasattr(self, "solver_")
+        state = frozen_params(self, self._STATE_PARAMS)
+        # a solver whose set-up failed (an error or Ctrl-C in its first fit) has no state
+        continuing = (self.warm_start and getattr(self, "solver_", None) is not None
+                      and self.solver_.data is not None)
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         if resume is not None and not continuing:
-            changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
+            changed = changed_params(state, self._state_params)
             if changed:
                 raise ValueError(
                     f"resume: parameters {changed} differ from the checkpoint's; the saved "
                     "solver state belongs to the old problem")
             data = self._pack(X, y, fit=False)
-            self._saved_state = None
             solver = None
         elif continuing:
-            changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
+            changed = changed_params(state, self._state_params)
             if changed:
                 raise ValueError(
                     f"warm_start: parameters {changed} changed since the last fit; the solver "
@@ -297,11 +332,13 @@ class StructuredSVM(BaseEstimator):
                 validation=validation, rescaling=self.rescaling,
                 slack_search=self.slack_search, **(self.solver_options or {}))
             if resume is not None:
-                solver.load_state(data, *resume)
+                solver.load_state(data, *resume)  # the checkpoint is kept if this fails
                 solver.history = self.history_
+                self._saved_state = None
         else:
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol
+            solver.check_every = self.check_every
         self.solver_ = solver
         self._state_params = state
         solver.fit(data, max_iter=self.max_iter)
@@ -376,8 +413,7 @@ class StructuredSVM(BaseEstimator):
         self._check_fitted()
         classes, kind = _classes_to_json(self.classes_)
         params = {k: v for k, v in self.get_params().items() if k != "callback"}
-        params["random_state"] = (params["random_state"] if isinstance(
-            params["random_state"], (int, type(None))) else None)
+        params["random_state"] = seed_to_json(params["random_state"])
         if params["loss_weights"] is not None:
             params["loss_weights"] = [[k.item() if hasattr(k, "item") else k, float(v)]
                                       for k, v in dict(params["loss_weights"]).items()]
@@ -449,7 +485,7 @@ class StructuredSVM(BaseEstimator):
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items()
                          if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
-                est._state_params = {k: getattr(est, k) for k in cls._STATE_PARAMS}
+                est._state_params = frozen_params(est, cls._STATE_PARAMS)
         except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
             raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
                              ) from None

@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from . import io
+from .estimator import changed_params, frozen_params, seed_to_json
 from .metrics import multilabel_scores
 from .models.multilabel import (
     EDGE_KINDS,
@@ -91,7 +92,8 @@ class MultiLabelSVM(BaseEstimator):
         self.interactions = interactions
 
     _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
-                     "intercept_scaling", "solver_options", "rescaling", "interactions")
+                     "intercept_scaling", "solver_options", "rescaling", "interactions",
+                     "edges", "loss_weights")
 
     def _validate_params(self):
         def real(name, value, low, low_ok):
@@ -167,13 +169,15 @@ class MultiLabelSVM(BaseEstimator):
         """Train on features ``X`` (n × d, dense or sparse) and labels ``Y`` (n × L, 0/1).
 
         ``validation_data=(X_val, Y_val)`` adds ``1 −`` Hamming loss on it to the history at
-        every check. Ctrl-C stops training and keeps the model trained so far."""
+        every check. Ctrl-C stops training after the current pass and keeps the model."""
         self._validate_params()
-        state = {k: getattr(self, k) for k in self._STATE_PARAMS}
-        continuing = self.warm_start and hasattr(self, "solver_")
+        state = frozen_params(self, self._STATE_PARAMS)
+        # a solver whose set-up failed (an error or Ctrl-C in its first fit) has no state
+        continuing = (self.warm_start and getattr(self, "solver_", None) is not None
+                      and self.solver_.data is not None)
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         if continuing or resume is not None:
-            changed = [k for k in self._STATE_PARAMS if state[k] != self._state_params.get(k)]
+            changed = changed_params(state, self._state_params)
             if changed:
                 raise ValueError(f"warm_start: parameters {changed} changed since the model's "
                                  "last fit; the solver state belongs to the old problem")
@@ -230,6 +234,7 @@ class MultiLabelSVM(BaseEstimator):
         else:
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol
+            solver.check_every = self.check_every
         self.solver_ = solver
         self._state_params = state
         solver.fit(data, max_iter=self.max_iter)
@@ -291,8 +296,7 @@ class MultiLabelSVM(BaseEstimator):
     def to_arrays(self, include_solver_state=False):
         self._check_fitted()
         params = {k: v for k, v in self.get_params().items() if k != "callback"}
-        params["random_state"] = (params["random_state"] if isinstance(
-            params["random_state"], (int, type(None))) else None)
+        params["random_state"] = seed_to_json(params["random_state"])
         params["edges"] = params["edges"] if isinstance(params["edges"], str) else "explicit"
         params["loss_weights"] = None
         last = self.history_.last_checked()
@@ -356,7 +360,7 @@ class MultiLabelSVM(BaseEstimator):
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items()
                          if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
-                est._state_params = {k: getattr(est, k) for k in cls._STATE_PARAMS}
+                est._state_params = frozen_params(est, cls._STATE_PARAMS)
         except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
             raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
                              ) from None

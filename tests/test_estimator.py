@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -277,3 +279,51 @@ def test_checkpoint_resume_equals_uninterrupted_training(problem, tmp_path, solv
     other.set_params(warm_start=True, C=5.0)
     with pytest.raises(ValueError, match=r"parameters \['C'\] differ"):
         other.fit(X, y)
+
+
+def test_a_failed_resume_keeps_the_checkpoint(problem, tmp_path):
+    X, y = problem
+    path = StructuredSVM(max_iter=3, tol=0, random_state=0).fit(X, y).save(
+        tmp_path / "c.npz", include_solver_state=True)
+    est = dualstruct.load(path)
+    est.set_params(warm_start=True, max_iter=2)
+    with pytest.raises(ValueError, match="different training data"):
+        est.fit([x * 2 for x in X], y)
+    est.fit(X, y)
+    assert est.n_iter_ == 5 and len(est.history_) == 5
+
+
+def test_a_failed_first_fit_does_not_block_the_next(problem):
+    X, y = problem
+    est = StructuredSVM(solver="cutting_plane", warm_start=True, max_iter=2,
+                        solver_options={"max_constraints": 10**9})
+    with pytest.raises(MemoryError):
+        est.fit(X, y)
+    est.set_params(solver_options={"max_constraints": 100})
+    assert est.fit(X, y).n_iter_ == 2
+
+
+def test_warm_start_sees_parameters_changed_in_place(problem, tmp_path):
+    X, y = problem
+    opts = {"rho": [(0, 1.0), (5, 2.0)]}
+    est = StructuredSVM(solver="gdmm", solver_options=opts, warm_start=True, max_iter=2,
+                        check_every=1).fit(X, y)
+    opts["rho"] = 50.0
+    with pytest.raises(ValueError, match=r"parameters \['solver_options'\] changed"):
+        est.fit(X, y)
+    opts["rho"] = [(0, 1.0), (5, 2.0)]
+    est.set_params(check_every=3, max_iter=3)
+    est.fit(X, y)  # the same schedule again: continues, with the new check_every
+    checked = [r.passes for r in est.history_ if not math.isnan(r.primal)]
+    assert est.n_iter_ == 5 and checked == [1, 2, 3, 5]
+    # a schedule read back from a checkpoint (lists, not tuples) is the same parameter
+    path = est.save(tmp_path / "c.npz", include_solver_state=True)
+    again = dualstruct.load(path)
+    again.set_params(warm_start=True, max_iter=1, solver_options=opts)
+    assert again.fit(X, y).n_iter_ == 6
+
+
+def test_numpy_integer_seed_is_saved(problem, tmp_path):
+    X, y = problem
+    est = StructuredSVM(max_iter=2, random_state=np.int64(4)).fit(X, y)
+    assert dualstruct.load(est.save(tmp_path / "m.npz")).random_state == 4

@@ -637,3 +637,19 @@ def test_simplex_projection_matches_the_full_sort(scale):
             kern.project_to_simplex(v, n, out, scratch)
             assert out.sum() == pytest.approx(1.0) and out.min() >= 0.0
             assert np.allclose(out, _reference_projection(v), atol=1e-12)
+
+
+def test_a_saved_state_with_torn_or_out_of_range_arrays_is_refused():
+    data, model = _problem(14, K=6)
+    g = GDMM(model, 1.0, max_iter=3, random_state=0).fit(data)
+    meta, arrays = g.state_dict()
+    torn = dict(arrays, q_u=arrays["q_u"][:, :-1] if arrays["q_u"].shape[1] > 1
+                else np.hstack([arrays["q_u"], arrays["q_u"]]))
+    with pytest.raises(ValueError, match="one width"):
+        GDMM(model, 1.0).load_state(data, meta, torn)
+    bad = dict(arrays, n_act=arrays["n_act"] + arrays["act"].shape[1])
+    with pytest.raises(ValueError, match="out of range"):
+        GDMM(model, 1.0).load_state(data, meta, bad)
+    back = GDMM(model, 1.0)
+    back.load_state(data, meta, arrays)
+    np.testing.assert_array_equal(back.weights(), g.weights())

@@ -59,6 +59,26 @@ def test_save_load_and_resume_exactly(tmp_path):
     assert np.array_equal(dualstruct.load(tmp_path / "e.npz").edges_, edges)
 
 
+def test_warm_start_refuses_changed_edges_or_loss_weights():
+    X, Y = _data(2)
+    m = MultiLabelSVM(edges="tree", max_iter=2, warm_start=True).fit(X, Y)
+    for change in ({"edges": "full"}, {"loss_weights": [1.0, 2.0, 1.0, 1.0]}):
+        m.set_params(**change)
+        with pytest.raises(ValueError, match="changed since"):
+            m.fit(X, Y)
+        m.set_params(edges="tree", loss_weights=None)
+    assert m.fit(X, Y).n_iter_ == 4
+
+
+def test_gdmm_penalty_schedule():
+    X, Y = _data(3)
+    m = MultiLabelSVM(edges="full", inference="lp", solver="gdmm", max_iter=8, tol=0,
+                      check_every=4, solver_options={"rho": [(0, 0.1), (4, 1.0)], "eta": 0.1},
+                      random_state=0).fit(X, Y)
+    assert [r.extra["rho"] for r in m.history_][-1] == pytest.approx(1.0)
+    assert m.history_[1].extra["rho"] == pytest.approx(0.1 * 10 ** 0.25)  # after pass 2
+
+
 def test_estimator_input_errors(tmp_path):
     X, Y = _data()
     with pytest.raises(ValueError, match="only 0 and 1"):

@@ -317,3 +317,80 @@ def test_slack_searches_as_training_oracles(search):
         assert cp.history.last.primal == pytest.approx(p, rel=1e-5)
     else:
         assert bc.history.last.primal == pytest.approx(p, rel=0.05)
+
+
+def _sigint_during_pass(solver, at_pass, times=1):
+    """Make ``solver`` receive ``times`` SIGINTs in the middle of pass ``at_pass``."""
+    import os
+    import signal
+
+    one_pass = solver._one_pass
+
+    def wrapped(order, chunks):
+        if solver.passes + 1 == at_pass:
+            half = len(order) // 2
+            calls = one_pass(order[:half], 1)
+            for _ in range(times):
+                os.kill(os.getpid(), signal.SIGINT)
+            return calls + one_pass(order[half:], 1)
+        return one_pass(order, chunks)
+
+    solver._one_pass = wrapped
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
+def test_ctrl_c_stops_on_a_pass_boundary_and_resumes_exactly():
+    _, _, data, model = _problem(7)
+    full = BCFW(model, 1.0, max_iter=9, check_every=4, random_state=0)
+    full.fit(data)
+    s = BCFW(model, 1.0, max_iter=9, check_every=4, random_state=0)
+    _sigint_during_pass(s, at_pass=3)
+    s.fit(data)
+    # the pass in progress is finished and checked, so the last record is the returned model
+    assert s.history.stop_reason == "interrupted" and s.passes == 3
+    assert not math.isnan(s.history.last.primal) and s.history.last.passes == 3
+    s._one_pass = BCFW._one_pass.__get__(s)
+    s.fit(data, max_iter=6)
+    assert s.passes == 9
+    np.testing.assert_array_equal(s.weights(), full.weights())
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
+def test_second_ctrl_c_stops_at_once_and_keeps_a_valid_model():
+    import signal
+
+    _, _, data, model = _problem(8)
+    s = BCFW(model, 1.0, max_iter=9, check_every=4, random_state=0)
+    _sigint_during_pass(s, at_pass=3, times=2)
+    s.fit(data)
+    assert s.history.stop_reason == "interrupted" and s.passes == 2
+    # the dual state still matches w: its dual is a lower bound on any primal
+    assert s.dual() <= primal_objective(model, data, s.weights(), 1.0) + 1e-9
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_stop_between_checks_checks_the_returned_model():
+    _, _, data, model = _problem(9)
+    seen = []
+    s = BCFW(model, 1.0, max_iter=50, tol=0, check_every=10, random_state=0,
+             callback=lambda r: seen.append(r.passes) or r.passes == 7)
+    s.fit(data)
+    last = s.history.last
+    assert s.history.stop_reason == "callback" and last.passes == 7 and len(s.history) == 7
+    assert last.primal == pytest.approx(primal_objective(model, data, s.weights(), 1.0))
+    # the callback also sees the pass on which tol stops training
+    seen.clear()
+    t = BCFW(model, 1.0, max_iter=5000, tol=0.05, check_every=1, random_state=0,
+             callback=lambda r: seen.append(r.passes) and False)
+    t.fit(data)
+    assert t.history.stop_reason == "tol" and seen[-1] == t.passes
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_constraints": 0}, "max_constraints"), ({"prune_after": -1}, "prune_after"),
+    ({"epsilon": -1.0}, "epsilon"), ({"qp_tol": 0.0}, "qp_tol")])
+def test_cutting_plane_option_errors(kwargs, match):
+    from dualstruct.solvers import CuttingPlane
+
+    with pytest.raises(ValueError, match=match):
+        CuttingPlane(ChainModel(2, 2), 1.0, **kwargs)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -18,8 +20,40 @@ import numpy as np
 from .history import History, Record, format_header, format_record
 from .objective import RESCALINGS, duality_gap, primal_objective
 
-#: Examples handed to one kernel call: a pass is split so that Ctrl-C is honoured promptly.
+#: Examples handed to one kernel call: a pass is split so that a second Ctrl-C (which stops
+#: training mid-pass) is honoured promptly.
 CHUNK_TOKENS = 200_000
+
+
+class _DeferredInterrupt:
+    """Holds a first Ctrl-C (SIGINT) until the current pass has ended, so training stops on a
+    pass boundary: the state is then exactly that of an uninterrupted run after as many
+    passes, and resuming continues it bit for bit. A second Ctrl-C raises KeyboardInterrupt
+    at once. Only where Python's default handler is in place (the main thread, no handler of
+    the caller's own); elsewhere Ctrl-C keeps its usual meaning."""
+
+    def __init__(self, name):
+        self.name = name
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(f"[{self.name}] Ctrl-C: stopping after this pass (Ctrl-C again stops at once)",
+              file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
 
 
 class PassSolver:
@@ -229,31 +263,49 @@ class PassSolver:
                   file=self.out)
             print(format_header(with_val), file=self.out, flush=True)
         self.history.stop_reason = "max_iter"
-        try:
-            for k in range(max_iter):
-                order = self.rng.permutation(n).astype(np.int64)
-                t0 = time.perf_counter()
-                self.oracle_calls += self._one_pass(order, chunks)
-                self.train_time += time.perf_counter() - t0
-                self.passes += 1
-                last = k == max_iter - 1
-                checked = last or self.passes % self.check_every == 0
-                record = self._record(check=checked, final=last)
-                converged = self._converged(record)
-                if self.verbose >= 2 or (self.verbose and checked):
+        with _DeferredInterrupt(self.name) as interrupt:
+            try:
+                self._loop(max_iter, n, chunks, with_val, interrupt)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop mid-pass
+                self.history.stop_reason = "interrupted"
+                if self.verbose:
+                    print(f"[{self.name}] stopped at once after {self.passes} whole passes; "
+                          "keeping the current model", file=self.out, flush=True)
+        return self
+
+    def _loop(self, max_iter, n, chunks, with_val, interrupt):
+        for k in range(max_iter):
+            order = self.rng.permutation(n).astype(np.int64)
+            t0 = time.perf_counter()
+            self.oracle_calls += self._one_pass(order, chunks)
+            self.train_time += time.perf_counter() - t0
+            self.passes += 1
+            last = k == max_iter - 1
+            # a pass that ends training is always checked, so the last record describes the
+            # model that is returned
+            checked = last or interrupt.requested or self.passes % self.check_every == 0
+            record = self._record(check=checked, final=last or interrupt.requested)
+            converged = self._converged(record)
+            if self.verbose >= 2 or (self.verbose and checked):
+                print(format_record(record, with_val), file=self.out, flush=True)
+            stop = self.callback is not None and bool(self.callback(record))
+            if converged:
+                self.history.stop_reason = "tol"
+            elif interrupt.requested:
+                self.history.stop_reason = "interrupted"
+            elif stop:
+                self.history.stop_reason = "callback"
+            else:
+                continue
+            if not checked:  # check the returned model, in place of the pass's record
+                self.history.records.pop()
+                record = self._record(check=True, final=True)
+                if self.verbose:
                     print(format_record(record, with_val), file=self.out, flush=True)
-                if converged:
-                    self.history.stop_reason = "tol"
-                    break
-                if self.callback is not None and self.callback(record):
-                    self.history.stop_reason = "callback"
-                    break
-        except KeyboardInterrupt:
-            self.history.stop_reason = "interrupted"
-            if self.verbose:
+            if interrupt.requested and self.verbose:
                 print(f"[{self.name}] interrupted after {self.passes} passes; keeping the "
                       "current model", file=self.out, flush=True)
-        return self
+            break
 
     def _record(self, check: bool, final: bool = False) -> Record:
         rec = Record(passes=self.passes, time=self.train_time, oracle_calls=self.oracle_calls)

@@ -40,6 +40,14 @@ class CuttingPlane(PassSolver):
                  qp_tol=1e-10, **kwargs):
         kwargs["averaging"] = False
         super().__init__(model, C, **kwargs)
+        if epsilon is not None and not float(epsilon) >= 0:
+            raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+        if int(prune_after) < 0:
+            raise ValueError(f"prune_after must be >= 0, got {prune_after}")
+        if int(max_constraints) < 1:
+            raise ValueError(f"max_constraints must be >= 1, got {max_constraints}")
+        if not float(qp_tol) > 0:
+            raise ValueError(f"qp_tol must be positive, got {qp_tol}")
         self.epsilon = epsilon
         self.prune_after = int(prune_after)
         self.max_constraints = int(max_constraints)
@@ -134,22 +142,20 @@ class CuttingPlane(PassSolver):
             drop = int(np.argmax(self.idle))
             self._remove(np.array([drop]))
         row = self.psi @ psi
-        self.psi = np.vstack([self.psi, psi])
-        self.delta = np.append(self.delta, delta)
-        self.alpha = np.append(self.alpha, 0.0)
-        self.idle = np.append(self.idle, 0)
-        m = len(self.delta)
+        m = len(self.delta) + 1
         gram = np.zeros((m, m))
         gram[:m - 1, :m - 1] = self.gram
         gram[m - 1, :m - 1] = gram[:m - 1, m - 1] = row
         gram[m - 1, m - 1] = psi @ psi
-        self.gram = gram
+        # the working set changes in one C-level update, so a Ctrl-C cannot leave it torn
+        self.__dict__.update(psi=np.vstack([self.psi, psi]), delta=np.append(self.delta, delta),
+                             alpha=np.append(self.alpha, 0.0), idle=np.append(self.idle, 0),
+                             gram=gram)
 
     def _remove(self, drop):
         keep = np.setdiff1d(np.arange(len(self.delta)), drop)
-        self.psi, self.delta = self.psi[keep], self.delta[keep]
-        self.alpha, self.idle = self.alpha[keep], self.idle[keep]
-        self.gram = self.gram[np.ix_(keep, keep)]
+        self.__dict__.update(psi=self.psi[keep], delta=self.delta[keep], alpha=self.alpha[keep],
+                             idle=self.idle[keep], gram=self.gram[np.ix_(keep, keep)])
 
     def _solve(self):
         m = len(self.delta)

@@ -27,6 +27,9 @@ BIGRAM_ORACLES = ("sorted", "brute")
 #: labels (K² pairs) is then cheaper than the lists and trees (OCR, K = 26: 0.088 against
 #: 0.148 s per pass on a 2-core VM), and both give the same argmax
 AUTO_BRUTE_MAX_LABELS = 64
+#: per-token arrays aligned with the active-label slots, and per-edge arrays of support pairs
+LABEL_SLOT_ARRAYS = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle")
+PAIR_SLOT_ARRAYS = ("pair_a", "pair_b", "q_b")
 
 
 class GDMM(PassSolver):
@@ -128,8 +131,7 @@ class GDMM(PassSolver):
 
     state_arrays = ("w", "R", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
                     "idle", "pair_a", "pair_b", "q_b", "n_pair", "perm", "counters")
-    growable_arrays = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle",
-                       "pair_a", "pair_b", "q_b")
+    growable_arrays = LABEL_SLOT_ARRAYS + PAIR_SLOT_ARRAYS
 
     #: files written before the lazy average hold ``w_avg`` instead (see ``load_state``)
     optional_state_arrays = ("R",)
@@ -181,6 +183,20 @@ class GDMM(PassSolver):
         self._prepare()
 
     def _after_load(self):
+        for group in (LABEL_SLOT_ARRAYS, PAIR_SLOT_ARRAYS):
+            widths = {name: getattr(self, name).shape[1] for name in group}
+            if len(set(widths.values())) != 1:
+                raise ValueError(f"inconsistent GDMM state: the arrays {group} must have one "
+                                 f"width, got {widths}")
+        # the kernels index without bounds checks, so a state read from a file is checked
+        K, slots, pairs = self.model.n_labels, self.act.shape[1], self.q_b.shape[1]
+        used = np.arange(slots) < self.n_act[:, None]
+        if (self.n_act.min(initial=1) < 1 or self.n_act.max(initial=1) > slots
+                or self.n_pair.min(initial=1) < 1 or self.n_pair.max(initial=1) > pairs
+                or self.act[used].min(initial=0) < 0 or self.act[used].max(initial=0) >= K
+                or min(self.pair_a.min(initial=0), self.pair_b.min(initial=0)) < 0
+                or max(self.pair_a.max(initial=0), self.pair_b.max(initial=0)) >= slots):
+            raise ValueError("inconsistent GDMM state: active-set counts or labels out of range")
         self.residuals = []
         self._last_pass = {}
         self._prepare()
@@ -257,17 +273,21 @@ class GDMM(PassSolver):
 
     def _grow(self, need):
         K = self.model.n_labels
+        grown = {}
         if need & kern.NEED_LABEL_SLOTS:
             cap = min(K, 2 * self.act.shape[1])
-            for name in ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle"):
-                setattr(self, name, _widen(getattr(self, name), cap))
+            for name in LABEL_SLOT_ARRAYS:
+                grown[name] = _widen(getattr(self, name), cap)
         if need & kern.NEED_PAIR_SLOTS:
             cap = 2 * self.q_b.shape[1]
-            for name in ("pair_a", "pair_b", "q_b"):
-                setattr(self, name, _widen(getattr(self, name), cap))
+            for name in PAIR_SLOT_ARRAYS:
+                grown[name] = _widen(getattr(self, name), cap)
         if need & kern.NEED_LIST_ROOM:
             n = 2 * self.fl_label.shape[0] + 16 * self.data.X.nnz
-            self.fl_label = np.resize(self.fl_label, n)
+            grown["fl_label"] = np.resize(self.fl_label, n)
+        # one C-level update: a Ctrl-C between two assignments would leave arrays of
+        # different widths, which the kernels index without bounds checks
+        self.__dict__.update(grown)
 
     def _kernel_args(self):
         return (self.model.start_end, self.W.unigram, self.W.transition, self._start,

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _multilabel_kernels as kern
 from .base import PassSolver
+from .gdmm import _schedule, value_at
 from .objective import dual_objective, scaled_dual
 
 
@@ -179,11 +180,12 @@ class MultiLabelGDMM(_MultiLabelPasses):
 
     Extra parameters
     ----------------
-    rho : float
+    rho : float or list of (pass, value)
         Penalty ρ of the augmented Lagrangian (default 0.3; on bibtex's 40 most frequent
-        labels ρ = 0.1–0.3 reach a given primal in fewer passes than ρ = 1 or 3).
-    eta : float or None
-        Multiplier step η (default ``rho``).
+        labels ρ = 0.1–0.3 reach a given primal in fewer passes than ρ = 1 or 3), or a
+        schedule as for the chain GDMM (:class:`~dualstruct.solvers.gdmm.GDMM`).
+    eta : float, list of (pass, value) or None
+        Multiplier step η, a number or a schedule (default ``rho``).
     inner_sweeps : int
         Sweeps of block steps over an example's active factors per visit (default 2).
     pair_search : {"tree", "brute"}
@@ -212,12 +214,10 @@ class MultiLabelGDMM(_MultiLabelPasses):
             raise ValueError("GDMM optimizes the LP relaxation: on a loopy graph build the "
                              "model with inference='lp' so that the primal it reports is the "
                              "one it minimizes")
-        if not rho > 0:
-            raise ValueError(f"rho must be positive, got {rho}")
-        self.rho = float(rho)
-        self.eta = float(rho if eta is None else eta)
-        if not self.eta > 0:
-            raise ValueError(f"eta must be positive, got {eta}")
+        self.rho_schedule = _schedule("rho", rho)
+        self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
+        self.rho = value_at(self.rho_schedule, 0)
+        self.eta = value_at(self.eta_schedule, 0)
         if int(inner_sweeps) < 1:
             raise ValueError(f"inner_sweeps must be >= 1, got {inner_sweeps}")
         self.inner_sweeps = int(inner_sweeps)
@@ -338,22 +338,24 @@ class MultiLabelGDMM(_MultiLabelPasses):
         old block is left unused), and the pool itself doubles when full."""
         old, new = int(self.pair_room[i]), 2 * int(self.pair_room[i])
         need = self.pool_used + new * new
-        if need > len(self.q):
+        pair_edge, q, lam = self.pair_edge, self.q, self.lam
+        if need > len(q):
             pair_edge, q, lam = _empty_pool(max(need, 2 * len(self.q)))
             used = self.pool_used
             pair_edge[:used], q[:used], lam[:used] = (self.pair_edge[:used], self.q[:used],
                                                       self.lam[:used])
-            self.pair_edge, self.q, self.lam = pair_edge, q, lam
         grid = np.arange(old)
         src = self.pair_base[i] + grid[:, None] * old + grid[None, :]
-        dst = self.pool_used + grid[:, None] * new + grid[None, :]
-        self.pair_edge[dst], self.q[dst], self.lam[dst] = (self.pair_edge[src], self.q[src],
-                                                           self.lam[src])
-        self.pair_base[i], self.pair_room[i] = self.pool_used, new
-        self.pool_used = need
+        dst = self.pool_used + grid[:, None] * new + grid[None, :]  # beyond the used pool
+        pair_edge[dst], q[dst], lam[dst] = pair_edge[src], q[src], lam[src]
+        pair_base, pair_room = self.pair_base.copy(), self.pair_room.copy()
+        pair_base[i], pair_room[i] = self.pool_used, new
+        grown = dict(pair_edge=pair_edge, q=q, lam=lam, pair_base=pair_base,
+                     pair_room=pair_room, pool_used=need)
         if new > self.capacity:
-            self.slot_label = _widen_columns(self.slot_label, new)
-            self.capacity = new
+            grown.update(slot_label=_widen_columns(self.slot_label, new), capacity=new)
+        # one C-level update, so that a Ctrl-C cannot leave the pool half moved
+        self.__dict__.update(grown)
 
     def _run(self, order):
         from . import _multilabel_gdmm_kernels as gk
@@ -375,6 +377,8 @@ class MultiLabelGDMM(_MultiLabelPasses):
         return len(order)
 
     def _one_pass(self, order, chunks):
+        self.rho = value_at(self.rho_schedule, self.passes)
+        self.eta = value_at(self.eta_schedule, self.passes)
         calls = super()._one_pass(order, chunks)
         beta = 2.0 / (self.passes + 2.0)  # weighted averaging of the pass iterates
         self.w_avg *= 1.0 - beta
@@ -394,7 +398,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         G = 0.5 * float(self.w @ self.w) - self.C * c[4]
         return {"residual": c[0], "G": G, "augmented": G + c[1],
                 "active_labels": c[2] / n, "active_pairs": c[3] / n,
-                "labels_added": self.labels_added}
+                "labels_added": self.labels_added, "rho": self.rho, "eta": self.eta}
 
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]
