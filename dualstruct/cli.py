@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -201,7 +203,8 @@ def _load_multilabel(path):
 
     model = _load_model(path)
     if not isinstance(model, MultiLabelSVM):
-        raise CLIError(f"{path} does not hold a multi-label model")
+        raise CLIError(f"{path} does not hold a multi-label model (it holds a "
+                       f"{type(model).__name__})")
     return model
 
 
@@ -319,10 +322,7 @@ def cmd_multilabel_predict(args, out):
     pred = svm.predict(X)
     lines = [",".join(str(j) for j in np.flatnonzero(row)) + "\n" for row in pred]
     if args.output:
-        if not Path(args.output).parent.is_dir():
-            raise CLIError(f"cannot write {args.output}: its folder does not exist")
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.writelines(lines)
+        _write_output(args.output, lambda fh: fh.writelines(lines))
         print(f"wrote the label sets of {len(lines)} examples to {args.output}", file=out)
     else:
         out.writelines(lines)
@@ -436,7 +436,10 @@ def _load_model(path):
 def _load_tagger(path):
     model = _load_model(path)
     if not isinstance(model, SequenceTagger):
-        raise CLIError(f"{path} holds a bare StructuredSVM, not a tagger trained on text")
+        kind = ("a multi-label model (use `dualstruct multilabel ...`)"
+                if type(model).__name__ == "MultiLabelSVM" else
+                f"a bare {type(model).__name__}")
+        raise CLIError(f"{path} holds {kind}, not a tagger trained on text")
     return model
 
 
@@ -448,16 +451,34 @@ def _read_for_model(tagger, path, need_labels):
                        need_labels=need_labels)
 
 
+def _write_output(path, write):
+    """Call ``write(fh)`` on a temporary file next to ``path``, then rename it to ``path``: the
+    output may be the input file itself (predictions stream from it), and an interrupted
+    write leaves no partial file."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise CLIError(f"cannot write {path}: its folder does not exist")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            write(fh)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; give it a new file's mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def cmd_predict(args, out):
     tagger = _load_tagger(args.model)
     sentences, _, lines = _read_for_model(tagger, args.input, need_labels=False)
     pred = tagger.predict(sentences)
     f = tagger.input_format or {"format": "conll"}
     if args.output:
-        if not Path(args.output).parent.is_dir():
-            raise CLIError(f"cannot write {args.output}: its folder does not exist")
-        with open(args.output, "w", encoding="utf-8") as fh:
-            write_predictions(args.input, fh, f["format"], pred, lines, f.get("label"))
+        _write_output(args.output, lambda fh: write_predictions(
+            args.input, fh, f["format"], pred, lines, f.get("label")))
         print(f"wrote {sum(len(p) for p in pred)} predicted labels to {args.output}", file=out)
     else:
         write_predictions(args.input, out, f["format"], pred, lines, f.get("label"))

@@ -67,6 +67,10 @@ def load_arrays(path):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # model files are .npz (zip) archives
+        raise ValueError(f"{path}: not a dualstruct model file (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as npz:
             if _HEADER_KEY not in npz.files:

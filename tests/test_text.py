@@ -71,6 +71,18 @@ def test_load_conll_errors(tmp_path, text, match):
         load_conll(p)
 
 
+def test_bytes_that_are_not_utf8_are_reported_with_their_line(tmp_path):
+    p = tmp_path / "latin1.txt"
+    p.write_bytes("a B-NP\n\nb I-NP\nd\u00e9j\u00e0 O\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt:4: not UTF-8 text \(byte 0xe9 at column 2"):
+        load_conll(p)
+    g = tmp_path / "ok.txt.gz"
+    with gzip.open(g, "wb") as fh:
+        fh.write("d\u00e9j\u00e0 O\r\nb O\r\n".encode())
+    sents, labels = load_conll(g)
+    assert sents[0][0] == ("d\u00e9j\u00e0",) and list(labels[0]) == ["O", "O"]
+
+
 def test_load_conllu(tmp_path):
     p = tmp_path / "a.conllu"
     p.write_text(CONLLU)
@@ -172,6 +184,12 @@ def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
     code, out = _run(["predict", str(model), str(conll_file), "-o", str(pred)])
     lines = pred.read_text().splitlines()
     assert lines[0] == "-DOCSTART- -X- O" and lines[2] == "He PRP B-NP B-NP"
+    # the output may be the input: the predictions are written to it, not into an empty file
+    same = tmp_path / "same.txt"
+    same.write_text(gzip.open(conll_file, "rt").read())
+    code, out = _run(["predict", str(model), str(same), "-o", str(same)])
+    assert code == 0 and same.read_text().splitlines() == lines
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".part") == []
     # input without the label column
     nolab = tmp_path / "nolab.txt"
     nolab.write_text("He PRP\nreckons VBZ\n")
@@ -225,6 +243,14 @@ def test_cli_bad_file_names_line(tmp_path, capsys):
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"junk")
     assert main(["info", str(junk)]) == 2
+    # files of other kinds: a NumPy array, a text file (np.load would try to unpickle it)
+    np.save(tmp_path / "arr.npy", np.arange(3))
+    for other in (tmp_path / "arr.npy", bad):
+        capsys.readouterr()
+        assert main(["info", str(other)]) == 2
+        err = capsys.readouterr().err
+        assert f"{other.name}: not a dualstruct model file (not an .npz archive)" in err
+        assert "pickle" not in err
     with pytest.raises(SystemExit):
         main(["train", str(bad), "-o", "m.npz", "-C", "-1"])
 

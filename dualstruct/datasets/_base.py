@@ -42,13 +42,39 @@ def find_data_file(relpath: str, data_home=None) -> Path | None:
 
 
 def open_text(path):
-    """Open a text file for reading, transparently gunzipping ``*.gz``."""
+    """Open a UTF-8 text file for reading line by line, transparently gunzipping ``*.gz``.
+    Bytes that are not UTF-8 raise a ``ValueError`` naming the file and the line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+    return _Utf8Lines(path)
+
+
+class _Utf8Lines:
+    """The lines of a (gzipped) file, each decoded on its own, so that a decoding error is
+    reported with its line number."""
+
+    def __init__(self, path):
+        self.path = path
+        self._fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+    def __iter__(self):
+        for lineno, raw in enumerate(self._fh, 1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{self.path}:{lineno}: not UTF-8 text (byte "
+                                 f"{raw[exc.start]:#04x} at column {exc.start + 1})") from None
+
+    def close(self):
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def sha256_of(path) -> str:
