@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -51,6 +52,34 @@ def seed_to_json(seed):
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
         return int(seed)
     return None
+
+
+def _plain_labels(flat):
+    """Labels of dtype object (e.g. a pandas column) as a str or int array, which a model file
+    can store; other mixtures are refused before training rather than at save."""
+    if flat.dtype != object or len(flat) == 0:
+        return flat
+    if all(isinstance(v, str) for v in flat):
+        return flat.astype(str)
+    if all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat):
+        return flat.astype(np.int64)
+    kinds = sorted({type(v).__name__ for v in flat})
+    raise TypeError(f"labels must be all str or all int, got a mixture of {kinds}")
+
+
+def restore_on_error(fit):
+    """Decorator for ``fit``: if it raises, the estimator's attributes are put back as they
+    were, so a failed refit leaves the previous model (and no half-set fitted attributes)."""
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+    return wrapper
 
 
 def _classes_to_json(classes: np.ndarray):
@@ -204,7 +233,7 @@ class StructuredSVM(BaseEstimator):
         for i, yi in enumerate(y):
             if yi.ndim != 1:
                 raise ValueError(f"y[{i}] must be a 1-D sequence of labels, got {yi.ndim}-D")
-        flat = np.concatenate(y) if y else np.array([])
+        flat = _plain_labels(np.concatenate(y) if y else np.array([]))
         if fit:
             self.classes_ = np.unique(flat)
         classes = self.classes_
@@ -225,8 +254,13 @@ class StructuredSVM(BaseEstimator):
                     f"{n_features}")
             if y is not None:
                 codes = self._encode_labels(y, fit)
-                if sum(len(c) for c in codes) != data.n_tokens or len(codes) != len(data):
-                    raise ValueError("y does not match the sequences of X")
+                if len(codes) != len(data):
+                    raise ValueError(f"X has {len(data)} sequences but y has {len(codes)}")
+                lengths = np.diff(data.offsets)
+                for i, c in enumerate(codes):
+                    if len(c) != lengths[i]:
+                        raise ValueError(f"sequence {i}: X has {lengths[i]} tokens but y[{i}] "
+                                         f"has {len(c)} labels")
                 data = PackedSequences(data.X, data.offsets, np.concatenate(codes))
             elif fit:
                 if data.labels is None:
@@ -260,6 +294,7 @@ class StructuredSVM(BaseEstimator):
         return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw)
 
     # -- training -----------------------------------------------------------------------------
+    @restore_on_error
     def fit(self, X, y=None, validation_data=None, validation_scorer=None):
         """Train on sequences ``X`` (list of (T_i, d) arrays or sparse matrices, or a
         :class:`PackedSequences`) with label sequences ``y``.

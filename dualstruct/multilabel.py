@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from . import io
-from .estimator import changed_params, frozen_params, seed_to_json
+from .estimator import changed_params, frozen_params, restore_on_error, seed_to_json
 from .metrics import multilabel_scores
 from .models.multilabel import (
     EDGE_KINDS,
@@ -132,7 +132,21 @@ class MultiLabelSVM(BaseEstimator):
 
     # -- input handling -----------------------------------------------------------------------
     def _features(self, X):
+        """``X`` as CSR with the intercept column; X must be 2-D, non-empty and finite."""
+        if not sp.issparse(X):
+            try:
+                X = np.asarray(X, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"X must be a numeric (n_samples, n_features) matrix ({exc})"
+                                 ) from None
+            if X.ndim != 2:
+                raise ValueError(f"X must be a 2-D (n_samples, n_features) matrix, got "
+                                 f"{X.ndim}-D (one sample is X.reshape(1, -1))")
         X = sp.csr_matrix(X, dtype=np.float64)
+        if X.shape[0] == 0:
+            raise ValueError("X has no rows")
+        if not np.all(np.isfinite(X.data)):
+            raise ValueError("X holds a NaN or infinite value")
         if hasattr(self, "n_features_in_") and X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model was trained on "
                              f"{self.n_features_in_}")
@@ -165,6 +179,7 @@ class MultiLabelSVM(BaseEstimator):
         return "exact" if self.rescaling == "slack" else "auto"
 
     # -- training -----------------------------------------------------------------------------
+    @restore_on_error
     def fit(self, X, Y, validation_data=None):
         """Train on features ``X`` (n × d, dense or sparse) and labels ``Y`` (n × L, 0/1).
 
@@ -181,7 +196,8 @@ class MultiLabelSVM(BaseEstimator):
             if changed:
                 raise ValueError(f"warm_start: parameters {changed} changed since the model's "
                                  "last fit; the solver state belongs to the old problem")
-            data = MultiLabelDataset(self._features(X), self._labels(Y, X.shape[0]))
+            Xf = self._features(X)
+            data = MultiLabelDataset(Xf, self._labels(Y, Xf.shape[0]))
             if continuing:
                 old = self.solver_.data
                 if not (old.X.shape == data.X.shape and (old.X != data.X).nnz == 0
@@ -191,11 +207,11 @@ class MultiLabelSVM(BaseEstimator):
         else:
             for attr in ("n_features_in_", "n_labels_"):
                 self.__dict__.pop(attr, None)
-            Xf = sp.csr_matrix(X, dtype=np.float64)
-            self.n_features_in_ = Xf.shape[1]
+            Xf = self._features(X)
+            self.n_features_in_ = Xf.shape[1] - int(bool(self.fit_intercept))
             Y = self._labels(Y, Xf.shape[0])
             self.n_labels_ = Y.shape[1]
-            data = MultiLabelDataset(self._features(Xf), Y)
+            data = MultiLabelDataset(Xf, Y)
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
             self.model_ = MultiLabelModel(self.n_labels_, data.X.shape[1], edges=edges,
                                           loss_weights=self.loss_weights,

@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from . import io
-from .estimator import StructuredSVM
+from .estimator import StructuredSVM, restore_on_error
 from .features import TokenFeatures
 from .metrics import chunk_scores, token_accuracy
 from .tags import SCHEMES, is_chunk_tagset, to_bio, to_iobes
@@ -50,6 +50,7 @@ class SequenceTagger(BaseEstimator):
             return labels
         return [to_bio(lab) for lab in labels]
 
+    @restore_on_error
     def fit(self, sentences, labels, validation_data=None, resume=False):
         """Fit the features and the SVM. With ``resume=True`` (a tagger loaded from a
         checkpoint) the fitted features are kept and the SVM continues from its saved state.

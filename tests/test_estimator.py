@@ -327,3 +327,52 @@ def test_numpy_integer_seed_is_saved(problem, tmp_path):
     X, y = problem
     est = StructuredSVM(max_iter=2, random_state=np.int64(4)).fit(X, y)
     assert dualstruct.load(est.save(tmp_path / "m.npz")).random_state == 4
+
+
+def _never_stop(estimator, record):
+    return False
+
+
+@pytest.mark.parametrize("solver", ["bcfw", "gdmm"])
+def test_fitted_estimators_pickle_and_deepcopy(problem, solver):
+    import copy
+    import pickle
+
+    X, y = problem
+    est = StructuredSVM(solver=solver, max_iter=3, warm_start=True,
+                        callback=_never_stop).fit(X, y, validation_data=(X, y))
+    for twin in (pickle.loads(pickle.dumps(est)), copy.deepcopy(est)):
+        assert [list(p) for p in twin.predict(X)] == [list(p) for p in est.predict(X)]
+        assert twin.fit(X, y).n_iter_ == 6  # and the copy's solver state continues
+
+
+def test_labels_must_line_up_with_packed_sequences(problem):
+    X, y = problem
+    j = next(j for j in range(1, len(y)) if len(y[j]) != len(y[0]))
+    swapped = list(y)
+    swapped[0], swapped[j] = y[j], y[0]  # the same number of tokens, shifted labels
+    with pytest.raises(ValueError, match=rf"sequence 0: X has {len(y[0])} tokens but y\[0\] has "
+                                         rf"{len(y[j])} labels"):
+        StructuredSVM(max_iter=1).fit(dualstruct.pack_sequences(X), swapped)
+
+
+def test_a_failed_refit_keeps_the_previous_model(problem):
+    X, y = problem
+    est = StructuredSVM(max_iter=3).fit(X, y)
+    before = est.predict(X[:2])
+    other = [np.array(["B-NP"] * len(t), dtype=object) for t in y]
+    other[0] = other[0][:-1]  # one label short: the refit fails after reading the labels
+    with pytest.raises(ValueError, match="sequence 0"):
+        est.fit(X, other)
+    assert [list(p) for p in est.predict(X[:2])] == [list(p) for p in before]
+    assert list(est.classes_) == ["a", "b", "c", "d"]
+
+
+def test_object_labels_are_stored_as_str_or_int(problem, tmp_path):
+    X, y = problem
+    est = StructuredSVM(max_iter=2).fit(X, [np.asarray(t, dtype=object) for t in y])
+    assert est.classes_.dtype.kind == "U"
+    assert dualstruct.load(est.save(tmp_path / "m.npz")).classes_.tolist() == list("abcd")
+    mixed = [np.array([1, "a"] * (len(t) // 2) + [1] * (len(t) % 2), dtype=object) for t in y]
+    with pytest.raises(TypeError, match="all str or all int"):
+        StructuredSVM(max_iter=2).fit(X, mixed)

@@ -96,6 +96,22 @@ def test_estimator_input_errors(tmp_path):
         m.evaluate(X, np.zeros((len(X), 5), dtype=int))
     with pytest.raises(ValueError, match="7 features, the model was trained on 6"):
         m.predict(np.zeros((2, 7)))
+    Xnan = X.copy()
+    Xnan[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        m.predict(Xnan)
+    with pytest.raises(ValueError, match="2-D"):
+        m.predict(X[0])
+    with pytest.raises(ValueError, match="no rows"):
+        MultiLabelSVM().fit(np.zeros((0, 6)), np.zeros((0, 4)))
+    # a failed refit leaves the model as it was
+    with pytest.raises(ValueError, match="indicator matrix"):
+        m.fit(X[:, :3], Y[:5])
+    assert m.n_features_in_ == 6 and m.predict(X).shape == Y.shape
+    # lists are accepted by a warm start as by a first fit
+    m.set_params(warm_start=True)
+    assert m.fit(X.tolist(), Y.tolist()).n_iter_ == 4
+    m.set_params(warm_start=False)
     m.set_params(warm_start=True, C=2.0)
     with pytest.raises(ValueError, match="changed"):
         m.fit(X, Y)

@@ -182,6 +182,24 @@ class PassSolver:
     #: arrays added after a release: a saved state without them keeps _init_state's value
     optional_state_arrays: tuple = ()
 
+    # -- copies -------------------------------------------------------------------------------
+    #: attributes that belong to the current fit call, not to the state: the callback and
+    #: validation closures and the output stream, which cannot be pickled
+    _transient = ("callback", "validation", "out")
+
+    def __getstate__(self):
+        """For pickle, joblib and deepcopy of a fitted estimator (whose ``solver_`` this is);
+        model files use :meth:`state_dict` instead and never pickle."""
+        state = dict(self.__dict__)
+        for k in self._transient:
+            state[k] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.out is None:
+            self.out = sys.stdout
+
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self):
         """``(meta, arrays)``: everything needed to resume training exactly (JSON + arrays)."""
