@@ -60,6 +60,16 @@ class TokenFeatures(BaseEstimator):
     conjunctions : bool
         Add conjunctions of neighbouring words (w-1|w0, w0|w+1) and of neighbouring other-column
         values (p-2|p-1, p-1|p0, p0|p+1, p+1|p+2, p-1|p+1, p-2|p-1|p0, p-1|p0|p+1, p0|p+1|p+2).
+
+    Attributes
+    ----------
+    vocabulary_ : dict or None
+        Feature name -> column (None when hashing).
+    n_features_ : int
+        Number of columns.
+    n_columns_ : int or None
+        Columns per token seen in fit (None for dict tokens); ``transform`` refuses tokens
+        with another count.
     """
 
     def __init__(self, window=2, affixes=4, min_count=1, hashing=None, conjunctions=True):
@@ -145,6 +155,7 @@ class TokenFeatures(BaseEstimator):
         return feats_all
 
     def _check_sentences(self, sentences):
+        """Check the token lists; returns the tokens' column count (None for dict tokens)."""
         if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__len__"):
             raise TypeError("sentences must be a list of sentences (lists of tokens)")
         width = None
@@ -164,6 +175,7 @@ class TokenFeatures(BaseEstimator):
                 if len(t) != width:
                     raise ValueError(
                         f"sentence {i}, token {j}: {len(t)} columns, expected {width}")
+        return width
 
     # -- fit / transform ----------------------------------------------------------------------
     def _matrix(self, sentences, vocab, grow):
@@ -203,7 +215,7 @@ class TokenFeatures(BaseEstimator):
 
     def fit_transform(self, sentences, y=None) -> PackedSequences:
         """Fit the vocabulary and return the training matrix, in one pass over the text."""
-        self._check_sentences(sentences)
+        self.n_columns_ = self._check_sentences(sentences)
         if self.hashing is not None:
             if int(self.hashing) < 1:
                 raise ValueError(f"hashing must be a positive number of columns, got "
@@ -229,14 +241,20 @@ class TokenFeatures(BaseEstimator):
         """The token feature matrix of ``sentences`` (features unseen in fit are ignored)."""
         if not hasattr(self, "n_features_"):
             raise ValueError("TokenFeatures is not fitted yet")
-        self._check_sentences(sentences)
+        width = self._check_sentences(sentences)
+        fitted = getattr(self, "n_columns_", None)
+        if width is not None and fitted is not None and width != fitted:
+            raise ValueError(f"the tokens have {width} columns, the features were fitted on "
+                             f"tokens of {fitted} (a column missing or added would shift "
+                             "every column feature)")
         X, offsets = self._matrix(sentences, self.vocabulary_, grow=False)
         X.sort_indices()
         return PackedSequences(X, offsets)
 
     # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
     def to_arrays(self) -> tuple[dict, dict]:
-        header = {"params": self.get_params(), "n_features": self.n_features_}
+        header = {"params": self.get_params(), "n_features": self.n_features_,
+                  "n_columns": getattr(self, "n_columns_", None)}
         names = [] if self.vocabulary_ is None else sorted(self.vocabulary_,
                                                            key=self.vocabulary_.get)
         blob = np.frombuffer(json.dumps(names).encode("utf-8"), dtype=np.uint8)
@@ -247,6 +265,8 @@ class TokenFeatures(BaseEstimator):
         feats = cls(**header["params"])
         names = json.loads(arrays["vocabulary"].tobytes().decode("utf-8"))
         feats.n_features_ = int(header["n_features"])
+        n_columns = header.get("n_columns")  # absent from older files: not checked
+        feats.n_columns_ = None if n_columns is None else int(n_columns)
         if feats.hashing is None:
             if len(names) != feats.n_features_:
                 raise ValueError("the feature vocabulary does not match its recorded size")

@@ -113,6 +113,14 @@ def test_features_shapes_and_vocabulary():
     # unseen words map to no column, the bias is always there
     X = f2.transform([[("zebra", "NN")]]).X
     assert X[0, f2.vocabulary_["bias"]] == 1.0
+    # tokens with a column missing (or one too many) are refused, also after a round trip
+    for feats in (f2, TokenFeatures.from_arrays(*f2.to_arrays())):
+        assert feats.n_columns_ == 2
+        with pytest.raises(ValueError, match="the tokens have 1 columns, the features were "
+                                             "fitted on tokens of 2"):
+            feats.transform([[("zebra",)]])
+        with pytest.raises(ValueError, match="have 3 columns"):
+            feats.transform([[("zebra", "NN", "B-NP")]])
     # hashing keeps a fixed width
     assert TokenFeatures(hashing=64).fit_transform(sents).X.shape == (5, 64)
     # persistence
