@@ -264,7 +264,7 @@ def cmd_multilabel_train(args, out):
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
         svm.set_params(max_iter=args.max_iter - done, tol=args.tol, warm_start=True)
     else:
-        X, Y = read_multilabel(args.train, args.labels)
+        X, Y = read_multilabel(args.train, args.labels, args.n_features, args.n_labels)
         svm = MultiLabelSVM(edges=args.edges, solver=args.solver, C=args.C,
                             inference=args.inference, max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, random_state=args.seed,
@@ -563,6 +563,16 @@ def cmd_info(args, out):
     return 0
 
 
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="dualstruct", description="Structural SVM taggers.")
     ap.add_argument("--version", action="version", version=f"dualstruct {__version__}")
@@ -634,6 +644,11 @@ def build_parser():
     mt.add_argument("--tol", type=float, default=0.01,
                     help="stop at this relative duality gap (default 0.01)")
     mt.add_argument("--check-every", type=int, default=5)
+    mt.add_argument("--n-features", type=_positive_int, metavar="D",
+                    help="feature width of a LIBSVM file (default: its largest index), so "
+                         "that test files may use features the training file never does")
+    mt.add_argument("--n-labels", type=_positive_int, metavar="L",
+                    help="number of labels of a LIBSVM file (default: its largest id + 1)")
     mt.add_argument("--dev", help="held-out file (same format) scored at every check")
     mt.add_argument("--seed", type=int, default=0)
     mt.add_argument("--checkpoint-every", type=int, default=0,

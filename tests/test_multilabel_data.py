@@ -31,6 +31,11 @@ def test_libsvm_multilabel_rows_widths_and_empty_label_sets(tmp_path):
     assert Y.tolist() == [[1, 0, 0, 1], [0, 0, 0, 0], [0, 0, 1, 0]]
     X, Y = load_libsvm_multilabel(path, n_features=10, n_labels=6)
     assert X.shape == (3, 10) and Y.shape == (3, 6)
+    # a tab after the labels, a row without features (all zero), blank lines at the end
+    path = _write(tmp_path, "b.svm", "0,3\t1:0.5 4:2\n1\n 2:1\n\n\n")
+    X, Y = load_libsvm_multilabel(path)
+    assert np.allclose(X.toarray(), [[0.5, 0, 0, 2], [0, 0, 0, 0], [0, 1, 0, 0]])
+    assert Y.tolist() == [[1, 0, 0, 1], [0, 1, 0, 0], [0, 0, 0, 0]]
 
 
 @pytest.mark.parametrize("text, match", [
@@ -42,7 +47,6 @@ def test_libsvm_multilabel_rows_widths_and_empty_label_sets(tmp_path):
     ("0 1:nan\n", r"a.svm:1: value 'nan' is not finite"),
     ("0 1:1 1:2\n", r"a.svm:1: a feature index is repeated"),
     ("0,0 1:1\n", r"a.svm:1: a label is repeated"),
-    ("0 \n", r"a.svm:1: the row has no features"),
     ("0 1:1\n7 1:1\n", r"a.svm:2: label 7 outside 0..4"),
     ("0 9:1\n", r"a.svm:1: feature 9 beyond the 5 features"),
 ])
@@ -117,6 +121,12 @@ def test_arff_label_selection_errors(tmp_path):
         load_arff(path)
     with pytest.raises(ValueError, match="not a valid XML"):
         load_arff(path, _write(tmp_path, "bad.xml", "<labels><label"))
+    # a string is a file name, never a sequence of one-letter names
+    for text in ("lab_a", "14", str(tmp_path / "missing.xml")):
+        with pytest.raises(ValueError, match=r"is not an existing file: pass the MULAN XML"):
+            load_arff(path, text)
+    upper = _write(tmp_path, "labels.XML", XML)
+    assert load_arff(path, upper)[3] == ["lab_b", "lab_a"]
 
 
 @pytest.mark.parametrize("name, L, d, n_train, n_test, card", [

@@ -208,6 +208,18 @@ def test_cli_train_evaluate_predict_info_and_errors(tmp_path, capsys):
                  "--tol", "0", "--resume", str(model)]) == 0
     assert dualstruct.load(model).n_iter_ == 9
     assert main(["multilabel", "train", str(tmp_path / "x.arff"), "-o", str(model)]) == 2
+    # --n-features / --n-labels fix the widths, so a test file may use a feature (or a
+    # label) the training file never does
+    small = tmp_path / "small.svm"
+    small.write_text("0 1:1\n1 2:1\n")
+    wide = tmp_path / "wide.svm"
+    wide.write_text("2 3:1\n0 1:1\n")
+    assert main(["multilabel", "train", str(small), "-o", str(model), "--max-iter", "3"]) == 0
+    assert main(["multilabel", "evaluate", str(model), str(wide)]) == 2
+    assert "wide.svm:1: label 2 outside 0..1" in capsys.readouterr().err
+    assert main(["multilabel", "train", str(small), "-o", str(model), "--max-iter", "3",
+                 "--n-features", "3", "--n-labels", "3"]) == 0
+    assert main(["multilabel", "evaluate", str(model), str(wide)]) == 0
 
 
 def test_yeast_full_graph_hamming_loss(data_dir):

@@ -58,13 +58,19 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
     path = Path(path)
     rows_idx, rows_val, label_rows = [], [], []
     max_feature, max_label = 0, -1
+    blank = None  # the first blank line: allowed only at the end of the file
     with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             where = f"{path}:{lineno}"
             line = line.rstrip("\n\r")
             if not line.strip():
-                raise ValueError(f"{where}: empty line")
-            head, _, rest = line.partition(" ")
+                blank = blank or lineno
+                continue
+            if blank is not None:
+                raise ValueError(f"{path}:{blank}: empty line (an example with no labels "
+                                 "starts with a space and has features)")
+            # the label list ends at the first blank or tab; a leading one means no labels
+            head, rest = ("", line) if line[0].isspace() else (line.split(None, 1) + [""])[:2]
             if ":" in head:  # no label field: the line starts with a feature
                 raise ValueError(f"{where}: the line must start with the label list "
                                  "(comma-separated label ids, or a space for none)")
@@ -91,9 +97,7 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
                 val.append(_number(v, where))
             if len(set(idx)) != len(idx):
                 raise ValueError(f"{where}: a feature index is repeated")
-            if not idx:
-                raise ValueError(f"{where}: the row has no features")
-            max_feature = max(max_feature, max(idx) + 1)
+            max_feature = max(max_feature, max(idx, default=-1) + 1)  # a row may be all zero
             max_label = max(max_label, max(labels, default=-1))
             rows_idx.append(idx)
             rows_val.append(val)
@@ -140,8 +144,8 @@ def load_arff(path, labels=None):
     """Read a MULAN ARFF file (dense or sparse rows) into ``(X, Y, feature_names,
     label_names)``.
 
-    ``labels`` names the label attributes: a MULAN XML file (path ending in ``.xml``), a
-    list of attribute names, or an int L for the last L attributes. Label values must be 0
+    ``labels`` names the label attributes: a MULAN XML file (a path), a list of attribute
+    names, or an int L for the last L attributes. Label values must be 0
     or 1; feature attributes must be numeric or nominal with numeric values (e.g. {0,1}).
     """
     path = Path(path)
@@ -230,7 +234,11 @@ def _label_positions(attrs, labels, path):
             raise ValueError(f"{path}: cannot take the last {labels} of {len(attrs)} "
                              "attributes as labels")
         return list(range(len(attrs) - labels, len(attrs)))
-    if isinstance(labels, (str, Path)) and str(labels).endswith(".xml"):
+    if isinstance(labels, (str, Path)):
+        if not Path(labels).is_file():
+            raise ValueError(f"labels={str(labels)!r} is not an existing file: pass the MULAN "
+                             "XML file, a list of label attribute names or the number of "
+                             "label attributes at the end")
         labels = read_mulan_labels(labels)
     missing = [n for n in labels if n not in names]
     if missing:
