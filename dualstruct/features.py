@@ -12,6 +12,7 @@ import json
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import murmurhash3_32
 
 from .sequences import PackedSequences
@@ -240,7 +241,7 @@ class TokenFeatures(BaseEstimator):
     def transform(self, sentences) -> PackedSequences:
         """The token feature matrix of ``sentences`` (features unseen in fit are ignored)."""
         if not hasattr(self, "n_features_"):
-            raise ValueError("TokenFeatures is not fitted yet")
+            raise NotFittedError("TokenFeatures is not fitted yet; call fit first")
         width = self._check_sentences(sentences)
         fitted = getattr(self, "n_columns_", None)
         if width is not None and fitted is not None and width != fitted:

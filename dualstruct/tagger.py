@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
 
 from . import io
 from .estimator import StructuredSVM, restore_on_error
@@ -108,7 +109,7 @@ class SequenceTagger(BaseEstimator):
 
     def predict(self, sentences):
         if not hasattr(self, "svm_"):
-            raise ValueError("this SequenceTagger is not fitted yet; call fit first")
+            raise NotFittedError("this SequenceTagger is not fitted yet; call fit first")
         if len(sentences) == 0:
             return []
         return self._decode(self.svm_.predict(self.features_.transform(sentences)))

@@ -113,6 +113,14 @@ def test_features_shapes_and_vocabulary():
     # unseen words map to no column, the bias is always there
     X = f2.transform([[("zebra", "NN")]]).X
     assert X[0, f2.vocabulary_["bias"]] == 1.0
+    from sklearn.exceptions import NotFittedError
+
+    from dualstruct.tagger import SequenceTagger
+
+    with pytest.raises(NotFittedError):
+        TokenFeatures().transform(sents)
+    with pytest.raises(NotFittedError):
+        SequenceTagger().predict(sents)
     # tokens with a column missing (or one too many) are refused, also after a round trip
     for feats in (f2, TokenFeatures.from_arrays(*f2.to_arrays())):
         assert feats.n_columns_ == 2
