@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -451,21 +452,24 @@ def _read_for_model(tagger, path, need_labels):
                        need_labels=need_labels)
 
 
-def _write_output(path, write):
-    """Call ``write(fh)`` on a temporary file next to ``path``, then rename it to ``path``: the
-    output may be the input file itself (predictions stream from it), and an interrupted
-    write leaves no partial file."""
+def _write_output(path, write, source=None):
+    """Call ``write(fh)`` on the output file ``path``. If ``path`` is the file ``source``
+    that ``write`` streams from, the output goes to a temporary file beside it that then
+    replaces it (with its mode), so the input is not emptied before it is read."""
     path = Path(path)
     if not path.parent.is_dir():
         raise CLIError(f"cannot write {path}: its folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".part")
+    if source is None or not path.is_file() or not os.path.samefile(path, source):
+        with open(path, "w", encoding="utf-8") as fh:
+            write(fh)
+        return
+    target = Path(os.path.realpath(path))  # through a symbolic link, to the file itself
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; give it a new file's mode
-        os.replace(tmp, path)
+        shutil.copymode(target, tmp)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -478,7 +482,7 @@ def cmd_predict(args, out):
     f = tagger.input_format or {"format": "conll"}
     if args.output:
         _write_output(args.output, lambda fh: write_predictions(
-            args.input, fh, f["format"], pred, lines, f.get("label")))
+            args.input, fh, f["format"], pred, lines, f.get("label")), source=args.input)
         print(f"wrote {sum(len(p) for p in pred)} predicted labels to {args.output}", file=out)
     else:
         write_predictions(args.input, out, f["format"], pred, lines, f.get("label"))

@@ -68,17 +68,24 @@ def _plain_labels(flat):
 
 
 def restore_on_error(fit):
-    """Decorator for ``fit``: if it raises, the estimator's attributes are put back as they
-    were, so a failed refit leaves the previous model (and no half-set fitted attributes)."""
+    """Decorator for ``fit``: if it raises before training starts (bad input, a failed
+    set-up, Ctrl-C while reading), the estimator's attributes are put back as they were, so
+    the previous model stays usable and no fitted attribute is half set. Once ``fit`` sets
+    ``self._committed`` (its solver is about to train) an error leaves the estimator as
+    ``fit`` left it."""
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
+        self.__dict__.pop("_committed", None)
         before = dict(self.__dict__)
         try:
             return fit(self, *args, **kwargs)
         except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
+            if not self.__dict__.get("_committed", False):
+                self.__dict__.clear()
+                self.__dict__.update(before)
             raise
+        finally:
+            self.__dict__.pop("_committed", None)
     return wrapper
 
 
@@ -376,8 +383,14 @@ class StructuredSVM(BaseEstimator):
             solver.check_every = self.check_every
         self.solver_ = solver
         self._state_params = state
-        solver.fit(data, max_iter=self.max_iter)
-        self._set_weights(solver)
+        solver.start(data)
+        # from here on the estimator follows its solver, also if training raises: restoring
+        # the previous attributes would pair them with a solver that has moved on
+        self._committed = True
+        try:
+            solver.fit(data, max_iter=self.max_iter)
+        finally:
+            self._set_weights(solver)
         return self
 
     def _set_weights(self, solver):

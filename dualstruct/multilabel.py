@@ -253,8 +253,14 @@ class MultiLabelSVM(BaseEstimator):
             solver.check_every = self.check_every
         self.solver_ = solver
         self._state_params = state
-        solver.fit(data, max_iter=self.max_iter)
-        self._set_weights(solver)
+        solver.start(data)
+        # from here on the estimator follows its solver, also if training raises: restoring
+        # the previous attributes would pair them with a solver that has moved on
+        self._committed = True
+        try:
+            solver.fit(data, max_iter=self.max_iter)
+        finally:
+            self._set_weights(solver)
         return self
 
     def _set_weights(self, solver):

@@ -341,9 +341,13 @@ def test_fitted_estimators_pickle_and_deepcopy(problem, solver):
     X, y = problem
     est = StructuredSVM(solver=solver, max_iter=3, warm_start=True,
                         callback=_never_stop).fit(X, y, validation_data=(X, y))
-    for twin in (pickle.loads(pickle.dumps(est)), copy.deepcopy(est)):
+    twins = (pickle.loads(pickle.dumps(est)), copy.deepcopy(est))
+    for twin in twins:
         assert [list(p) for p in twin.predict(X)] == [list(p) for p in est.predict(X)]
-        assert twin.fit(X, y).n_iter_ == 6  # and the copy's solver state continues
+    est.fit(X, y)
+    for twin in twins:  # the copies' solver states continue exactly as the original's
+        assert twin.fit(X, y).n_iter_ == 6
+        np.testing.assert_array_equal(twin.coef_, est.coef_)
 
 
 def test_labels_must_line_up_with_packed_sequences(problem):
@@ -376,3 +380,25 @@ def test_object_labels_are_stored_as_str_or_int(problem, tmp_path):
     mixed = [np.array([1, "a"] * (len(t) // 2) + [1] * (len(t) % 2), dtype=object) for t in y]
     with pytest.raises(TypeError, match="all str or all int"):
         StructuredSVM(max_iter=2).fit(X, mixed)
+
+
+def test_an_error_during_training_leaves_the_estimator_with_its_solver(problem, tmp_path):
+    X, y = problem
+    path = StructuredSVM(max_iter=3, tol=0, random_state=0).fit(X, y).save(
+        tmp_path / "c.npz", include_solver_state=True)
+
+    def fail_at_5(estimator, record):
+        if record.passes == 5:
+            raise RuntimeError("callback failed")
+
+    est = dualstruct.load(path)
+    est.set_params(warm_start=True, max_iter=4, callback=fail_at_5)
+    with pytest.raises(RuntimeError, match="callback failed"):
+        est.fit(X, y)
+    assert est.n_iter_ == 5 == est.solver_.passes
+    assert [r.passes for r in est.history_] == [1, 2, 3, 4, 5]
+    est.set_params(callback=None, max_iter=2)
+    est.fit(X, y)
+    assert est.n_iter_ == 7 and [r.passes for r in est.history_] == list(range(1, 8))
+    full = StructuredSVM(max_iter=7, tol=0, random_state=0).fit(X, y)
+    np.testing.assert_allclose(est.coef_, full.coef_, rtol=1e-12, atol=1e-14)

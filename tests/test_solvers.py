@@ -356,6 +356,45 @@ def test_ctrl_c_stops_on_a_pass_boundary_and_resumes_exactly():
 
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
+@pytest.mark.parametrize("seed, tol", [(3, 0.02), (4, 0.05)])
+def test_resume_after_ctrl_c_stops_where_an_uninterrupted_run_does(seed, tol):
+    """The check forced by the interrupt does not shift the schedule of the later checks
+    (which candidates they evaluate), so the tol stop comes at the same pass."""
+    _, _, data, model = _problem(seed)
+    full = BCFW(model, 1.0, max_iter=500, tol=tol, check_every=2, random_state=seed)
+    full.fit(data)
+    s = BCFW(model, 1.0, max_iter=500, tol=tol, check_every=2, random_state=seed)
+    _sigint_during_pass(s, at_pass=3)
+    s.fit(data)
+    assert s.passes == 3
+    s._one_pass = BCFW._one_pass.__get__(s)
+    s.fit(data, max_iter=497)
+    assert full.history.stop_reason == s.history.stop_reason == "tol"
+    assert s.passes == full.passes
+    np.testing.assert_array_equal(s.weights(), full.weights())
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
+def test_a_second_ctrl_c_during_the_final_check_still_records_the_pass():
+    import os
+    import signal
+
+    _, _, data, model = _problem(10)
+    s = BCFW(model, 1.0, max_iter=20, check_every=5, random_state=0)
+    _sigint_during_pass(s, at_pass=3)
+    record = s._record
+
+    def record_interrupted(check, final=False):
+        if final:
+            os.kill(os.getpid(), signal.SIGINT)
+        return record(check, final)
+
+    s._record = record_interrupted
+    s.fit(data)
+    assert s.passes == 3 and [r.passes for r in s.history] == [1, 2, 3]
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
 def test_second_ctrl_c_stops_at_once_and_keeps_a_valid_model():
     import signal
 

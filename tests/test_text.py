@@ -81,6 +81,11 @@ def test_bytes_that_are_not_utf8_are_reported_with_their_line(tmp_path):
         fh.write("d\u00e9j\u00e0 O\r\nb O\r\n".encode())
     sents, labels = load_conll(g)
     assert sents[0][0] == ("d\u00e9j\u00e0",) and list(labels[0]) == ["O", "O"]
+    # lines ended by a lone carriage return (old Mac files) as text mode reads them
+    cr = tmp_path / "cr.txt"
+    cr.write_bytes(b"the DT\rcat NN\r\ra DT\rdog NN\r")
+    sents, labels = load_conll(cr)
+    assert sents == [[("the",), ("cat",)], [("a",), ("dog",)]]
 
 
 def test_load_conllu(tmp_path):
@@ -206,6 +211,14 @@ def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
     code, out = _run(["predict", str(model), str(same), "-o", str(same)])
     assert code == 0 and same.read_text().splitlines() == lines
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".part") == []
+    # ... also through a symbolic link, which stays a link; the file keeps its mode
+    same.write_text(gzip.open(conll_file, "rt").read())
+    same.chmod(0o600)
+    link = tmp_path / "link.txt"
+    link.symlink_to(same)
+    code, out = _run(["predict", str(model), str(link), "-o", str(link)])
+    assert code == 0 and link.is_symlink() and same.read_text().splitlines() == lines
+    assert same.stat().st_mode & 0o777 == 0o600
     # input without the label column
     nolab = tmp_path / "nolab.txt"
     nolab.write_text("He PRP\nreckons VBZ\n")

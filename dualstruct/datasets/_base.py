@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -50,6 +51,9 @@ def open_text(path):
     return _Utf8Lines(path)
 
 
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
 class _Utf8Lines:
     """The lines of a (gzipped) file, each decoded on its own, so that a decoding error is
     reported with its line number."""
@@ -59,12 +63,25 @@ class _Utf8Lines:
         self._fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
     def __iter__(self):
-        for lineno, raw in enumerate(self._fh, 1):
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{self.path}:{lineno}: not UTF-8 text (byte "
-                                 f"{raw[exc.start]:#04x} at column {exc.start + 1})") from None
+        # universal newlines, as text mode reads them: "\n", "\r\n" and a lone "\r" end a
+        # line, and each line is handed on ending in "\n"
+        lineno = 0
+        for chunk in self._fh:
+            pieces = _LONE_CR.split(chunk) if b"\r" in chunk else [chunk]
+            for k, raw in enumerate(pieces):
+                if k < len(pieces) - 1:
+                    raw += b"\n"
+                elif not raw:  # the chunk ended in a lone "\r"
+                    break
+                elif raw.endswith(b"\r\n"):
+                    raw = raw[:-2] + b"\n"
+                lineno += 1
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ValueError(f"{self.path}:{lineno}: not UTF-8 text (byte "
+                                     f"{raw[exc.start]:#04x} at column {exc.start + 1})"
+                                     ) from None
 
     def close(self):
         self._fh.close()

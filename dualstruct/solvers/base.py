@@ -140,6 +140,7 @@ class PassSolver:
         self.data = None
         self._chosen = 0
         self._checks = 0
+        self._final_choice = None
 
     # -- to be provided by subclasses ---------------------------------------------------------
     def _init_state(self):  # pragma: no cover - abstract
@@ -154,10 +155,11 @@ class PassSolver:
         raise NotImplementedError
 
     def weights(self) -> np.ndarray:
-        """The model to return (a copy): the candidate with the lower primal at the last
-        check."""
+        """The model to return (a copy): the candidate with the lower primal at the check
+        that ended training, else at the last scheduled check."""
         cands = self.candidates()
-        return np.array(cands[min(self._chosen, len(cands) - 1)])
+        choice = self._chosen if self._final_choice is None else self._final_choice
+        return np.array(cands[min(choice, len(cands) - 1)])
 
     def dual(self) -> float:
         """The best dual value the solver can certify (NaN without a dual)."""
@@ -199,6 +201,8 @@ class PassSolver:
         self.__dict__.update(state)
         if self.out is None:
             self.out = sys.stdout
+        if self.data is not None:
+            self._after_load()  # the views into w (and R, v) were copied as separate arrays
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self):
@@ -246,6 +250,7 @@ class PassSolver:
         self.train_time = float(meta["train_time"])
         self.eval_time = float(meta["eval_time"])
         self._chosen = int(meta["chosen"])
+        self._final_choice = None
         self._checks = int(meta.get("checks", 0))
         self.rng.bit_generator.state = meta["rng"]
         self._after_load()
@@ -260,9 +265,9 @@ class PassSolver:
         return sum(self._run(part) for part in np.array_split(order, chunks))
 
     # -- the loop -----------------------------------------------------------------------------
-    def fit(self, data, max_iter=None):
-        """Train on ``data`` (a labelled :class:`PackedSequences`); calling again continues
-        from the current state for up to ``max_iter`` more passes."""
+    def start(self, data):
+        """Set up the state for training on ``data`` (a labelled :class:`PackedSequences`), once;
+        :meth:`fit` calls it. A set-up that fails leaves the solver unstarted."""
         if self.data is None:
             self.data = data
             try:
@@ -272,6 +277,13 @@ class PassSolver:
                 raise
         elif data is not self.data:
             raise ValueError("a solver continues only on the data it was started with")
+        return self
+
+    def fit(self, data, max_iter=None):
+        """Train on ``data`` (a labelled :class:`PackedSequences`); calling again continues
+        from the current state for up to ``max_iter`` more passes."""
+        self.start(data)
+        self._final_choice = None  # a new fit continues with the checks' own choice
         n = data.n_sequences
         chunks = max(1, int(math.ceil(data.n_tokens / CHUNK_TOKENS)))
         max_iter = self.max_iter if max_iter is None else int(max_iter)
@@ -284,8 +296,11 @@ class PassSolver:
         with _DeferredInterrupt(self.name) as interrupt:
             try:
                 self._loop(max_iter, n, chunks, with_val, interrupt)
-            except KeyboardInterrupt:  # a second Ctrl-C: stop mid-pass
+            except KeyboardInterrupt:  # a second Ctrl-C: stop mid-pass (or mid-check)
                 self.history.stop_reason = "interrupted"
+                last = self.history.last
+                if self.passes and (last is None or last.passes < self.passes):
+                    self._record(check=False)  # the last whole pass, without a check
                 if self.verbose:
                     print(f"[{self.name}] stopped at once after {self.passes} whole passes; "
                           "keeping the current model", file=self.out, flush=True)
@@ -298,13 +313,14 @@ class PassSolver:
             self.oracle_calls += self._one_pass(order, chunks)
             self.train_time += time.perf_counter() - t0
             self.passes += 1
-            last = k == max_iter - 1
-            # a pass that ends training is always checked, so the last record describes the
-            # model that is returned
-            checked = last or interrupt.requested or self.passes % self.check_every == 0
-            record = self._record(check=checked, final=last or interrupt.requested)
+            # the checks follow their own schedule; a pass that ends training is checked on
+            # top of it (every candidate), so the last record describes the returned model
+            # and a resumed run checks exactly what an uninterrupted one does
+            checked = self.passes % self.check_every == 0
+            final = k == max_iter - 1 or interrupt.requested
+            record = self._record(check=checked, final=final)
             converged = self._converged(record)
-            if self.verbose >= 2 or (self.verbose and checked):
+            if self.verbose >= 2 or (self.verbose and (checked or final)):
                 print(format_record(record, with_val), file=self.out, flush=True)
             stop = self.callback is not None and bool(self.callback(record))
             if converged:
@@ -315,9 +331,9 @@ class PassSolver:
                 self.history.stop_reason = "callback"
             else:
                 continue
-            if not checked:  # check the returned model, in place of the pass's record
+            if not final:  # check the returned model, in place of the pass's record
                 self.history.records.pop()
-                record = self._record(check=True, final=True)
+                record = self._record(check=False, final=True)
                 if self.verbose:
                     print(format_record(record, with_val), file=self.out, flush=True)
             if interrupt.requested and self.verbose:
@@ -326,34 +342,46 @@ class PassSolver:
             break
 
     def _record(self, check: bool, final: bool = False) -> Record:
+        """The record of the pass just made. ``check``: a scheduled check (every
+        ``check_every`` passes), which evaluates every candidate at the first and every third
+        check and in between only the one that won last time (each evaluation is a full pass
+        of decoding). ``final``: the pass ends training; every candidate is evaluated and the
+        best is returned, without changing what the scheduled checks do next."""
         rec = Record(passes=self.passes, time=self.train_time, oracle_calls=self.oracle_calls)
         t0 = time.perf_counter()
         # between checks only the cheap dual of the current iterate; at a check the best dual
-        rec.dual = self.dual() if check else self.current_dual()
+        rec.dual = self.dual() if check or final else self.current_dual()
+        cands = primals = None
         if check:
-            # every candidate at the first, every third and the last check; in between only
-            # the one that won last time (each evaluation is a full pass of decoding)
             cands = self.candidates()
             self._checks += 1
-            if final or len(cands) == 1 or self._checks % 3 == 1:
-                primals = [primal_objective(self.model, self.data, w, self.C, self.rescaling)
-                           for w in cands]
+            if len(cands) == 1 or self._checks % 3 == 1:
+                primals = [self._primal(w) for w in cands]
                 self._chosen = int(np.argmin(primals))
                 rec.primal = primals[self._chosen]
             else:
                 self._chosen = min(self._chosen, len(cands) - 1)
-                rec.primal = primal_objective(self.model, self.data, cands[self._chosen], self.C,
-                                              self.rescaling)
-            w = cands[self._chosen]
+                rec.primal = self._primal(cands[self._chosen])
+        if final:
+            cands = self.candidates()
+            if primals is None:
+                primals = [self._primal(w) for w in cands]
+            self._final_choice = int(np.argmin(primals))
+            rec.primal = primals[self._final_choice]
+        if check or final:
+            w = cands[self._final_choice if final else self._chosen]
             if self.has_dual:
                 rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)
             if self.validation is not None:
                 rec.validation_score = float(self.validation(w))
-        rec.extra = self.diagnostics(check)
+        rec.extra = self.diagnostics(check or final)
         self.eval_time += time.perf_counter() - t0
         rec.eval_time = self.eval_time
         self.history.append(rec)
         return rec
+
+    def _primal(self, w):
+        return primal_objective(self.model, self.data, w, self.C, self.rescaling)
 
 
 def data_fingerprint(data) -> str:

@@ -197,9 +197,7 @@ class GDMM(PassSolver):
                 or min(self.pair_a.min(initial=0), self.pair_b.min(initial=0)) < 0
                 or max(self.pair_a.max(initial=0), self.pair_b.max(initial=0)) >= slots):
             raise ValueError("inconsistent GDMM state: active-set counts or labels out of range")
-        self.residuals = []
-        self._last_pass = {}
-        self._prepare()
+        self._prepare()  # (the residuals and the last pass's figures are not state)
 
     def _prepare(self):
         """Views and derived structures: the max-trees of W_B, the label lists, the fixed
