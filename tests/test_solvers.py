@@ -433,3 +433,45 @@ def test_cutting_plane_option_errors(kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         CuttingPlane(ChainModel(2, 2), 1.0, **kwargs)
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
+def test_a_scheduled_check_cut_short_is_redone_and_the_run_resumes_exactly():
+    import os
+    import signal
+
+    _, _, data, model = _problem(0)
+    full = BCFW(model, 1.0, max_iter=500, tol=0.03, check_every=3, random_state=0)
+    full.fit(data)
+    s = BCFW(model, 1.0, max_iter=500, tol=0.03, check_every=3, random_state=0)
+    _sigint_during_pass(s, at_pass=12)
+    primal = s._primal
+
+    def second_ctrl_c(w):
+        if s.passes == 12:
+            os.kill(os.getpid(), signal.SIGINT)
+        return primal(w)
+
+    s._primal = second_ctrl_c
+    s.fit(data)
+    assert s.passes == 12 and s._pending_check
+    s._primal = primal
+    s._one_pass = BCFW._one_pass.__get__(s)
+    s.fit(data, max_iter=488)
+    assert s.passes == full.passes and s.history.stop_reason == "tol"
+    np.testing.assert_array_equal(s.weights(), full.weights())
+    assert [r.passes for r in s.history] == list(range(1, s.passes + 1))
+
+
+def test_a_fit_without_passes_keeps_the_returned_model():
+    _, _, data, model = _problem(5)
+    s = BCFW(model, 1.0, max_iter=7, tol=0, check_every=3, random_state=0)
+    s.fit(data)
+    assert s._final_choice != s._chosen  # the final check chose the other candidate
+    w = s.weights()
+    s.fit(data, max_iter=0)
+    np.testing.assert_array_equal(s.weights(), w)
+    meta, arrays = s.state_dict()
+    back = BCFW(model, 1.0, random_state=0)
+    back.load_state(data, meta, arrays)
+    np.testing.assert_array_equal(back.weights(), w)

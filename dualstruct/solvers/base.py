@@ -140,7 +140,8 @@ class PassSolver:
         self.data = None
         self._chosen = 0
         self._checks = 0
-        self._final_choice = None
+        self._final_choice = None  # the candidate the check that ended training chose
+        self._pending_check = False  # a scheduled check was cut short by a second Ctrl-C
 
     # -- to be provided by subclasses ---------------------------------------------------------
     def _init_state(self):  # pragma: no cover - abstract
@@ -215,6 +216,7 @@ class PassSolver:
             "passes": self.passes, "oracle_calls": self.oracle_calls,
             "train_time": self.train_time, "eval_time": self.eval_time,
             "chosen": self._chosen, "checks": self._checks,
+            "final_choice": self._final_choice, "pending_check": self._pending_check,
             "rng": self.rng.bit_generator.state,
             "scalars": {k: getattr(self, k) for k in self.state_scalars},
         }
@@ -250,7 +252,8 @@ class PassSolver:
         self.train_time = float(meta["train_time"])
         self.eval_time = float(meta["eval_time"])
         self._chosen = int(meta["chosen"])
-        self._final_choice = None
+        self._final_choice = meta.get("final_choice")
+        self._pending_check = bool(meta.get("pending_check", False))
         self._checks = int(meta.get("checks", 0))
         self.rng.bit_generator.state = meta["rng"]
         self._after_load()
@@ -283,7 +286,6 @@ class PassSolver:
         """Train on ``data`` (a labelled :class:`PackedSequences`); calling again continues
         from the current state for up to ``max_iter`` more passes."""
         self.start(data)
-        self._final_choice = None  # a new fit continues with the checks' own choice
         n = data.n_sequences
         chunks = max(1, int(math.ceil(data.n_tokens / CHUNK_TOKENS)))
         max_iter = self.max_iter if max_iter is None else int(max_iter)
@@ -295,6 +297,10 @@ class PassSolver:
         self.history.stop_reason = "max_iter"
         with _DeferredInterrupt(self.name) as interrupt:
             try:
+                if self._pending_check:  # finish the check a second Ctrl-C cut short
+                    if self.history.last is not None and self.history.last.passes == self.passes:
+                        self.history.records.pop()
+                    self._record(check=True)
                 self._loop(max_iter, n, chunks, with_val, interrupt)
             except KeyboardInterrupt:  # a second Ctrl-C: stop mid-pass (or mid-check)
                 self.history.stop_reason = "interrupted"
@@ -309,6 +315,7 @@ class PassSolver:
     def _loop(self, max_iter, n, chunks, with_val, interrupt):
         for k in range(max_iter):
             order = self.rng.permutation(n).astype(np.int64)
+            self._final_choice = None  # the model moves on: the checks' own choice again
             t0 = time.perf_counter()
             self.oracle_calls += self._one_pass(order, chunks)
             self.train_time += time.perf_counter() - t0
@@ -353,19 +360,25 @@ class PassSolver:
         rec.dual = self.dual() if check or final else self.current_dual()
         cands = primals = None
         if check:
+            # the schedule's state changes in one step once the check is complete; a second
+            # Ctrl-C before that leaves _pending_check set, and the next fit redoes the check
+            self._pending_check = True
             cands = self.candidates()
-            self._checks += 1
-            if len(cands) == 1 or self._checks % 3 == 1:
+            checks = self._checks + 1
+            if len(cands) == 1 or checks % 3 == 1:
                 primals = [self._primal(w) for w in cands]
-                self._chosen = int(np.argmin(primals))
-                rec.primal = primals[self._chosen]
+                chosen = int(np.argmin(primals))
+                rec.primal = primals[chosen]
             else:
-                self._chosen = min(self._chosen, len(cands) - 1)
-                rec.primal = self._primal(cands[self._chosen])
+                chosen = min(self._chosen, len(cands) - 1)
+                rec.primal = self._primal(cands[chosen])
+                if final:  # the final evaluation below reuses this one
+                    primals = [rec.primal if i == chosen else None for i in range(len(cands))]
+            self.__dict__.update(_checks=checks, _chosen=chosen, _pending_check=False)
         if final:
             cands = self.candidates()
-            if primals is None:
-                primals = [self._primal(w) for w in cands]
+            primals = [self._primal(w) if p is None else p
+                       for w, p in zip(cands, primals or [None] * len(cands))]
             self._final_choice = int(np.argmin(primals))
             rec.primal = primals[self._final_choice]
         if check or final:
