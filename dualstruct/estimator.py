@@ -46,6 +46,29 @@ def changed_params(frozen, saved) -> list:
     return [k for k, v in frozen.items() if v != saved.get(k)]
 
 
+def continues_training(est) -> bool:
+    """Whether ``fit`` continues the estimator's solver (``warm_start`` and a solver whose
+    set-up succeeded; an error or Ctrl-C in a first fit leaves none)."""
+    return (est.warm_start and getattr(est, "solver_", None) is not None
+            and est.solver_.data is not None)
+
+
+def train(est, solver, data, state):
+    """Train ``solver`` on ``data`` for ``est.max_iter`` passes as ``est``'s solver. Once the
+    solver is set up, the estimator follows it, also if training raises: restoring the
+    previous attributes (:func:`restore_on_error`) would pair them with a solver that has
+    moved on."""
+    est.solver_ = solver
+    est._state_params = state
+    solver.start(data)
+    est._committed = True
+    try:
+        solver.fit(data, max_iter=est.max_iter)
+    finally:
+        est._set_weights(solver)
+    return est
+
+
 def seed_to_json(seed):
     """An integer seed (Python or NumPy) as an int for the model file; a Generator or
     RandomState has no JSON form and is stored as None."""
@@ -315,9 +338,7 @@ class StructuredSVM(BaseEstimator):
         if y is None and not isinstance(X, PackedSequences):
             raise ValueError("fit needs the label sequences y")
         state = frozen_params(self, self._STATE_PARAMS)
-        # a solver whose set-up failed (an error or Ctrl-C in its first fit) has no state
-        continuing = (self.warm_start and getattr(self, "solver_", None) is not None
-                      and self.solver_.data is not None)
+        continuing = continues_training(self)
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         if resume is not None and not continuing:
             changed = changed_params(state, self._state_params)
@@ -381,17 +402,7 @@ class StructuredSVM(BaseEstimator):
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol
             solver.check_every = self.check_every
-        self.solver_ = solver
-        self._state_params = state
-        solver.start(data)
-        # from here on the estimator follows its solver, also if training raises: restoring
-        # the previous attributes would pair them with a solver that has moved on
-        self._committed = True
-        try:
-            solver.fit(data, max_iter=self.max_iter)
-        finally:
-            self._set_weights(solver)
-        return self
+        return train(self, solver, data, state)
 
     def _set_weights(self, solver):
         self.coef_ = solver.weights()

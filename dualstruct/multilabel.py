@@ -12,7 +12,14 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from . import io
-from .estimator import changed_params, frozen_params, restore_on_error, seed_to_json
+from .estimator import (
+    changed_params,
+    continues_training,
+    frozen_params,
+    restore_on_error,
+    seed_to_json,
+    train,
+)
 from .metrics import multilabel_scores
 from .models.multilabel import (
     EDGE_KINDS,
@@ -187,9 +194,7 @@ class MultiLabelSVM(BaseEstimator):
         every check. Ctrl-C stops training after the current pass and keeps the model."""
         self._validate_params()
         state = frozen_params(self, self._STATE_PARAMS)
-        # a solver whose set-up failed (an error or Ctrl-C in its first fit) has no state
-        continuing = (self.warm_start and getattr(self, "solver_", None) is not None
-                      and self.solver_.data is not None)
+        continuing = continues_training(self)
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         if continuing or resume is not None:
             changed = changed_params(state, self._state_params)
@@ -251,17 +256,7 @@ class MultiLabelSVM(BaseEstimator):
             solver.callback, solver.validation = callback, validation
             solver.verbose, solver.tol = self.verbose, self.tol
             solver.check_every = self.check_every
-        self.solver_ = solver
-        self._state_params = state
-        solver.start(data)
-        # from here on the estimator follows its solver, also if training raises: restoring
-        # the previous attributes would pair them with a solver that has moved on
-        self._committed = True
-        try:
-            solver.fit(data, max_iter=self.max_iter)
-        finally:
-            self._set_weights(solver)
-        return self
+        return train(self, solver, data, state)
 
     def _set_weights(self, solver):
         self.coef_ = solver.weights()
