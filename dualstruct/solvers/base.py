@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from .history import History, Record, format_header, format_record
-from .objective import RESCALINGS, duality_gap, primal_objective
+from .objective import RESCALINGS, dual_objective, duality_gap, primal_objective
 
 #: Examples handed to one kernel call: a pass is split so that a second Ctrl-C (which stops
 #: training mid-pass) is honoured promptly.
@@ -408,3 +408,62 @@ def data_fingerprint(data) -> str:
         h.update(str(a.dtype).encode() + str(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+class WeightedAverageDual:
+    """The candidates and dual bounds of a Frank-Wolfe solver with weighted averaging
+    (Lacoste-Julien et al. 2013): its state holds ``w``, ``R`` and ``scalars = [ℓ, m, R_ℓ]``
+    with ``R = Σ A_{m−1} Δw`` and ``R_ℓ = Σ A_{m−1} Δℓ`` over the m steps made so far,
+    ``A_m = m (m+1) / 2``, so the averaged point is ``(w − R / A_m, ℓ − R_ℓ / A_m)``.
+    Both the averaged and the current point are dual feasible."""
+
+    _avg_cache = None
+
+    def _averaged(self):
+        """(w̄, ℓ̄), memoized per step count: at a check it is needed several times."""
+        m = self.scalars[1]
+        cached = self._avg_cache
+        if cached is not None and cached[0] == m:
+            return cached[1], cached[2]
+        if m == 0:
+            w_avg, loss_avg = self.w.copy(), self.scalars[0]
+        else:
+            A = 0.5 * m * (m + 1.0)
+            w_avg, loss_avg = self.w - self.R / A, self.scalars[0] - self.scalars[2] / A
+        self._avg_cache = (m, w_avg, loss_avg)
+        return w_avg, loss_avg
+
+    def candidates(self):
+        # read-only views: callers copy what they keep (the estimator's coef_)
+        if self.averaging:
+            return [self._averaged()[0], self.w]
+        return [self.w]
+
+    def current_dual(self):
+        return dual_objective(self.w, self.scalars[0])
+
+    def dual(self):
+        d = self.current_dual()
+        if self.averaging:
+            d = max(d, dual_objective(*self._averaged()))
+        return d
+
+
+class SubgradientAverage:
+    """The candidates of Pegasos SSG with weighted averaging: the state holds the direction
+    sum ``v``, ``R = Σ_m (m − 1) ψ_m`` and ``scalars = [m, C n]``; the iterate is
+    ``C n v / m`` and the average ``C n (m v − R) / A_m``. SSG has no dual."""
+
+    has_dual = False
+
+    def candidates(self):
+        m, Cn = self.scalars
+        if m == 0:
+            return [np.zeros_like(self.v)]
+        last = (Cn / m) * self.v
+        if self.averaging:
+            return [Cn * (m * self.v - self.R) / (0.5 * m * (m + 1.0)), last]
+        return [last]
+
+    def dual(self):
+        return math.nan

@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _chain_kernels as kern
-from .base import PassSolver
-from .objective import dual_objective
+from .base import PassSolver, WeightedAverageDual
 
 
 def sequence_gram_matrices(data):
@@ -25,7 +24,7 @@ def sequence_gram_matrices(data):
     return gram_offsets, gram
 
 
-class BCFW(PassSolver):
+class BCFW(WeightedAverageDual, PassSolver):
     """BCFW for :class:`~dualstruct.models.ChainModel`.
 
     Parameters are those of :class:`PassSolver` plus
@@ -152,34 +151,3 @@ class BCFW(PassSolver):
             self.gram, self.gram_offsets, order, self.C, self.model.start_end,
             W.unigram, W.transition, W.start, W.end, self.mu, self.bigram, self.scalars,
             self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps)
-
-    def _averaged(self):
-        """(w̄, ℓ̄), memoized per step count: at a check it is needed several times."""
-        m = self.scalars[1]
-        cached = getattr(self, "_avg_cache", None)
-        if cached is not None and cached[0] == m:
-            return cached[1], cached[2]
-        if m == 0:
-            w_avg, loss_avg = self.w.copy(), self.scalars[0]
-        else:
-            A = 0.5 * m * (m + 1.0)
-            w_avg = self.w - self.R / A
-            loss_avg = self.scalars[0] - self.scalars[2] / A
-        self._avg_cache = (m, w_avg, loss_avg)
-        return w_avg, loss_avg
-
-    def candidates(self):
-        # read-only views: callers copy what they keep (the estimator's coef_)
-        if self.averaging:
-            return [self._averaged()[0], self.w]
-        return [self.w]
-
-    def current_dual(self):
-        return dual_objective(self.w, self.scalars[0])
-
-    def dual(self):
-        d = dual_objective(self.w, self.scalars[0])
-        if self.averaging:
-            w_avg, loss_avg = self._averaged()
-            d = max(d, dual_objective(w_avg, loss_avg))
-        return d

@@ -27,7 +27,8 @@ from .base import PassSolver
 
 
 class CuttingPlane(PassSolver):
-    """1-slack cutting plane for chain models; one "pass" is one iteration (n oracle calls).
+    """1-slack cutting plane for chain, multi-label and kernel models; one "pass" is one
+    iteration (n oracle calls).
 
     Extra parameters: ``epsilon`` (minimum violation, C-form units, default 1e-6 × n),
     ``prune_after`` (iterations, default 50), ``max_constraints`` (default 1000),
@@ -55,9 +56,9 @@ class CuttingPlane(PassSolver):
 
     def _init_state(self):
         model, data = self.model, self.data
-        if model.kind not in ("chain", "multilabel"):
-            raise ValueError(f"the cutting plane supports chain and multi-label models, got "
-                             f"{model.kind!r}")
+        if model.kind != "chain" and not hasattr(model, "aggregate_constraint"):
+            raise ValueError(f"the cutting plane needs a chain model or one with "
+                             f"aggregate_constraint, got {type(model).__name__}")
         bytes_needed = 8 * model.size * (self.max_constraints + 1)
         if bytes_needed > 4 * 2**30:
             raise MemoryError(
@@ -93,7 +94,7 @@ class CuttingPlane(PassSolver):
         model, data, C = self.model, self.data, self.C
         calls = data.n_sequences
         constraint = None
-        if model.kind == "multilabel":
+        if hasattr(model, "aggregate_constraint"):  # multi-label and kernel models
             hinge, psi, delta = model.aggregate_constraint(self.w, data, self.rescaling)
             primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
             constraint = (psi, delta)

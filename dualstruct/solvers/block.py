@@ -1,0 +1,116 @@
+"""BCFW and SSG written once for every kernel model (:mod:`dualstruct.models.base`): the
+multi-class model, user-defined Python models, and any model that supplies a kernel. The
+compiled passes are in :mod:`dualstruct.solvers._block_kernels`; the loop, checks, history,
+checkpoints and Ctrl-C are :class:`~dualstruct.solvers.base.PassSolver`'s. The cutting plane
+serves these models through their ``aggregate_constraint``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _block_kernels as kern
+from .base import PassSolver, SubgradientAverage, WeightedAverageDual
+
+
+class _BlockPasses(PassSolver):
+    """Checks shared by the block solvers: a kernel model and its block data."""
+
+    def _check_problem(self):
+        if getattr(self.data, "kind", None) != "block" or not hasattr(self.model, "hinge"):
+            raise ValueError(f"{type(self).__name__} trains a kernel model on its BlockData "
+                             "(model.block_data(X, y))")
+        if self.rescaling != "margin":
+            self.model.check_slack()
+
+
+class BlockBCFW(WeightedAverageDual, _BlockPasses):
+    """Block-coordinate pairwise Frank-Wolfe (Osokin et al. 2016) for any kernel model, with
+    exact line search, weighted averaging and the duality gap as certificate. Each block's
+    dual point is a few weighted labellings (atoms); memory is O(labelling entries × atoms).
+    Parameters as :class:`~dualstruct.solvers.base.PassSolver`, plus ``step`` (only
+    ``"pairwise"`` here)."""
+
+    name = "bcfw"
+
+    def __init__(self, model, C=1.0, *, step="pairwise", **kwargs):
+        super().__init__(model, C, **kwargs)
+        if step != "pairwise":
+            raise ValueError(f"BCFW on {type(model).__name__} takes step='pairwise', got "
+                             f"{step!r}")
+        self.step = step
+
+    def _init_state(self):
+        self._check_problem()
+        data = self.data
+        n = data.n_blocks
+        self.w = self.model.init_weights()
+        self.R = self.model.init_weights()
+        self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
+        self.block_gaps = np.zeros(n)
+        # q_i starts as the single atom ȳ_i with weight 1: w = 0, ℓ = 0
+        self.capacity = 4
+        self.atom_labels = np.zeros(data.n_tokens * self.capacity, dtype=np.int32)
+        lengths = np.diff(data.label_offsets)
+        first = np.repeat(data.label_offsets[:-1], lengths)
+        self.atom_labels[first * self.capacity + np.arange(data.n_tokens) - first] = data.labels
+        self.atom_weights = np.zeros((n, self.capacity))
+        self.atom_weights[:, 0] = 1.0
+        self.atom_count = np.ones(n, dtype=np.int64)
+
+    state_arrays = ("w", "R", "scalars", "block_gaps", "atom_labels", "atom_weights",
+                    "atom_count")
+    state_scalars = ("capacity",)
+    growable_arrays = ("atom_labels", "atom_weights")
+
+    def _after_load(self):
+        self._avg_cache = None
+        self.capacity = int(self.capacity)
+        if (self.atom_weights.shape != (self.data.n_blocks, self.capacity)
+                or self.atom_labels.shape != (self.data.n_tokens * self.capacity,)
+                or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
+            raise ValueError("saved atom pool is inconsistent with its capacity")
+
+    def _grow_atoms(self):
+        data, old = self.data, self.capacity
+        new = 2 * old
+        labels = np.zeros(data.n_tokens * new, dtype=np.int32)
+        weights = np.zeros((data.n_blocks, new))
+        kern.grow_atom_pool(data.label_offsets, self.atom_labels, self.atom_weights,
+                            self.atom_count, old, new, labels, weights)
+        self.capacity, self.atom_labels, self.atom_weights = new, labels, weights
+
+    def _run(self, order):
+        done = 0
+        calls = np.zeros(1, dtype=np.int64)
+        while done < len(order):
+            done += kern.pairwise_bcfw_pass(
+                self.data.kernel, order[done:], self.C, self.w, self.R, self.averaging,
+                self.atom_labels, self.atom_weights, self.atom_count, self.capacity,
+                self.scalars, self.block_gaps, calls)
+            self.data.raise_status()
+            if done < len(order):
+                self._grow_atoms()
+        return int(calls[0])
+
+
+class BlockSSG(SubgradientAverage, _BlockPasses):
+    """Pegasos stochastic subgradient for any kernel model (no dual; ``tol`` unused).
+    Parameters as :class:`~dualstruct.solvers.base.PassSolver`."""
+
+    name = "ssg"
+
+    def _init_state(self):
+        self._check_problem()
+        self.v = self.model.init_weights()
+        self.R = self.model.init_weights()
+        self.scalars = np.array([0.0, self.C * self.data.n_blocks])  # m, C n
+
+    state_arrays = ("v", "R", "scalars")
+
+    def _run(self, order):
+        calls = np.zeros(1, dtype=np.int64)
+        kern.ssg_pass(self.data.kernel, order, self.v, self.R, self.scalars, self.averaging,
+                      calls)
+        self.data.raise_status()
+        return int(calls[0])

@@ -1,0 +1,194 @@
+"""The block solvers over the model-kernel interface: a built-in kernel model (multi-class)
+and a user-defined Python model train with every solver to the same optimum, with the duality
+gap going to zero, and faults of a user model are named."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dualstruct.models.base import StructuredModel
+from dualstruct.models.multiclass import MultiClassModel
+from dualstruct.models.user import UserModel
+from dualstruct.solvers import CuttingPlane, primal_objective
+from dualstruct.solvers.block import BlockBCFW, BlockSSG
+
+
+class PlainMultiClass:
+    """A multi-class model written in plain Python against the StructuredModel protocol."""
+
+    def __init__(self, n_classes, n_features):
+        self.n_classes, self.n_features = n_classes, n_features
+        self.size_joint_feature = n_classes * n_features
+
+    def joint_feature(self, x, y):
+        phi = np.zeros((self.n_features, self.n_classes))
+        phi[:, y] = x
+        return phi.ravel()
+
+    def loss(self, y, y_hat):
+        return float(y != y_hat)
+
+    def _scores(self, x, w):
+        return x @ w.reshape(self.n_features, self.n_classes)
+
+    def inference(self, x, w):
+        return int(np.argmax(self._scores(x, w)))
+
+    def loss_augmented_inference(self, x, y, w):
+        s = self._scores(x, w) + 1.0
+        s[y] -= 1.0
+        return int(np.argmax(s))
+
+
+def _blobs(seed=0, n=60, K=3, d=4):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, n)
+    X = rng.normal(size=(n, d))
+    X[np.arange(n), y % d] += 1.0
+    return X, y
+
+
+def _train(solver_class, model, data, **kwargs):
+    opts = dict(C=1.0, max_iter=2000, tol=1e-9, check_every=20, random_state=0)
+    opts.update(kwargs)
+    return solver_class(model, **opts).fit(data)
+
+
+def test_plain_model_follows_the_protocol():
+    assert isinstance(PlainMultiClass(3, 4), StructuredModel)
+
+
+def test_multiclass_hinge_matches_brute_force():
+    X, y = _blobs(1)
+    model = MultiClassModel(3, 4)
+    w = np.random.default_rng(2).normal(size=model.size)
+    hinge, yhat = model.hinge(w, model.block_data(X, y))
+    for i in range(len(y)):
+        values = [model.loss(y[i], c) + w @ model.joint_feature(X[i], c) for c in range(3)]
+        assert hinge[i] == pytest.approx(max(values) - w @ model.joint_feature(X[i], y[i]))
+        assert values[yhat[i]] == pytest.approx(max(values))
+    decoded = model.decode(w, model.block_data(X))
+    np.testing.assert_array_equal(decoded, [model.inference(x, w) for x in X])
+
+
+@pytest.mark.parametrize("solver", [BlockBCFW, CuttingPlane])
+def test_gap_goes_to_zero(solver):
+    X, y = _blobs(3)
+    model = MultiClassModel(3, 4)
+    data = model.block_data(X, y)
+    s = _train(solver, model, data, tol=1e-7)
+    gaps = [r.relative_gap for r in s.history if not math.isnan(r.relative_gap)]
+    assert s.history.stop_reason == "tol" and gaps[-1] <= 1e-7
+    assert all(g >= -1e-12 for g in gaps)
+    # the certificate: the returned model's primal is within the gap of every dual value
+    w = s.weights()
+    assert primal_objective(model, data, w, 1.0) == pytest.approx(s.history.last.primal)
+
+
+def test_solvers_agree_on_the_optimum():
+    X, y = _blobs(4)
+    model = MultiClassModel(3, 4)
+    data = model.block_data(X, y)
+    primals = {}
+    for solver in (BlockBCFW, CuttingPlane):
+        s = _train(solver, model, data, tol=1e-8)
+        primals[solver.name] = primal_objective(model, data, s.weights(), 1.0)
+    ssg = _train(BlockSSG, model, data, max_iter=3000)
+    primals["ssg"] = primal_objective(model, data, ssg.weights(), 1.0)
+    best = min(primals.values())
+    assert primals["bcfw"] == pytest.approx(best, rel=1e-6)
+    assert primals["cutting_plane"] == pytest.approx(best, rel=1e-6)
+    assert primals["ssg"] == pytest.approx(best, rel=1e-3)
+
+
+@pytest.mark.parametrize("solver", [BlockBCFW, BlockSSG, CuttingPlane])
+def test_user_model_reaches_the_builtin_optimum(solver):
+    """A Python model trains with each solver along the built-in model's path."""
+    X, y = _blobs(5, n=40)
+    builtin = MultiClassModel(3, 4)
+    user = UserModel(PlainMultiClass(3, 4))
+    iters = 300 if solver is not BlockSSG else 200
+    a = _train(solver, builtin, builtin.block_data(X, y), max_iter=iters)
+    b = _train(solver, user, user.block_data(list(X), list(y)), max_iter=iters)
+    pa = primal_objective(builtin, builtin.block_data(X, y), a.weights(), 1.0)
+    pb = primal_objective(user, user.block_data(list(X), list(y)), b.weights(), 1.0)
+    assert pb == pytest.approx(pa, rel=1e-6)
+    np.testing.assert_allclose(b.weights(), a.weights(), rtol=1e-6, atol=1e-8)
+
+
+def test_user_model_resumes_from_a_checkpoint():
+    X, y = _blobs(6, n=30)
+    user = UserModel(PlainMultiClass(3, 4))
+    data = user.block_data(list(X), list(y))
+    whole = _train(BlockBCFW, user, data, max_iter=40, tol=0)
+    first = _train(BlockBCFW, user, data, max_iter=15, tol=0)
+    meta, arrays = first.state_dict()
+    second = BlockBCFW(user, C=1.0, max_iter=25, tol=0, check_every=20, random_state=0)
+    second.load_state(data, meta, arrays)
+    second.fit(data)
+    np.testing.assert_array_equal(second.weights(), whole.weights())
+
+
+class _Faulty(PlainMultiClass):
+    def __init__(self, fault, at=3):
+        super().__init__(3, 4)
+        self.fault, self.at, self.calls = fault, at, 0
+
+    def joint_feature(self, x, y):
+        phi = super().joint_feature(x, y)
+        if self.fault == "length":
+            return phi[:-1]
+        if self.fault == "nan" and x is self.bad_x:
+            phi[0] = np.nan
+        return phi
+
+    def loss_augmented_inference(self, x, y, w):
+        y_hat = super().loss_augmented_inference(x, y, w)
+        if x is self.bad_x:
+            if self.fault == "shape":
+                return np.array([y_hat, y_hat])
+            if self.fault == "worse":  # a labelling worse than the gold one
+                s = self._scores(x, w) + 1.0
+                s[y] -= 1.0
+                return int(np.argmin(s)) if np.ptp(s) > 0 else y_hat
+        return y_hat
+
+
+@pytest.mark.parametrize("fault, method", [
+    ("length", "joint_feature"), ("nan", "joint_feature"),
+    ("shape", "loss_augmented_inference"), ("worse", "loss_augmented_inference")])
+@pytest.mark.parametrize("solver", [BlockBCFW, BlockSSG, CuttingPlane])
+def test_faulty_user_model_is_named(fault, method, solver):
+    X, y = _blobs(7, n=12)
+    X = [x for x in X]
+    faulty = _Faulty(fault)
+    faulty.bad_x = X[5]
+    user = UserModel(faulty)
+    data = user.block_data(X, list(y))
+    with pytest.raises(ValueError, match=rf"_Faulty\.{method}.*example (\d+)") as info:
+        _train(solver, user, data, max_iter=30)
+    if fault != "length":
+        assert "example 5" in str(info.value)
+
+
+def test_user_model_protocol_errors():
+    class Incomplete:
+        size_joint_feature = 3
+
+    with pytest.raises(TypeError, match="joint_feature"):
+        UserModel(Incomplete())
+    bad = PlainMultiClass(3, 4)
+    bad.size_joint_feature = 0
+    with pytest.raises(ValueError, match="size_joint_feature"):
+        UserModel(bad)
+    user = UserModel(PlainMultiClass(3, 4))
+    with pytest.raises(ValueError, match=r"Y\[1\] must be an integer labelling"):
+        user.block_data([np.zeros(4)] * 2, [0, 0.5])
+    with pytest.raises(ValueError, match="X has 2 examples, Y 1"):
+        user.block_data([np.zeros(4)] * 2, [0])
+
+
+def test_kernel_models_refuse_slack_rescaling():
+    with pytest.raises(ValueError, match="margin rescaling only"):
+        BlockBCFW(MultiClassModel(3, 4), rescaling="slack")
