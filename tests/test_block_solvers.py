@@ -192,3 +192,51 @@ def test_user_model_protocol_errors():
 def test_kernel_models_refuse_slack_rescaling():
     with pytest.raises(ValueError, match="margin rescaling only"):
         BlockBCFW(MultiClassModel(3, 4), rescaling="slack")
+
+
+def test_multiclass_matches_liblinear_crammer_singer():
+    """The multi-class model's optimum is LinearSVC's (Crammer-Singer) on a real data set."""
+    from sklearn.datasets import load_digits
+    from sklearn.svm import LinearSVC
+
+    import dualstruct
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    model = MultiClassModel(10, 64)
+    data = model.block_data(X, y)
+    C = 0.1
+    ref = LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=C, tol=1e-10,
+                    max_iter=200_000).fit(X, y)
+    p_ref = primal_objective(model, data, np.ascontiguousarray(ref.coef_.T).ravel(), C)
+    est = dualstruct.SSVM(model, C=C, tol=1e-5, max_iter=2000, random_state=0).fit(X, y)
+    assert est.history_.stop_reason == "tol"
+    assert primal_objective(model, data, est.coef_, C) == pytest.approx(p_ref, rel=1e-4)
+    assert np.mean(est.predict(X) == ref.predict(X)) > 0.995  # near-ties may differ
+
+
+def test_ssvm_trains_a_user_model():
+    import dualstruct
+
+    X, y = _blobs(8, n=50)
+    records = []
+    est = dualstruct.SSVM(PlainMultiClass(3, 4), solver="bcfw", C=1.0, tol=1e-6,
+                          random_state=0,
+                          callback=lambda e, r: records.append(r.passes) or False)
+    est.fit(list(X), list(y))
+    assert est.history_.stop_reason == "tol" and records
+    builtin = dualstruct.SSVM(MultiClassModel(3, 4), C=1.0, tol=1e-6, random_state=0).fit(X, y)
+    np.testing.assert_allclose(est.coef_, builtin.coef_, rtol=1e-6, atol=1e-9)
+    assert est.predict(list(X)) == list(builtin.predict(X))
+    assert est.score(list(X), list(y)) == builtin.score(X, y)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        dualstruct.SSVM(PlainMultiClass(3, 4), solver="gdmm").fit(list(X), list(y))
+
+
+def test_ssvm_predict_before_fit():
+    from sklearn.exceptions import NotFittedError
+
+    import dualstruct
+
+    with pytest.raises(NotFittedError):
+        dualstruct.SSVM(MultiClassModel(3, 4)).predict(np.zeros((2, 4)))

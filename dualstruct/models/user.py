@@ -276,6 +276,10 @@ class UserModel(base.KernelModel):
         return np.ascontiguousarray(self._phi(i, self._labelling(i, ya))
                                     - self._phi(i, self._labelling(i, yb)))
 
+    def predict(self, w, X) -> list:
+        """``model.inference(x, w)`` for every input of ``X``."""
+        return [self.model.inference(x, w) for x in X]
+
     # -- the protocol, passed through (estimators predict with the model's own methods) --------
     def joint_feature(self, x, y):
         return self.model.joint_feature(x, y)

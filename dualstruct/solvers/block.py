@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _block_kernels as kern
 from .base import PassSolver, SubgradientAverage, WeightedAverageDual
+from .cutting_plane import CuttingPlane
 
 
 class _BlockPasses(PassSolver):
@@ -114,3 +115,7 @@ class BlockSSG(SubgradientAverage, _BlockPasses):
                       calls)
         self.data.raise_status()
         return int(calls[0])
+
+
+#: the solvers of kernel models, by the name estimators and the command line use
+BLOCK_SOLVERS = {"bcfw": BlockBCFW, "ssg": BlockSSG, "cutting_plane": CuttingPlane}

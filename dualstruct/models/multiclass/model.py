@@ -70,6 +70,10 @@ class MultiClassModel(KernelModel):
             np.arange(n + 1, dtype=np.int64), self.loss_weights, self.n_classes)
         return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values))
 
+    def predict(self, w, X) -> np.ndarray:
+        """The highest-scoring class code of every row of ``X``."""
+        return self.decode(w, self.block_data(X))
+
     # -- the Python protocol (reference implementations; tests and user code) -----------------
     def joint_feature(self, x, y) -> np.ndarray:
         x = x.toarray().ravel() if sp.issparse(x) else np.asarray(x, dtype=np.float64).ravel()

@@ -1,0 +1,5 @@
+"""Estimators: HOW a model is used (scikit-learn API)."""
+
+from .ssvm import SSVM
+
+__all__ = ["SSVM"]

