@@ -26,7 +26,7 @@ the methods return and names the method and example of any fault.
 **The kernel interface** (fast). A model returns from ``kernel(data)`` a ``NamedTuple`` of
 arrays (its *kernel*), and registers for that class numba implementations of the generic
 functions below with :func:`implements`. The solvers are compiled once per kernel class and
-the model's code is inlined into them: no Python per example. Every kernel has the fields
+the model's functions are compiled into them: no Python per example. Every kernel has the fields
 ``labels`` (int32, the gold labellings of all blocks, concatenated) and ``label_offsets``
 (int64, ``n_blocks + 1``): block i's labellings have ``label_offsets[i+1] − label_offsets[i]``
 entries. A block is one training example (a sequence, an image, a multi-label row, …).
@@ -43,6 +43,10 @@ entries. A block is one training example (a sequence, an image, a multi-label ro
     difference_sq_norm(k, i, ya, yb)     ‖φ(x_i, ya) − φ(x_i, yb)‖²
     status(k)                            0, or an error code a Python model's callback set (the
                                          solvers stop at the block that raised it)
+
+numba's cache keys a compiled solver on the solver's own source file only: after editing a
+model's kernel implementations, delete the solvers' cached code
+(``dualstruct/solvers/__pycache__/_block_kernels.*.nb*``) or it may run the old code.
 
 Everything a solver needs is built from these: the hinge and the primal, the BCFW corners
 ``C (φ(ȳ_i) − φ(y))`` with loss ``C δ(ȳ_i, y)``, their line searches and the subgradients.
@@ -128,11 +132,12 @@ KERNEL_FUNCTIONS = (workspace, prepare, score, loss, oracle, decode, add_differe
                     difference_sq_norm, status)
 
 
-def implements(generic, kernel_class, *, inline=True):
+def implements(generic, kernel_class):
     """Register ``impl`` as ``generic``'s numba implementation for kernels of
     ``kernel_class`` (a ``NamedTuple``); use as a decorator on a plain Python function with
-    the generic function's arguments. The implementation is compiled into the solvers,
-    inlined unless ``inline=False`` (needed where it leaves compiled code, ``objmode``)."""
+    the generic function's arguments. The implementation is compiled as a function of its
+    own that the solvers call (numba's ``inline="always"`` for overloads gave wrong results
+    with the chain kernel, numba 0.68)."""
     if generic not in KERNEL_FUNCTIONS:
         raise ValueError(f"{generic!r} is not a function of the kernel interface")
 
@@ -144,7 +149,7 @@ def implements(generic, kernel_class, *, inline=True):
             return None
 
         typer.__signature__ = inspect.signature(generic)  # numba matches the names
-        overload(generic, inline="always" if inline else "never")(typer)
+        overload(generic)(typer)
         return impl
 
     return register

@@ -59,45 +59,45 @@ def _cb_difference(handle, i, ya, yb):
     return _adapter(handle).call(i, "difference", ya, yb)
 
 
-@base.implements(base.workspace, UserKernel, inline=False)
+@base.implements(base.workspace, UserKernel)
 def _workspace(k):
     return np.empty(0)
 
 
-@base.implements(base.prepare, UserKernel, inline=False)
+@base.implements(base.prepare, UserKernel)
 def _prepare(k, i, w, ws):
     return None
 
 
-@base.implements(base.score, UserKernel, inline=False)
+@base.implements(base.score, UserKernel)
 def _score(k, i, w, ws, y):
     with objmode(r="float64"):
         r = _cb_score(k.handle, i, w, y)
     return r
 
 
-@base.implements(base.loss, UserKernel, inline=False)
+@base.implements(base.loss, UserKernel)
 def _loss(k, i, y):
     with objmode(r="float64"):
         r = _cb_loss(k.handle, i, y)
     return r
 
 
-@base.implements(base.oracle, UserKernel, inline=False)
+@base.implements(base.oracle, UserKernel)
 def _oracle(k, i, w, ws, loss_scale, y):
     with objmode(r="float64"):
         r = _cb_oracle(k.handle, i, w, loss_scale, y)
     return r
 
 
-@base.implements(base.decode, UserKernel, inline=False)
+@base.implements(base.decode, UserKernel)
 def _decode(k, i, w, ws, y):
     with objmode(r="float64"):
         r = _cb_decode(k.handle, i, w, y)
     return r
 
 
-@base.implements(base.add_difference, UserKernel, inline=False)
+@base.implements(base.add_difference, UserKernel)
 def _add_difference(k, i, ya, yb, c, w):
     with objmode(d="float64[::1]"):
         d = _cb_difference(k.handle, i, ya, yb)
@@ -105,7 +105,7 @@ def _add_difference(k, i, ya, yb, c, w):
         w[j] += c * d[j]
 
 
-@base.implements(base.difference_sq_norm, UserKernel, inline=False)
+@base.implements(base.difference_sq_norm, UserKernel)
 def _difference_sq_norm(k, i, ya, yb):
     with objmode(d="float64[::1]"):
         d = _cb_difference(k.handle, i, ya, yb)
@@ -115,7 +115,7 @@ def _difference_sq_norm(k, i, ya, yb):
     return total
 
 
-@base.implements(base.status, UserKernel, inline=False)
+@base.implements(base.status, UserKernel)
 def _status(k):
     return k.failed[0]
 

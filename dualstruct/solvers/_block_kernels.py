@@ -1,8 +1,8 @@
 """The block solvers' compiled passes, written once over the model-kernel interface of
 :mod:`dualstruct.models.base` (``prepare``, ``score``, ``loss``, ``oracle``, ``decode``,
 ``add_difference``, ``difference_sq_norm``). numba compiles each function once per kernel
-class and inlines the model's implementations, so a built-in model runs without Python per
-block; a Python model's kernel calls back into Python from the same code.
+class, calling the model's compiled implementations, so a built-in model runs without Python
+per block; a Python model's kernel calls back into Python from the same code.
 
 Notation (C-form): block i's dual point q_i is a distribution over labellings; its corner y
 contributes ``w_s(y) = C (φ(x_i, ȳ_i) − φ(x_i, y))`` and ``ℓ_s(y) = C δ(ȳ_i, y)``, so that

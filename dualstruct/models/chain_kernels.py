@@ -1,0 +1,197 @@
+"""The linear-chain model's kernel for the block solvers (one block per sequence).
+
+``w = [W_U (d × K, feature-major) | W_B (K × K) | start (K) | end (K)]`` (start/end only with
+``start_end``), ``φ(x, y) = (Σ_t x_t ⊗ e_{y_t}, Σ_t e_{y_t} e_{y_{t+1}}ᵀ, e_{y_1}, e_{y_T})``
+and the weighted Hamming loss. The squared norm of a difference of two labellings a, b of
+one sequence splits by factor:
+
+    ‖φ(a) − φ(b)‖² = Σ_{t,u} ⟨x_t, x_u⟩ ⟨e_{a_t} − e_{b_t}, e_{a_u} − e_{b_u}⟩
+                     + Σ_{(k,l)} (n_a(k,l) − n_b(k,l))² + [a_1 ≠ b_1]·2 + [a_T ≠ b_T]·2
+
+with the token Gram matrix of the sequence (precomputed) and the transition counts n.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ..inference.chain import labelling_score, unigram_scores, viterbi
+from . import base
+
+
+class ChainKernel(NamedTuple):
+    indptr: np.ndarray         # CSR token rows
+    indices: np.ndarray
+    values: np.ndarray
+    labels: np.ndarray         # int32 gold label per token
+    label_offsets: np.ndarray  # int64 sequence offsets (n + 1)
+    loss_weights: np.ndarray   # (K,)
+    gram: np.ndarray           # token Gram matrices, packed per sequence
+    gram_offsets: np.ndarray   # int64 (n + 1)
+    n_labels: int
+    n_features: int
+    start_end: bool
+    max_length: int
+
+
+class _Workspace(NamedTuple):
+    scores: np.ndarray   # (T, K) unigram scores of the prepared sequence
+    aug: np.ndarray      # (T, K) loss-augmented copy
+    backptr: np.ndarray  # (T, K) int32
+    delta: np.ndarray    # (2, K)
+    zeros: np.ndarray    # (K,) start/end scores without start_end
+
+
+@njit(cache=True)
+def _views(k, w, zeros):
+    """(W_U, W_B, start, end) as views of w; ``zeros`` for start/end without start_end."""
+    K, d = k.n_labels, k.n_features
+    a = d * K
+    b = a + K * K
+    if k.start_end:
+        return w[:a].reshape((d, K)), w[a:b].reshape((K, K)), w[b:b + K], w[b + K:b + 2 * K]
+    return w[:a].reshape((d, K)), w[a:b].reshape((K, K)), zeros[:], zeros[:]
+
+
+@base.implements(base.workspace, ChainKernel)
+def _workspace(k):
+    T, K = max(k.max_length, 1), k.n_labels
+    return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((T, K), dtype=np.int32),
+                      np.empty((2, K)), np.zeros(K))
+
+
+@base.implements(base.prepare, ChainKernel)
+def _prepare(k, i, w, ws):
+    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1],
+                   W_U, ws.scores)
+
+
+@base.implements(base.score, ChainKernel)
+def _score(k, i, w, ws, y):
+    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    return labelling_score(ws.scores, y.shape[0], W_B, start, end, y)
+
+
+@base.implements(base.loss, ChainKernel)
+def _loss(k, i, y):
+    s0 = k.label_offsets[i]
+    total = 0.0
+    for t in range(y.shape[0]):
+        g = k.labels[s0 + t]
+        if y[t] != g:
+            total += k.loss_weights[g]
+    return total
+
+
+@base.implements(base.oracle, ChainKernel)
+def _oracle(k, i, w, ws, loss_scale, y):
+    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    T = y.shape[0]
+    s0 = k.label_offsets[i]
+    ws.aug[:T] = ws.scores[:T]
+    K = k.n_labels
+    for t in range(T):
+        g = k.labels[s0 + t]
+        extra = loss_scale * k.loss_weights[g]
+        for c in range(K):
+            if c != g:
+                ws.aug[t, c] += extra
+    return viterbi(ws.aug, T, W_B, start, end, ws.backptr, ws.delta, y)
+
+
+@base.implements(base.decode, ChainKernel)
+def _decode(k, i, w, ws, y):
+    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    return viterbi(ws.scores, y.shape[0], W_B, start, end, ws.backptr, ws.delta, y)
+
+
+@base.implements(base.add_difference, ChainKernel)
+def _add_difference(k, i, ya, yb, c, w):
+    K, d = k.n_labels, k.n_features
+    a0 = d * K
+    W_U = w[:a0].reshape((d, K))
+    W_B = w[a0:a0 + K * K].reshape((K, K))
+    T = ya.shape[0]
+    s0 = k.label_offsets[i]
+    for t in range(T):
+        a = ya[t]
+        b = yb[t]
+        if a == b:
+            continue
+        row = s0 + t
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            x = c * k.values[p]
+            j = k.indices[p]
+            W_U[j, a] += x
+            W_U[j, b] -= x
+    for t in range(T - 1):
+        W_B[ya[t], ya[t + 1]] += c
+        W_B[yb[t], yb[t + 1]] -= c
+    if k.start_end:
+        b0 = a0 + K * K
+        w[b0 + ya[0]] += c
+        w[b0 + yb[0]] -= c
+        w[b0 + K + ya[T - 1]] += c
+        w[b0 + K + yb[T - 1]] -= c
+
+
+@base.implements(base.difference_sq_norm, ChainKernel)
+def _difference_sq_norm(k, i, ya, yb):
+    T = ya.shape[0]
+    g0 = k.gram_offsets[i]
+    sq = 0.0
+    for t in range(T):
+        if ya[t] == yb[t]:
+            continue
+        for u in range(T):
+            if ya[u] != yb[u]:
+                e = _pair_product(ya[t], yb[t], ya[u], yb[u])
+                if e != 0.0:
+                    sq += k.gram[g0 + T * t + u] * e
+    # transitions: ‖Σ_t e_{A_t} − e_{B_t}‖², A_t = (a_t, a_{t+1}), over the positions that differ
+    for t in range(T - 1):
+        if ya[t] == yb[t] and ya[t + 1] == yb[t + 1]:
+            continue
+        for u in range(T - 1):
+            if ya[u] == yb[u] and ya[u + 1] == yb[u + 1]:
+                continue
+            e = 0.0
+            if ya[t] == ya[u] and ya[t + 1] == ya[u + 1]:
+                e += 1.0
+            if ya[t] == yb[u] and ya[t + 1] == yb[u + 1]:
+                e -= 1.0
+            if yb[t] == ya[u] and yb[t + 1] == ya[u + 1]:
+                e -= 1.0
+            if yb[t] == yb[u] and yb[t + 1] == yb[u + 1]:
+                e += 1.0
+            sq += e
+    if k.start_end:
+        if ya[0] != yb[0]:
+            sq += 2.0
+        if ya[T - 1] != yb[T - 1]:
+            sq += 2.0
+    return sq
+
+
+@njit(cache=True)
+def _pair_product(a, b, c, d):
+    """⟨e_a − e_b, e_c − e_d⟩."""
+    e = 0.0
+    if a == c:
+        e += 1.0
+    if a == d:
+        e -= 1.0
+    if b == c:
+        e -= 1.0
+    if b == d:
+        e += 1.0
+    return e
+
+
+@base.implements(base.status, ChainKernel)
+def _status(k):
+    return 0
