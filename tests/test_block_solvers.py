@@ -240,3 +240,14 @@ def test_ssvm_predict_before_fit():
 
     with pytest.raises(NotFittedError):
         dualstruct.SSVM(MultiClassModel(3, 4)).predict(np.zeros((2, 4)))
+
+
+def test_ssvm_failed_fit_keeps_the_previous_model():
+    import dualstruct
+
+    X, y = _blobs(9, n=30)
+    est = dualstruct.SSVM(PlainMultiClass(3, 4), max_iter=20).fit(list(X), list(y))
+    coef = est.coef_.copy()
+    with pytest.raises(ValueError, match="X has 30 examples, Y 29"):
+        est.fit(list(X), list(y)[:-1])
+    np.testing.assert_array_equal(est.coef_, coef)

@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from ..estimator import restore_on_error, train
 from ..models.base import KernelModel
 from ..models.user import UserModel
 from ..solvers.block import BLOCK_SOLVERS
@@ -86,6 +87,7 @@ class SSVM(BaseEstimator):
             return self.model
         return UserModel(self.model)
 
+    @restore_on_error
     def fit(self, X, Y):
         """Train on inputs ``X`` and gold labellings ``Y`` (in the model's own format: for
         the multi-class model a matrix and a vector of class codes, for a Python model two
@@ -104,17 +106,12 @@ class SSVM(BaseEstimator):
             random_state=self.random_state, verbose=self.verbose, callback=callback,
             **(self.solver_options or {}))
         self.model_ = model
-        try:
-            solver.fit(data)
-        finally:
-            self._set_weights(solver)
-        return self
+        return train(self, solver, data, state=None)
 
     def _set_weights(self, solver):
-        if solver.data is not None:
-            self.coef_ = solver.weights()
-            self.history_ = solver.history
-            self.n_iter_ = solver.passes
+        self.coef_ = solver.weights()
+        self.history_ = solver.history
+        self.n_iter_ = solver.passes
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
