@@ -251,3 +251,16 @@ def test_ssvm_failed_fit_keeps_the_previous_model():
     with pytest.raises(ValueError, match="X has 30 examples, Y 29"):
         est.fit(list(X), list(y)[:-1])
     np.testing.assert_array_equal(est.coef_, coef)
+
+
+def test_user_block_data_keep_their_own_examples():
+    """Block data made later from the same adapter does not change what an earlier one
+    trains on."""
+    X, y = _blobs(10, n=30)
+    X2, y2 = _blobs(11, n=20)
+    user = UserModel(PlainMultiClass(3, 4))
+    alone = _train(BlockBCFW, user, user.block_data(list(X), list(y)), max_iter=30, tol=0)
+    first = user.block_data(list(X), list(y))
+    user.block_data(list(X2), list(y2))
+    again = _train(BlockBCFW, user, first, max_iter=30, tol=0)
+    np.testing.assert_array_equal(again.weights(), alone.weights())

@@ -22,7 +22,8 @@ from numba import objmode
 from ..data import BlockData
 from . import base
 
-#: live adapters by handle; a kernel holds only the handle (compiled code cannot hold objects)
+#: the callbacks of live block data by handle; a kernel holds only the handle (compiled code
+#: cannot hold Python objects)
 _ADAPTERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _HANDLES = itertools.count(1)
 
@@ -152,16 +153,11 @@ class UserModel(base.KernelModel):
         self.model = model
         self.check = bool(check)
         self.size = int(size)
-        self._X = self._shapes = self._golds = None
-        self._error = None
-        self.handle = next(_HANDLES)
-        self._failed = np.zeros(1, dtype=np.int64)
-        _ADAPTERS[self.handle] = self
 
-    # -- data ---------------------------------------------------------------------------------
     def block_data(self, X, Y) -> BlockData:
         """The training set ``(X, Y)`` (sequences of inputs and gold labellings) as block
-        data; the adapter keeps ``X`` for its callbacks."""
+        data. Each call has callbacks of its own, which keep ``X``: block data made later
+        does not change what a solver started on earlier data sees."""
         X, Y = list(X), list(Y)
         if len(X) != len(Y):
             raise ValueError(f"X has {len(X)} examples, Y {len(Y)}")
@@ -177,110 +173,15 @@ class UserModel(base.KernelModel):
             flat.append(a.ravel().astype(np.int32))
         offsets = np.zeros(len(Y) + 1, dtype=np.int64)
         np.cumsum([f.size for f in flat], out=offsets[1:])
-        self._X, self._shapes = X, shapes
-        self._golds = [self._labelling(i, f) for i, f in enumerate(flat)]
-        self._error = None
-        self._failed[0] = 0
-        kernel = UserKernel(self.handle, np.concatenate(flat), offsets, self._failed)
-        return BlockData(kernel, owner=self)
-
-    def raise_pending(self):
-        """Raise (once) the error a callback stored."""
-        if self._failed[0]:
-            error, self._error = self._error, None
-            self._failed[0] = 0
-            raise error
-
-    # -- callbacks ----------------------------------------------------------------------------
-    def call(self, i, what, *args):
-        """Run callback ``what`` for example ``i``; on an error store it, flag the kernel and
-        return a harmless value (the compiled loop stops at its next status check)."""
-        if self._failed[0]:
-            return np.zeros(self.size) if what == "difference" else 0.0
-        try:
-            return getattr(self, "_" + what)(int(i), *args)
-        except Exception as exc:  # noqa: BLE001 - re-raised by raise_pending after the loop
-            self._error = exc
-            self._failed[0] = 1
-            return np.zeros(self.size) if what == "difference" else 0.0
-
-    def _labelling(self, i, flat):
-        shape = self._shapes[i]
-        return int(flat[0]) if shape == () else np.array(flat).reshape(shape)
-
-    def _phi(self, i, y):
-        phi = self.model.joint_feature(self._X[i], y)
-        phi = np.asarray(phi, dtype=np.float64).ravel()
-        if self.check:
-            if phi.shape != (self.size,):
-                raise ValueError(f"{self._name('joint_feature')} returned {phi.size} values for "
-                                 f"example {i}; size_joint_feature is {self.size}")
-            if not np.all(np.isfinite(phi)):
-                raise ValueError(f"{self._name('joint_feature')} returned non-finite values "
-                                 f"for example {i}")
-        return phi
-
-    def _delta(self, i, gold, y):
-        value = float(self.model.loss(gold, y))
-        if self.check and not (np.isfinite(value) and value >= 0):
-            raise ValueError(f"{self._name('loss')} returned {value} for example {i}; losses "
-                             "must be finite and non-negative")
-        return value
-
-    def _name(self, method):
-        return f"{type(self.model).__name__}.{method}"
-
-    def _from_model(self, i, method, y, out):
-        """Write the labelling ``y`` a model method returned into ``out`` (checked)."""
-        a = np.asarray(y)
-        if self.check and (a.shape != self._shapes[i] or a.dtype.kind not in "iub"):
-            raise ValueError(f"{self._name(method)} returned a labelling of shape {a.shape} "
-                             f"and dtype {a.dtype} for example {i}; expected integers of shape "
-                             f"{self._shapes[i]}")
-        flat = a.ravel()
-        if self.check and flat.size and (flat.min() < np.iinfo(np.int32).min
-                                         or flat.max() > np.iinfo(np.int32).max):
-            raise ValueError(f"{self._name(method)} returned labels outside int32 for "
-                             f"example {i}")
-        out[:] = flat
-
-    def _score(self, i, w, y):
-        return float(w @ self._phi(i, self._labelling(i, y)))
-
-    def _loss(self, i, y):
-        return self._delta(i, self._golds[i], self._labelling(i, y))
-
-    def _oracle(self, i, w, loss_scale, out):
-        # argmax s·δ + ⟨w, φ⟩ = argmax δ + ⟨w / s, φ⟩: the model's oracle at w / s
-        w_model = w if loss_scale == 1.0 else w / loss_scale
-        gold = self._golds[i]
-        y = self.model.loss_augmented_inference(self._X[i], gold, w_model)
-        self._from_model(i, "loss_augmented_inference", y, out)
-        y = self._labelling(i, out)
-        value = loss_scale * self._delta(i, gold, y) + float(w @ self._phi(i, y))
-        if self.check:
-            gold_value = float(w @ self._phi(i, gold))
-            if value < gold_value - 1e-9 * max(1.0, abs(gold_value)):
-                raise ValueError(
-                    f"{self._name('loss_augmented_inference')} is not a maximizer for example "
-                    f"{i}: its labelling scores {value:.6g} (loss + score), below the gold "
-                    f"labelling's {gold_value:.6g}")
-        return value
-
-    def _decode(self, i, w, out):
-        y = self.model.inference(self._X[i], w)
-        self._from_model(i, "inference", y, out)
-        return float(w @ self._phi(i, self._labelling(i, out)))
-
-    def _difference(self, i, ya, yb):
-        return np.ascontiguousarray(self._phi(i, self._labelling(i, ya))
-                                    - self._phi(i, self._labelling(i, yb)))
+        callbacks = _Callbacks(self, X, shapes, flat)
+        kernel = UserKernel(callbacks.handle, np.concatenate(flat), offsets, callbacks.failed)
+        return BlockData(kernel, owner=callbacks)
 
     def predict(self, w, X) -> list:
         """``model.inference(x, w)`` for every input of ``X``."""
         return [self.model.inference(x, w) for x in X]
 
-    # -- the protocol, passed through (estimators predict with the model's own methods) --------
+    # -- the protocol, passed through -----------------------------------------------------------
     def joint_feature(self, x, y):
         return self.model.joint_feature(x, y)
 
@@ -292,3 +193,117 @@ class UserModel(base.KernelModel):
 
     def loss_augmented_inference(self, x, y, w):
         return self.model.loss_augmented_inference(x, y, w)
+
+
+class _Callbacks:
+    """What the compiled solvers call for one block data: the user model's methods on its
+    examples, checked, with errors stored until the compiled loop has stopped."""
+
+    def __init__(self, owner, X, shapes, flat_golds):
+        self.model, self.check, self.size = owner.model, owner.check, owner.size
+        self.X, self.shapes = X, shapes
+        self.golds = [self._labelling(i, f) for i, f in enumerate(flat_golds)]
+        self.failed = np.zeros(1, dtype=np.int64)
+        self.error = None
+        self._last_difference = None  # (i, ya, yb, φ(ya) − φ(yb)): a step asks up to 3 times
+        self.handle = next(_HANDLES)
+        _ADAPTERS[self.handle] = self
+
+    def raise_pending(self):
+        """Raise (once) the error a callback stored."""
+        if self.failed[0]:
+            error, self.error = self.error, None
+            self.failed[0] = 0
+            raise error
+
+    def call(self, i, what, *args):
+        """Run callback ``what`` for example ``i``; on an error store it, flag the kernel and
+        return a harmless value (the compiled loop stops at its next status check)."""
+        if not self.failed[0]:
+            try:
+                return getattr(self, "_" + what)(int(i), *args)
+            except Exception as exc:  # noqa: BLE001 - re-raised by raise_pending after the loop
+                self.error = exc
+                self.failed[0] = 1
+        return np.zeros(self.size) if what == "difference" else 0.0
+
+    def _labelling(self, i, flat):
+        shape = self.shapes[i]
+        return int(flat[0]) if shape == () else np.array(flat).reshape(shape)
+
+    def _name(self, method):
+        return f"{type(self.model).__name__}.{method}"
+
+    def _phi(self, i, y):
+        phi = np.asarray(self.model.joint_feature(self.X[i], y), dtype=np.float64).ravel()
+        if self.check:
+            if phi.shape != (self.size,):
+                raise ValueError(f"{self._name('joint_feature')} returned {phi.size} values for "
+                                 f"example {i}; size_joint_feature is {self.size}")
+            if not np.all(np.isfinite(phi)):
+                raise ValueError(f"{self._name('joint_feature')} returned non-finite values "
+                                 f"for example {i}")
+        return phi
+
+    def _delta(self, i, y):
+        value = float(self.model.loss(self.golds[i], y))
+        if self.check and not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"{self._name('loss')} returned {value} for example {i}; losses "
+                             "must be finite and non-negative")
+        return value
+
+    def _from_model(self, i, method, y, out):
+        """Write the labelling ``y`` a model method returned into ``out`` (checked)."""
+        a = np.asarray(y)
+        if self.check and (a.shape != self.shapes[i] or a.dtype.kind not in "iub"):
+            raise ValueError(f"{self._name(method)} returned a labelling of shape {a.shape} "
+                             f"and dtype {a.dtype} for example {i}; expected integers of shape "
+                             f"{self.shapes[i]}")
+        flat = a.ravel()
+        if self.check and flat.size and (flat.min() < np.iinfo(np.int32).min
+                                         or flat.max() > np.iinfo(np.int32).max):
+            raise ValueError(f"{self._name(method)} returned labels outside int32 for "
+                             f"example {i}")
+        out[:] = flat
+
+    def _score(self, i, w, y):
+        return float(w @ self._phi(i, self._labelling(i, y)))
+
+    def _loss(self, i, y):
+        return self._delta(i, self._labelling(i, y))
+
+    def _oracle(self, i, w, loss_scale, out):
+        # argmax s·δ + ⟨w, φ⟩ = argmax δ + ⟨w / s, φ⟩: the model's oracle at w / s
+        w_model = w if loss_scale == 1.0 else w / loss_scale
+        gold = self.golds[i]
+        y = self.model.loss_augmented_inference(self.X[i], gold, w_model)
+        self._from_model(i, "loss_augmented_inference", y, out)
+        y = self._labelling(i, out)
+        value = loss_scale * self._delta(i, y) + float(w @ self._phi(i, y))
+        if self.check:
+            gold_value = float(w @ self._phi(i, gold))
+            if value < gold_value - 1e-9 * max(1.0, abs(gold_value)):
+                raise ValueError(
+                    f"{self._name('loss_augmented_inference')} is not a maximizer for example "
+                    f"{i}: its labelling scores {value:.6g} (loss + score), below the gold "
+                    f"labelling's {gold_value:.6g}")
+        return value
+
+    def _decode(self, i, w, out):
+        y = self.model.inference(self.X[i], w)
+        self._from_model(i, "inference", y, out)
+        return float(w @ self._phi(i, self._labelling(i, out)))
+
+    def _difference(self, i, ya, yb):
+        """φ(x_i, ya) − φ(x_i, yb), remembered for the next call (the step's norm and its
+        updates of w and of the average ask for it, the other way round, too)."""
+        last = self._last_difference
+        if last is not None and last[0] == i:
+            if np.array_equal(last[1], ya) and np.array_equal(last[2], yb):
+                return last[3]
+            if np.array_equal(last[1], yb) and np.array_equal(last[2], ya):
+                return -last[3]
+        d = np.ascontiguousarray(self._phi(i, self._labelling(i, ya))
+                                 - self._phi(i, self._labelling(i, yb)))
+        self._last_difference = (i, ya.copy(), yb.copy(), d)
+        return d
