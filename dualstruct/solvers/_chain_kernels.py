@@ -568,21 +568,6 @@ def bcpfw_pass(indptr, indices, data, offsets, labels, loss_weights, gram, gram_
 
 
 @njit(cache=True)
-def grow_atom_pool(offsets, atom_labels, atom_weights, atom_count, old_capacity, new_capacity,
-                   new_labels, new_weights):
-    """Copy the atoms of every block into pools of ``new_capacity`` atoms per block."""
-    n = offsets.shape[0] - 1
-    for i in range(n):
-        s0 = offsets[i]
-        T = offsets[i + 1] - s0
-        cnt = atom_count[i]
-        for q in range(cnt * T):
-            new_labels[s0 * new_capacity + q] = atom_labels[s0 * old_capacity + q]
-        for a in range(cnt):
-            new_weights[i, a] = atom_weights[i, a]
-
-
-@njit(cache=True)
 def aggregate_joint_feature_difference(indptr, indices, data, offsets, gold, pred, weights,
                                        start_end, out_U, out_B, out_start, out_end):
     """out += Σ_i weights[i] (φ(x_i, ȳ_i) − φ(x_i, ŷ_i)) in the chain layout (the 1-slack

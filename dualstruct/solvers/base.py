@@ -467,3 +467,43 @@ class SubgradientAverage:
 
     def dual(self):
         return math.nan
+
+
+class AtomPool:
+    """The dual points of a pairwise Frank-Wolfe solver as atoms: block i keeps up to
+    ``capacity`` weighted labellings, its atom a at
+    ``atom_labels[offsets[i]·capacity + a·T_i : … + T_i]`` with ``T_i = offsets[i+1] − offsets[i]``
+    (``offsets`` are the blocks' labelling offsets). The pool doubles when a block needs
+    more atoms than it has room for."""
+
+    state_scalars = ("capacity",)
+    growable_arrays = ("atom_labels", "atom_weights")
+
+    def _init_atoms(self, offsets, labels):
+        """Every block starts as the single atom of its gold labelling, weight 1 (w = 0)."""
+        n, total = len(offsets) - 1, int(offsets[-1])
+        self.capacity = 4
+        self.atom_labels = np.zeros(total * self.capacity, dtype=np.int32)
+        first = np.repeat(offsets[:-1], np.diff(offsets))
+        self.atom_labels[first * self.capacity + np.arange(total) - first] = labels
+        self.atom_weights = np.zeros((n, self.capacity))
+        self.atom_weights[:, 0] = 1.0
+        self.atom_count = np.ones(n, dtype=np.int64)
+
+    def _check_atoms(self, offsets):
+        """Validate a restored pool against its capacity."""
+        self.capacity = int(self.capacity)
+        if (self.atom_weights.shape != (len(offsets) - 1, self.capacity)
+                or self.atom_labels.shape != (int(offsets[-1]) * self.capacity,)
+                or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
+            raise ValueError("saved atom pool is inconsistent with its capacity")
+
+    def _grow_atoms(self, offsets):
+        from ._block_kernels import grow_atom_pool
+
+        old, new = self.capacity, 2 * self.capacity
+        labels = np.zeros(int(offsets[-1]) * new, dtype=np.int32)
+        weights = np.zeros((len(offsets) - 1, new))
+        grow_atom_pool(offsets, self.atom_labels, self.atom_weights, self.atom_count, old, new,
+                       labels, weights)
+        self.capacity, self.atom_labels, self.atom_weights = new, labels, weights

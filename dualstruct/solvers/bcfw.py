@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _chain_kernels as kern
-from .base import PassSolver, WeightedAverageDual
+from .base import AtomPool, PassSolver, WeightedAverageDual
 
 
 def sequence_gram_matrices(data):
@@ -24,7 +24,7 @@ def sequence_gram_matrices(data):
     return gram_offsets, gram
 
 
-class BCFW(WeightedAverageDual, PassSolver):
+class BCFW(AtomPool, WeightedAverageDual, PassSolver):
     """BCFW for :class:`~dualstruct.models.ChainModel`.
 
     Parameters are those of :class:`PassSolver` plus
@@ -65,15 +65,7 @@ class BCFW(WeightedAverageDual, PassSolver):
         self.block_gaps = np.zeros(data.n_sequences)
         self.capacity = 0
         if self.step == "pairwise":
-            # q_i starts as the single atom ȳ_i with weight 1: w = 0, ℓ = 0
-            self.capacity = 4
-            self.atom_labels = np.zeros(data.n_tokens * self.capacity, dtype=np.int32)
-            rows = np.repeat(data.offsets[:-1] * self.capacity, data.lengths)
-            rows += np.arange(data.n_tokens) - np.repeat(data.offsets[:-1], data.lengths)
-            self.atom_labels[rows] = data.labels
-            self.atom_weights = np.zeros((data.n_sequences, self.capacity))
-            self.atom_weights[:, 0] = 1.0
-            self.atom_count = np.ones(data.n_sequences, dtype=np.int64)
+            self._init_atoms(data.offsets, data.labels)
         else:
             self._init_marginals()
 
@@ -84,28 +76,13 @@ class BCFW(WeightedAverageDual, PassSolver):
             return common + ("atom_labels", "atom_weights", "atom_count")
         return common + ("mu", "bigram")
 
-    state_scalars = ("capacity",)
-    growable_arrays = ("atom_labels", "atom_weights")
 
     def _after_load(self):
         self._avg_cache = None
         self.W = self.model.unpack(self.w)
         self.RW = self.model.unpack(self.R)
         if self.step == "pairwise":
-            self.capacity = int(self.capacity)
-            if (self.atom_weights.shape != (self.data.n_sequences, self.capacity)
-                    or self.atom_labels.shape != (self.data.n_tokens * self.capacity,)
-                    or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
-                raise ValueError("saved atom pool is inconsistent with its capacity")
-
-    def _grow_atoms(self):
-        data, old = self.data, self.capacity
-        new = 2 * old
-        labels = np.zeros(data.n_tokens * new, dtype=np.int32)
-        weights = np.zeros((data.n_sequences, new))
-        kern.grow_atom_pool(data.offsets, self.atom_labels, self.atom_weights, self.atom_count,
-                            old, new, labels, weights)
-        self.capacity, self.atom_labels, self.atom_weights = new, labels, weights
+            self._check_atoms(self.data.offsets)
 
     def _init_marginals(self):
         model, data = self.model, self.data
@@ -144,7 +121,7 @@ class BCFW(WeightedAverageDual, PassSolver):
                     self.averaging, R.unigram, R.transition, R.start, R.end, self.block_gaps,
                     self.rescaling == "slack", self.search_code, calls)
                 if done < len(order):
-                    self._grow_atoms()
+                    self._grow_atoms(self.data.offsets)
             return int(calls[0])
         return kern.bcfw_pass(
             indptr, indices, values, offsets, self.data.labels, self.model.loss_weights,

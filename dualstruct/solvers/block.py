@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _block_kernels as kern
-from .base import PassSolver, SubgradientAverage, WeightedAverageDual
+from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual
 from .cutting_plane import CuttingPlane
 
 
@@ -25,7 +25,7 @@ class _BlockPasses(PassSolver):
             self.model.check_slack()
 
 
-class BlockBCFW(WeightedAverageDual, _BlockPasses):
+class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     """Block-coordinate pairwise Frank-Wolfe (Osokin et al. 2016) for any kernel model, with
     exact line search, weighted averaging and the duality gap as certificate. Each block's
     dual point is a few weighted labellings (atoms); memory is O(labelling entries × atoms).
@@ -49,37 +49,14 @@ class BlockBCFW(WeightedAverageDual, _BlockPasses):
         self.R = self.model.init_weights()
         self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
         self.block_gaps = np.zeros(n)
-        # q_i starts as the single atom ȳ_i with weight 1: w = 0, ℓ = 0
-        self.capacity = 4
-        self.atom_labels = np.zeros(data.n_tokens * self.capacity, dtype=np.int32)
-        lengths = np.diff(data.label_offsets)
-        first = np.repeat(data.label_offsets[:-1], lengths)
-        self.atom_labels[first * self.capacity + np.arange(data.n_tokens) - first] = data.labels
-        self.atom_weights = np.zeros((n, self.capacity))
-        self.atom_weights[:, 0] = 1.0
-        self.atom_count = np.ones(n, dtype=np.int64)
+        self._init_atoms(data.label_offsets, data.labels)
 
     state_arrays = ("w", "R", "scalars", "block_gaps", "atom_labels", "atom_weights",
                     "atom_count")
-    state_scalars = ("capacity",)
-    growable_arrays = ("atom_labels", "atom_weights")
 
     def _after_load(self):
         self._avg_cache = None
-        self.capacity = int(self.capacity)
-        if (self.atom_weights.shape != (self.data.n_blocks, self.capacity)
-                or self.atom_labels.shape != (self.data.n_tokens * self.capacity,)
-                or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
-            raise ValueError("saved atom pool is inconsistent with its capacity")
-
-    def _grow_atoms(self):
-        data, old = self.data, self.capacity
-        new = 2 * old
-        labels = np.zeros(data.n_tokens * new, dtype=np.int32)
-        weights = np.zeros((data.n_blocks, new))
-        kern.grow_atom_pool(data.label_offsets, self.atom_labels, self.atom_weights,
-                            self.atom_count, old, new, labels, weights)
-        self.capacity, self.atom_labels, self.atom_weights = new, labels, weights
+        self._check_atoms(self.data.label_offsets)
 
     def _run(self, order):
         done = 0
@@ -91,7 +68,7 @@ class BlockBCFW(WeightedAverageDual, _BlockPasses):
                 self.scalars, self.block_gaps, calls)
             self.data.raise_status()
             if done < len(order):
-                self._grow_atoms()
+                self._grow_atoms(self.data.label_offsets)
         return int(calls[0])
 
 
