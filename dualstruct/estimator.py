@@ -46,6 +46,35 @@ def changed_params(frozen, saved) -> list:
     return [k for k, v in frozen.items() if v != saved.get(k)]
 
 
+def check_real(name, value, low, low_ok):
+    """Raise ValueError unless ``value`` is a finite real number above ``low`` (or equal to it
+    with ``low_ok``)."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(value) or value < low or (value == low and not low_ok)):
+        bound = ">=" if low_ok else ">"
+        raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
+
+
+def check_integer(name, value, low):
+    """Raise ValueError unless ``value`` is an integer >= ``low``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def check_training_params(est):
+    """The parameters every estimator shares: C, tol, max_iter, check_every, verbose,
+    callback and solver_options."""
+    check_real("C", est.C, 0, False)
+    check_real("tol", est.tol, 0, True)
+    check_integer("max_iter", est.max_iter, 0)
+    check_integer("check_every", est.check_every, 1)
+    check_integer("verbose", est.verbose, 0)
+    if est.callback is not None and not callable(est.callback):
+        raise ValueError(f"callback must be callable, got {est.callback!r}")
+    if est.solver_options is not None and not isinstance(est.solver_options, dict):
+        raise ValueError(f"solver_options must be a dict, got {est.solver_options!r}")
+
+
 def continues_training(est) -> bool:
     """Whether ``fit`` continues the estimator's solver (``warm_start`` and a solver whose
     set-up succeeded; an error or Ctrl-C in a first fit leaves none)."""
@@ -222,32 +251,14 @@ class StructuredSVM(BaseEstimator):
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
-        def real(name, value, low, low_ok):
-            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                    or not math.isfinite(value) or value < low or (value == low and not low_ok)):
-                bound = ">=" if low_ok else ">"
-                raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
-
-        def integer(name, value, low):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {self.solver!r}")
-        real("C", self.C, 0, False)
-        real("tol", self.tol, 0, True)
-        real("intercept_scaling", self.intercept_scaling, 0, False)
-        integer("max_iter", self.max_iter, 0)
-        integer("check_every", self.check_every, 1)
-        integer("verbose", self.verbose, 0)
-        if self.callback is not None and not callable(self.callback):
-            raise ValueError(f"callback must be callable, got {self.callback!r}")
+        check_training_params(self)
+        check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
-        if self.solver_options is not None and not isinstance(self.solver_options, dict):
-            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
 
     #: parameters that define the optimization problem and the solver state; a warm start
     #: continues only if none of them changed

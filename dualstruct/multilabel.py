@@ -3,9 +3,6 @@ save) over :class:`~dualstruct.models.MultiLabelModel` and the multi-label solve
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
@@ -14,6 +11,8 @@ from sklearn.exceptions import NotFittedError
 from . import io
 from .estimator import (
     changed_params,
+    check_real,
+    check_training_params,
     continues_training,
     frozen_params,
     restore_on_error,
@@ -103,16 +102,6 @@ class MultiLabelSVM(BaseEstimator):
                      "edges", "loss_weights")
 
     def _validate_params(self):
-        def real(name, value, low, low_ok):
-            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                    or not math.isfinite(value) or value < low or (value == low and not low_ok)):
-                bound = ">=" if low_ok else ">"
-                raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
-
-        def integer(name, value, low):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
         if isinstance(self.edges, str) and self.edges not in EDGE_KINDS:
             raise ValueError(f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got "
                              f"{self.edges!r}")
@@ -126,16 +115,8 @@ class MultiLabelSVM(BaseEstimator):
                              f"{self.interactions!r}")
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
-        real("C", self.C, 0, False)
-        real("tol", self.tol, 0, True)
-        real("intercept_scaling", self.intercept_scaling, 0, False)
-        integer("max_iter", self.max_iter, 0)
-        integer("check_every", self.check_every, 1)
-        integer("verbose", self.verbose, 0)
-        if self.callback is not None and not callable(self.callback):
-            raise ValueError(f"callback must be callable, got {self.callback!r}")
-        if self.solver_options is not None and not isinstance(self.solver_options, dict):
-            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
+        check_training_params(self)
+        check_real("intercept_scaling", self.intercept_scaling, 0, False)
 
     # -- input handling -----------------------------------------------------------------------
     def _features(self, X):

@@ -4,14 +4,11 @@ the :class:`~dualstruct.models.base.StructuredModel` protocol."""
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from ..estimator import restore_on_error, train
+from ..estimator import check_training_params, restore_on_error, train
 from ..models.base import KernelModel
 from ..models.user import UserModel
 from ..solvers.block import BLOCK_SOLVERS
@@ -67,20 +64,7 @@ class SSVM(BaseEstimator):
         if self.solver not in BLOCK_SOLVERS:
             raise ValueError(f"solver must be one of {tuple(BLOCK_SOLVERS)}, got "
                              f"{self.solver!r}")
-        for name, low in (("C", 0.0), ("tol", 0.0)):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                    or not math.isfinite(value) or value < low or (name == "C" and value == 0)):
-                raise ValueError(f"{name} must be a finite number {'>' if name == 'C' else '>='}"
-                                 f" 0, got {value!r}")
-        for name, low in (("max_iter", 0), ("check_every", 1), ("verbose", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if self.callback is not None and not callable(self.callback):
-            raise ValueError(f"callback must be callable, got {self.callback!r}")
-        if self.solver_options is not None and not isinstance(self.solver_options, dict):
-            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
+        check_training_params(self)
 
     def _kernel_model(self):
         if isinstance(self.model, KernelModel):
