@@ -8,30 +8,11 @@ import pytest
 from brute import brute_hinge
 from conftest import random_chain_problem
 
-from dualstruct.data import BlockData
 from dualstruct.models import ChainModel
-from dualstruct.models.base import KernelModel
-from dualstruct.models.chain_kernels import ChainKernel
+from dualstruct.models.chain_kernels import ChainKernelModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW
-from dualstruct.solvers.bcfw import sequence_gram_matrices
 from dualstruct.solvers.block import BlockBCFW
-
-
-class ChainBlocks(KernelModel):
-    """A ChainModel's parameters, trained through its kernel."""
-
-    def __init__(self, chain):
-        self.chain, self.size = chain, chain.size
-
-    def block_data(self, data):
-        indptr, indices, values, offsets = data.kernel_arrays()
-        gram_offsets, gram = sequence_gram_matrices(data)
-        c = self.chain
-        kernel = ChainKernel(indptr, indices, values, data.labels.astype(np.int32), offsets,
-                             c.loss_weights, gram, gram_offsets, c.n_labels, c.n_features,
-                             c.start_end, int(np.diff(offsets).max()))
-        return BlockData(kernel)
 
 
 def _problem(seed, start_end=True, sparse=False):
@@ -39,17 +20,17 @@ def _problem(seed, start_end=True, sparse=False):
     X, Y = random_chain_problem(rng, n=12, K=3, d=4, max_len=5, sparse=sparse)
     chain = ChainModel(3, 4, start_end=start_end)
     data = pack_sequences(X, Y)
-    return X, Y, chain, data, ChainBlocks(chain).block_data(data)
+    return X, Y, chain, data, ChainKernelModel(chain).block_data(data)
 
 
 @pytest.mark.parametrize("start_end", [True, False])
 def test_chain_kernel_oracles_match_brute_force(start_end):
     X, Y, chain, data, blocks = _problem(0, start_end)
     w = np.random.default_rng(1).normal(size=chain.size)
-    hinge, _ = ChainBlocks(chain).hinge(w, blocks)
+    hinge, _ = ChainKernelModel(chain).hinge(w, blocks)
     np.testing.assert_allclose(hinge, [brute_hinge(chain, w, x, y) for x, y in zip(X, Y)],
                                rtol=1e-12)
-    np.testing.assert_array_equal(ChainBlocks(chain).decode(w, blocks), chain.predict(w, data))
+    np.testing.assert_array_equal(ChainKernelModel(chain).decode(w, blocks), chain.predict(w, data))
 
 
 def test_chain_kernel_difference_matches_joint_features():
@@ -84,7 +65,7 @@ def test_block_bcfw_on_the_chain_kernel_follows_chain_bcfw():
             warnings.simplefilter("ignore")
             a = BCFW(chain, C=1.0, max_iter=passes, tol=tol, check_every=5,
                      random_state=0).fit(data)
-            b = BlockBCFW(ChainBlocks(chain), C=1.0, max_iter=passes, tol=tol, check_every=5,
+            b = BlockBCFW(ChainKernelModel(chain), C=1.0, max_iter=passes, tol=tol, check_every=5,
                           random_state=0).fit(blocks)
         runs[passes] = a, b
     a, b = runs[5]

@@ -239,3 +239,48 @@ def slack_hinge_all(indptr, indices, data, offsets, labels, W_U, W_B, start, end
         phi, _ = slack_viterbi(scores, T, W_B, start, end, labels[s0:s0 + T], 1.0, V, back,
                                out[s0:s0 + T])
         hinge[i] = phi
+
+
+@njit(cache=True)
+def _sparse_row_dot(indptr, indices, data, r1, r2):
+    p, q = indptr[r1], indptr[r2]
+    pe, qe = indptr[r1 + 1], indptr[r2 + 1]
+    s = 0.0
+    while p < pe and q < qe:
+        a, b = indices[p], indices[q]
+        if a == b:
+            s += data[p] * data[q]
+            p += 1
+            q += 1
+        elif a < b:
+            p += 1
+        else:
+            q += 1
+    return s
+
+
+@njit(cache=True, parallel=True)
+def sequence_grams(indptr, indices, data, offsets, gram_offsets, gram):
+    """gram[gram_offsets[i] + T*t + u] = <x_t, x_u> for each sequence i (rows sorted)."""
+    n = offsets.shape[0] - 1
+    for i in prange(n):
+        s0 = offsets[i]
+        T = offsets[i + 1] - s0
+        g0 = gram_offsets[i]
+        for t in range(T):
+            for u in range(t, T):
+                v = _sparse_row_dot(indptr, indices, data, s0 + t, s0 + u)
+                gram[g0 + T * t + u] = v
+                gram[g0 + T * u + t] = v
+
+
+def sequence_gram_matrices(data):
+    """Token Gram matrices ``<x_t, x_u>`` of every sequence of a :class:`PackedSequences`,
+    packed: (offsets, flat values)."""
+    lengths = data.lengths
+    gram_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths * lengths, out=gram_offsets[1:])
+    gram = np.empty(gram_offsets[-1])
+    indptr, indices, values, offsets = data.kernel_arrays()
+    sequence_grams(indptr, indices, values, offsets, gram_offsets, gram)
+    return gram_offsets, gram

@@ -18,7 +18,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..inference.chain import labelling_score, unigram_scores, viterbi
+from ..data import BlockData
+from ..inference.chain import labelling_score, sequence_gram_matrices, unigram_scores, viterbi
 from . import base
 
 
@@ -195,3 +196,37 @@ def _pair_product(a, b, c, d):
 @base.implements(base.status, ChainKernel)
 def _status(k):
     return 0
+
+
+class ChainKernelModel(base.KernelModel):
+    """A :class:`~dualstruct.models.ChainModel` trained by the block solvers through
+    :class:`ChainKernel` (same parameters, same objective).
+
+    Parameters
+    ----------
+    chain : ChainModel
+    """
+
+    def __init__(self, chain):
+        self.chain = chain
+
+    @property
+    def size(self) -> int:
+        return self.chain.size
+
+    def block_data(self, data) -> BlockData:
+        """Block data of a labelled :class:`~dualstruct.sequences.PackedSequences`."""
+        self.chain._check_data(data)
+        if data.labels is None:
+            raise ValueError("training needs labelled sequences")
+        indptr, indices, values, offsets = data.kernel_arrays()
+        gram_offsets, gram = sequence_gram_matrices(data)
+        c = self.chain
+        kernel = ChainKernel(indptr, indices, values, data.labels.astype(np.int32), offsets,
+                             c.loss_weights, gram, gram_offsets, c.n_labels, c.n_features,
+                             c.start_end, int(np.diff(offsets).max()) if len(offsets) > 1 else 0)
+        return BlockData(kernel, (indptr, indices, values))
+
+    def predict(self, w, data):
+        """Viterbi labels (codes) of every token of ``data``."""
+        return self.chain.predict(w, data)

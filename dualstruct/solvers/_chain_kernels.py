@@ -28,7 +28,7 @@ so ``R`` receives exactly the sparse updates ``w`` does and a step never touches
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ..inference.chain import add_hamming_loss, labelling_score, unigram_scores, viterbi
 from ..inference.slack_search import slack_oracle
@@ -40,39 +40,6 @@ def _max_length(offsets):
     for i in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[i + 1] - offsets[i])
     return longest
-
-
-@njit(cache=True)
-def _sparse_row_dot(indptr, indices, data, r1, r2):
-    p, q = indptr[r1], indptr[r2]
-    pe, qe = indptr[r1 + 1], indptr[r2 + 1]
-    s = 0.0
-    while p < pe and q < qe:
-        a, b = indices[p], indices[q]
-        if a == b:
-            s += data[p] * data[q]
-            p += 1
-            q += 1
-        elif a < b:
-            p += 1
-        else:
-            q += 1
-    return s
-
-
-@njit(cache=True, parallel=True)
-def sequence_grams(indptr, indices, data, offsets, gram_offsets, gram):
-    """gram[gram_offsets[i] + T*t + u] = <x_t, x_u> for each sequence i (rows sorted)."""
-    n = offsets.shape[0] - 1
-    for i in prange(n):
-        s0 = offsets[i]
-        T = offsets[i + 1] - s0
-        g0 = gram_offsets[i]
-        for t in range(T):
-            for u in range(t, T):
-                v = _sparse_row_dot(indptr, indices, data, s0 + t, s0 + u)
-                gram[g0 + T * t + u] = v
-                gram[g0 + T * u + t] = v
 
 
 @njit(cache=True)

@@ -9,19 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..inference.chain import sequence_gram_matrices
 from . import _chain_kernels as kern
 from .base import AtomPool, PassSolver, WeightedAverageDual
-
-
-def sequence_gram_matrices(data):
-    """Token Gram matrices ``<x_t, x_u>`` of every sequence, packed: (offsets, flat values)."""
-    lengths = data.lengths
-    gram_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths * lengths, out=gram_offsets[1:])
-    gram = np.empty(gram_offsets[-1])
-    indptr, indices, values, offsets = data.kernel_arrays()
-    kern.sequence_grams(indptr, indices, values, offsets, gram_offsets, gram)
-    return gram_offsets, gram
 
 
 class BCFW(AtomPool, WeightedAverageDual, PassSolver):
