@@ -38,6 +38,8 @@ entries. A block is one training example (a sequence, an image, a multi-label ro
     loss(k, i, y)                        δ(ȳ_i, y)
     oracle(k, i, w, ws, loss_scale, y)   writes argmax_y' loss_scale·δ(ȳ_i, y') + ⟨w, φ(x_i, y')⟩
                                          into y and returns its value (after prepare)
+    oracle_value(k, i, w, ws, y)         the value the last oracle call maximized, at any y:
+                                         loss_scale·δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩ (after oracle)
     decode(k, i, w, ws, y)               argmax_y ⟨w, φ(x_i, y)⟩ into y; returns its score
     add_difference(k, i, ya, yb, c, w)   w += c (φ(x_i, ya) − φ(x_i, yb))
     difference_sq_norm(k, i, ya, yb)     ‖φ(x_i, ya) − φ(x_i, yb)‖²
@@ -108,6 +110,11 @@ def oracle(k, i, w, ws, loss_scale, y):
     raise NotImplementedError
 
 
+def oracle_value(k, i, w, ws, y):
+    """``loss_scale·δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩`` with the last oracle call's loss scale."""
+    raise NotImplementedError
+
+
 def decode(k, i, w, ws, y):
     """Highest-scoring labelling of block ``i`` into ``y``; returns its score."""
     raise NotImplementedError
@@ -128,7 +135,7 @@ def status(k):
     raise NotImplementedError
 
 
-KERNEL_FUNCTIONS = (workspace, prepare, score, loss, oracle, decode, add_difference,
+KERNEL_FUNCTIONS = (workspace, prepare, score, loss, oracle, oracle_value, decode, add_difference,
                     difference_sq_norm, status)
 
 

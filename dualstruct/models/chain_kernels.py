@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 from ..data import BlockData
-from ..inference.chain import labelling_score, sequence_gram_matrices, unigram_scores, viterbi
+from ..inference.chain import sequence_gram_matrices, unigram_scores, viterbi
 from . import base
 
 
@@ -40,7 +40,7 @@ class ChainKernel(NamedTuple):
 
 class _Workspace(NamedTuple):
     scores: np.ndarray   # (T, K) unigram scores of the prepared sequence
-    aug: np.ndarray      # (T, K) loss-augmented copy
+    aug: np.ndarray      # (T, K) the last oracle's loss-augmented scores
     backptr: np.ndarray  # (T, K) int32
     delta: np.ndarray    # (2, K)
     zeros: np.ndarray    # (K,) start/end scores without start_end
@@ -73,8 +73,7 @@ def _prepare(k, i, w, ws):
 
 @base.implements(base.score, ChainKernel)
 def _score(k, i, w, ws, y):
-    W_U, W_B, start, end = _views(k, w, ws.zeros)
-    return labelling_score(ws.scores, y.shape[0], W_B, start, end, y)
+    return _flat_score(k, w, ws.scores, y)
 
 
 @base.implements(base.loss, ChainKernel)
@@ -104,6 +103,28 @@ def _oracle(k, i, w, ws, loss_scale, y):
     return viterbi(ws.aug, T, W_B, start, end, ws.backptr, ws.delta, y)
 
 
+@base.implements(base.oracle_value, ChainKernel)
+def _oracle_value(k, i, w, ws, y):
+    return _flat_score(k, w, ws.aug, y)
+
+
+@njit(cache=True)
+def _flat_score(k, w, scores, y):
+    """The score of y from its unigram ``scores`` and the flat w (no views: this runs once
+    per atom and step, where building the 2-D views cost more than the sum)."""
+    K = k.n_labels
+    b = k.n_features * K
+    T = y.shape[0]
+    s = 0.0
+    for t in range(T):
+        s += scores[t, y[t]]
+    for t in range(T - 1):
+        s += w[b + y[t] * K + y[t + 1]]
+    if k.start_end:
+        s += w[b + K * K + y[0]] + w[b + K * K + K + y[T - 1]]
+    return s
+
+
 @base.implements(base.decode, ChainKernel)
 def _decode(k, i, w, ws, y):
     W_U, W_B, start, end = _views(k, w, ws.zeros)
@@ -112,10 +133,7 @@ def _decode(k, i, w, ws, y):
 
 @base.implements(base.add_difference, ChainKernel)
 def _add_difference(k, i, ya, yb, c, w):
-    K, d = k.n_labels, k.n_features
-    a0 = d * K
-    W_U = w[:a0].reshape((d, K))
-    W_B = w[a0:a0 + K * K].reshape((K, K))
+    K = k.n_labels
     T = ya.shape[0]
     s0 = k.label_offsets[i]
     for t in range(T):
@@ -126,18 +144,19 @@ def _add_difference(k, i, ya, yb, c, w):
         row = s0 + t
         for p in range(k.indptr[row], k.indptr[row + 1]):
             x = c * k.values[p]
-            j = k.indices[p]
-            W_U[j, a] += x
-            W_U[j, b] -= x
+            j = k.indices[p] * K
+            w[j + a] += x
+            w[j + b] -= x
+    b0 = k.n_features * K  # W_B, then start and end
     for t in range(T - 1):
-        W_B[ya[t], ya[t + 1]] += c
-        W_B[yb[t], yb[t + 1]] -= c
+        w[b0 + ya[t] * K + ya[t + 1]] += c
+        w[b0 + yb[t] * K + yb[t + 1]] -= c
     if k.start_end:
-        b0 = a0 + K * K
-        w[b0 + ya[0]] += c
-        w[b0 + yb[0]] -= c
-        w[b0 + K + ya[T - 1]] += c
-        w[b0 + K + yb[T - 1]] -= c
+        e0 = b0 + K * K
+        w[e0 + ya[0]] += c
+        w[e0 + yb[0]] -= c
+        w[e0 + K + ya[T - 1]] += c
+        w[e0 + K + yb[T - 1]] -= c
 
 
 @base.implements(base.difference_sq_norm, ChainKernel)

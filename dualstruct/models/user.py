@@ -52,6 +52,10 @@ def _cb_oracle(handle, i, w, loss_scale, y):
     return _adapter(handle).call(i, "oracle", w, loss_scale, y)
 
 
+def _cb_oracle_value(handle, i, w, y):
+    return _adapter(handle).call(i, "oracle_value", w, y)
+
+
 def _cb_decode(handle, i, w, y):
     return _adapter(handle).call(i, "decode", w, y)
 
@@ -88,6 +92,13 @@ def _loss(k, i, y):
 def _oracle(k, i, w, ws, loss_scale, y):
     with objmode(r="float64"):
         r = _cb_oracle(k.handle, i, w, loss_scale, y)
+    return r
+
+
+@base.implements(base.oracle_value, UserKernel)
+def _oracle_value(k, i, w, ws, y):
+    with objmode(r="float64"):
+        r = _cb_oracle_value(k.handle, i, w, y)
     return r
 
 
@@ -205,6 +216,7 @@ class _Callbacks:
         self.golds = [self._labelling(i, f) for i, f in enumerate(flat_golds)]
         self.failed = np.zeros(1, dtype=np.int64)
         self.error = None
+        self._loss_scale = 1.0  # of the last oracle call
         self._last_difference = None  # (i, ya, yb, φ(ya) − φ(yb)): a step asks up to 3 times
         self.handle = next(_HANDLES)
         _ADAPTERS[self.handle] = self
@@ -275,6 +287,7 @@ class _Callbacks:
     def _oracle(self, i, w, loss_scale, out):
         # argmax s·δ + ⟨w, φ⟩ = argmax δ + ⟨w / s, φ⟩: the model's oracle at w / s
         w_model = w if loss_scale == 1.0 else w / loss_scale
+        self._loss_scale = loss_scale
         gold = self.golds[i]
         y = self.model.loss_augmented_inference(self.X[i], gold, w_model)
         self._from_model(i, "loss_augmented_inference", y, out)
@@ -288,6 +301,10 @@ class _Callbacks:
                     f"{i}: its labelling scores {value:.6g} (loss + score), below the gold "
                     f"labelling's {gold_value:.6g}")
         return value
+
+    def _oracle_value(self, i, w, y):
+        y = self._labelling(i, y)
+        return self._loss_scale * self._delta(i, y) + float(w @ self._phi(i, y))
 
     def _decode(self, i, w, out):
         y = self.model.inference(self.X[i], w)

@@ -20,6 +20,7 @@ from ..models.base import (
     difference_sq_norm,
     loss,
     oracle,
+    oracle_value,
     prepare,
     score,
     status,
@@ -126,7 +127,7 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         mean_value = 0.0
         for a in range(n_atoms):
             y_a = atom_labels[base + a * T: base + (a + 1) * T]
-            va = loss(k, i, y_a) + score(k, i, w, ws, y_a)
+            va = oracle_value(k, i, w, ws, y_a)
             atom_values[a] = va
             mean_value += atom_weights[i, a] * va
             if atom_weights[i, a] > 0.0 and (away < 0 or va < atom_values[away]):

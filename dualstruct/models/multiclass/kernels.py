@@ -26,13 +26,13 @@ class MultiClassKernel(NamedTuple):
 
 @base.implements(base.workspace, MultiClassKernel)
 def _workspace(k):
-    return np.empty(k.n_classes)
+    return np.empty(k.n_classes + 1)  # the scores, then the last oracle's loss scale
 
 
 @base.implements(base.prepare, MultiClassKernel)
 def _prepare(k, i, w, ws):
     K = k.n_classes
-    ws[:] = 0.0
+    ws[:K] = 0.0
     for p in range(k.indptr[i], k.indptr[i + 1]):
         x = k.values[p]
         row = k.indices[p] * K
@@ -56,6 +56,7 @@ def _loss(k, i, y):
 @base.implements(base.oracle, MultiClassKernel)
 def _oracle(k, i, w, ws, loss_scale, y):
     gold = k.labels[i]
+    ws[k.n_classes] = loss_scale
     penalty = loss_scale * k.loss_weights[gold]
     best = -np.inf
     arg = 0
@@ -67,6 +68,15 @@ def _oracle(k, i, w, ws, loss_scale, y):
             best, arg = v, c
     y[0] = arg
     return best
+
+
+@base.implements(base.oracle_value, MultiClassKernel)
+def _oracle_value(k, i, w, ws, y):
+    c = y[0]
+    gold = k.labels[i]
+    if c == gold:
+        return ws[c]
+    return ws[c] + ws[k.n_classes] * k.loss_weights[gold]
 
 
 @base.implements(base.decode, MultiClassKernel)
