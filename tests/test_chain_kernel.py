@@ -41,7 +41,7 @@ def test_chain_kernel_difference_matches_joint_features():
     @njit
     def run(k, i, ya, yb, w):
         base.add_difference(k, i, ya, yb, 1.0, w)
-        return base.difference_sq_norm(k, i, ya, yb)
+        return base.difference_sq_norm(k, i, base.workspace(k), ya, yb)
 
     X, Y, chain, data, blocks = _problem(2, sparse=True)
     rng = np.random.default_rng(3)

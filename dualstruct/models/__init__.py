@@ -2,9 +2,11 @@
 
 from .base import KernelModel, StructuredModel
 from .chain import ChainModel, ChainWeights
+from .graph import EdgeFeatureGraphCRF, GraphCRF, grid_edges
 from .multiclass import MultiClassModel
 from .multilabel import MultiLabelModel, MultiLabelWeights, chow_liu_edges
 from .user import UserModel
 
-__all__ = ["StructuredModel", "KernelModel", "UserModel", "MultiClassModel", "ChainModel",
+__all__ = ["StructuredModel", "KernelModel", "UserModel", "MultiClassModel", "GraphCRF",
+           "EdgeFeatureGraphCRF", "grid_edges", "ChainModel",
            "ChainWeights", "MultiLabelModel", "MultiLabelWeights", "chow_liu_edges"]

@@ -37,12 +37,14 @@ entries. A block is one training example (a sequence, an image, a multi-label ro
     score(k, i, w, ws, y)                ⟨w, φ(x_i, y)⟩ (after prepare)
     loss(k, i, y)                        δ(ȳ_i, y)
     oracle(k, i, w, ws, loss_scale, y)   writes argmax_y' loss_scale·δ(ȳ_i, y') + ⟨w, φ(x_i, y')⟩
-                                         into y and returns its value (after prepare)
+                                         into y (after prepare) and returns an upper bound on
+                                         that maximum: y's value when the oracle is exact, a
+                                         relaxation's bound otherwise
     oracle_value(k, i, w, ws, y)         the value the last oracle call maximized, at any y:
                                          loss_scale·δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩ (after oracle)
     decode(k, i, w, ws, y)               argmax_y ⟨w, φ(x_i, y)⟩ into y; returns its score
     add_difference(k, i, ya, yb, c, w)   w += c (φ(x_i, ya) − φ(x_i, yb))
-    difference_sq_norm(k, i, ya, yb)     ‖φ(x_i, ya) − φ(x_i, yb)‖²
+    difference_sq_norm(k, i, ws, ya, yb) ‖φ(x_i, ya) − φ(x_i, yb)‖²
     status(k)                            0, or an error code a Python model's callback set (the
                                          solvers stop at the block that raised it)
 
@@ -50,7 +52,9 @@ numba's cache keys a compiled solver on the solver's own source file only: after
 model's kernel implementations, delete the solvers' cached code
 (``dualstruct/solvers/__pycache__/_block_kernels.*.nb*``) or it may run the old code.
 
-Everything a solver needs is built from these: the hinge and the primal, the BCFW corners
+The hinge uses the oracle's bound, so with a relaxed oracle the primal reported is an upper
+bound on the exact primal and the duality gap stays a certificate. Everything a solver needs
+is built from these: the hinge and the primal, the BCFW corners
 ``C (φ(ȳ_i) − φ(y))`` with loss ``C δ(ȳ_i, y)``, their line searches and the subgradients.
 """
 
@@ -106,7 +110,8 @@ def loss(k, i, y):
 
 
 def oracle(k, i, w, ws, loss_scale, y):
-    """Loss-augmented maximizer of block ``i`` into ``y``; returns its value."""
+    """Loss-augmented maximizer of block ``i`` into ``y``; returns an upper bound on the
+    maximum (y's value when exact)."""
     raise NotImplementedError
 
 
@@ -125,7 +130,7 @@ def add_difference(k, i, ya, yb, c, w):
     raise NotImplementedError
 
 
-def difference_sq_norm(k, i, ya, yb):
+def difference_sq_norm(k, i, ws, ya, yb):
     """``‖φ(x_i, ya) − φ(x_i, yb)‖²``."""
     raise NotImplementedError
 

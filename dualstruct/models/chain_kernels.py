@@ -160,7 +160,7 @@ def _add_difference(k, i, ya, yb, c, w):
 
 
 @base.implements(base.difference_sq_norm, ChainKernel)
-def _difference_sq_norm(k, i, ya, yb):
+def _difference_sq_norm(k, i, ws, ya, yb):
     T = ya.shape[0]
     g0 = k.gram_offsets[i]
     sq = 0.0

@@ -118,7 +118,7 @@ def _add_difference(k, i, ya, yb, c, w):
 
 
 @base.implements(base.difference_sq_norm, UserKernel)
-def _difference_sq_norm(k, i, ya, yb):
+def _difference_sq_norm(k, i, ws, ya, yb):
     with objmode(d="float64[::1]"):
         d = _cb_difference(k.handle, i, ya, yb)
     total = 0.0

@@ -38,8 +38,9 @@ def _max_block(label_offsets):
 
 @njit(cache=True)
 def hinge_all(k, w, hinge, out):
-    """``hinge[i] = H_i(w) = max_y [δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩] − ⟨w, φ(x_i, ȳ_i)⟩`` and the
-    maximizers into ``out`` (flat, in the layout of ``k.labels``)."""
+    """``hinge[i] = H_i(w) = max_y [δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩] − ⟨w, φ(x_i, ȳ_i)⟩`` (from the
+    oracle's bound: an upper bound where the oracle is relaxed) and the maximizers into
+    ``out`` (flat, in the layout of ``k.labels``)."""
     ws = workspace(k)
     offs = k.label_offsets
     for i in range(offs.shape[0] - 1):
@@ -89,7 +90,8 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
     one, stored at ``atom_labels[label_offsets[i]·A + a·T_i : … + T_i]`` (A = ``capacity``,
     T_i the block's labelling length). With ``v(y) = δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩`` the step
     moves mass γ from the away atom ``v = argmin_{a: α_a > 0} v(y^a)`` to the oracle's
-    corner ``ŷ = argmax_y v(y)``:
+    corner ``ŷ = argmax_y v(y)`` (the step uses v(ŷ) itself, the block gap the oracle's upper
+    bound on the maximum):
 
         w ← w + γ C (φ(x_i, v) − φ(x_i, ŷ)),      ℓ ← ℓ + γ C (δ(ŷ) − δ(v))
         γ = min( (v(ŷ) − v(v)) / (C ‖φ(x_i, ŷ) − φ(x_i, v)‖²),  α_v )    (exact line search)
@@ -119,7 +121,8 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         base = s0 * A
         y = yhat[:T]
         prepare(k, i, w, ws)
-        best = oracle(k, i, w, ws, 1.0, y)
+        bound = oracle(k, i, w, ws, 1.0, y)
+        best = oracle_value(k, i, w, ws, y)  # y's own value (below the bound if relaxed)
         calls[0] += 1
         n_atoms = atom_count[i]
         away = -1
@@ -148,7 +151,7 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
             break
         m += 1.0  # every visit is an averaging step, also when γ = 0
         A_prev = 0.5 * (m - 1.0) * m
-        block_gaps[i] = C * (best - mean_value)
+        block_gaps[i] = C * (bound - mean_value)
         if fw < 0:
             fw = n_atoms
             for t in range(T):
@@ -162,7 +165,7 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         if pw_gap <= 0.0:
             continue
         v = atom_labels[base + away * T: base + (away + 1) * T]
-        norm2 = C * C * difference_sq_norm(k, i, y, v)
+        norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
         alpha_v = atom_weights[i, away]
         if norm2 <= 0.0:
             gamma = alpha_v

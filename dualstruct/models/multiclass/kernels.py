@@ -103,7 +103,7 @@ def _add_difference(k, i, ya, yb, c, w):
 
 
 @base.implements(base.difference_sq_norm, MultiClassKernel)
-def _difference_sq_norm(k, i, ya, yb):
+def _difference_sq_norm(k, i, ws, ya, yb):
     if ya[0] == yb[0]:
         return 0.0
     return 2.0 * k.sq_norms[i]

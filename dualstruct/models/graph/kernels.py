@@ -1,0 +1,230 @@
+"""The graph CRF's kernel: one block per graph, a labelling is one label per node.
+
+``w = [W_U (d × K, feature-major) | W_P (F × P)]`` with F edge features and P pair
+parameters per feature: K² for directed tables, K(K+1)/2 for symmetric ones
+(``pair_index[a, b]`` maps a label pair to its parameter). The potentials of graph i are
+
+    θ_u(a) = ⟨W_U[:, a], x_u⟩,      θ_e(a, b) = Σ_f z_{e,f} W_P[f, pair_index[a, b]]
+
+(z the edge features; a graph CRF without them has one constant feature), and
+φ(x, y) = (Σ_u x_u ⊗ e_{y_u}, Σ_e z_e ⊗ e_{pair_index[y_u, y_v]}), the loss the weighted
+Hamming loss. Inference per graph (``method``): exact max-product on forests, enumeration,
+or the LP relaxation by MPLP (:mod:`dualstruct.inference.graph`), whose bound the oracle
+returns; ``lp_stats`` counts [LP calls, LP calls not certified exact].
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ...inference.graph import enumerate_map, forest_map, labelling_score, lp_map
+from .. import base
+
+FOREST, ENUMERATE, LP = 0, 1, 2
+
+
+class GraphKernel(NamedTuple):
+    indptr: np.ndarray         # CSR node rows of all graphs
+    indices: np.ndarray
+    values: np.ndarray
+    labels: np.ndarray         # int32 gold label per node
+    label_offsets: np.ndarray  # int64 node offsets (n + 1)
+    edges: np.ndarray          # int64 (E_total, 2), node indices within their graph
+    edge_offsets: np.ndarray   # int64 (n + 1)
+    edge_features: np.ndarray  # (E_total, F)
+    loss_weights: np.ndarray   # (K,)
+    pair_index: np.ndarray     # int64 (K, K)
+    n_pairs: int               # P
+    n_states: int
+    n_features: int
+    method: np.ndarray         # int64 per graph: FOREST, ENUMERATE or LP
+    max_nodes: int
+    max_edges: int
+    lp_sweeps: int
+    lp_tol: float
+    lp_stats: np.ndarray       # int64 (2,): LP calls, not certified
+    max_entries: int           # most entries of w one labelling difference touches (×2)
+
+
+class _Workspace(NamedTuple):
+    theta: np.ndarray    # (max_nodes, K) node potentials at the prepared w
+    aug: np.ndarray      # (max_nodes, K) the last oracle's loss-augmented potentials
+    pot: np.ndarray      # (max_edges, K, K) edge potentials
+    x: np.ndarray        # int64 (max_nodes,) inference output
+    scale: np.ndarray    # (1,) the last oracle's loss scale
+    diff: np.ndarray     # (size,) scratch for difference norms, kept zero
+    touched: np.ndarray  # int64 scratch: entries of diff in use
+
+
+@njit(cache=True)
+def _graph(k, i):
+    n0, n1 = k.label_offsets[i], k.label_offsets[i + 1]
+    e0, e1 = k.edge_offsets[i], k.edge_offsets[i + 1]
+    return n0, n1 - n0, e0, e1 - e0
+
+
+@njit(cache=True)
+def _map(k, i, theta, pot, x):
+    """(value of the labelling found, upper bound on the maximum)."""
+    n0, n, e0, E = _graph(k, i)
+    edges = k.edges[e0:e0 + E]
+    if k.method[i] == FOREST:
+        v = forest_map(theta, edges, pot, x)
+        return v, v
+    if k.method[i] == ENUMERATE:
+        v = enumerate_map(theta, edges, pot, x)
+        return v, v
+    v, bound = lp_map(theta, edges, pot, x, k.lp_sweeps, k.lp_tol)
+    k.lp_stats[0] += 1
+    if bound - v > k.lp_tol * max(1.0, abs(bound)):
+        k.lp_stats[1] += 1
+    return v, bound
+
+
+@base.implements(base.workspace, GraphKernel)
+def _workspace(k):
+    T, E, K = max(k.max_nodes, 1), max(k.max_edges, 1), k.n_states
+    size = k.n_features * K + k.edge_features.shape[1] * k.n_pairs
+    return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((E, K, K)),
+                      np.empty(T, dtype=np.int64), np.ones(1), np.zeros(size),
+                      np.empty(max(k.max_entries, 1), dtype=np.int64))
+
+
+@base.implements(base.prepare, GraphKernel)
+def _prepare(k, i, w, ws):
+    n0, n, e0, E = _graph(k, i)
+    K = k.n_states
+    for t in range(n):
+        row = n0 + t
+        for c in range(K):
+            ws.theta[t, c] = 0.0
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            x = k.values[p]
+            j = k.indices[p] * K
+            for c in range(K):
+                ws.theta[t, c] += x * w[j + c]
+    off = k.n_features * K
+    F = k.edge_features.shape[1]
+    for e in range(E):
+        for a in range(K):
+            for b in range(K):
+                q = k.pair_index[a, b]
+                s = 0.0
+                for f in range(F):
+                    s += k.edge_features[e0 + e, f] * w[off + f * k.n_pairs + q]
+                ws.pot[e, a, b] = s
+
+
+@base.implements(base.score, GraphKernel)
+def _score(k, i, w, ws, y):
+    n0, n, e0, E = _graph(k, i)
+    return labelling_score(ws.theta[:n], k.edges[e0:e0 + E], ws.pot[:E], y)
+
+
+@base.implements(base.loss, GraphKernel)
+def _loss(k, i, y):
+    n0 = k.label_offsets[i]
+    total = 0.0
+    for t in range(y.shape[0]):
+        g = k.labels[n0 + t]
+        if y[t] != g:
+            total += k.loss_weights[g]
+    return total
+
+
+@base.implements(base.oracle, GraphKernel)
+def _oracle(k, i, w, ws, loss_scale, y):
+    n0, n, e0, E = _graph(k, i)
+    ws.scale[0] = loss_scale
+    for t in range(n):
+        g = k.labels[n0 + t]
+        extra = loss_scale * k.loss_weights[g]
+        for c in range(k.n_states):
+            ws.aug[t, c] = ws.theta[t, c]
+            if c != g:
+                ws.aug[t, c] += extra
+    x = ws.x[:n]
+    value, bound = _map(k, i, ws.aug[:n], ws.pot[:E], x)
+    for t in range(n):
+        y[t] = x[t]
+    return bound
+
+
+@base.implements(base.oracle_value, GraphKernel)
+def _oracle_value(k, i, w, ws, y):
+    n0, n, e0, E = _graph(k, i)
+    return labelling_score(ws.aug[:n], k.edges[e0:e0 + E], ws.pot[:E], y)
+
+
+@base.implements(base.decode, GraphKernel)
+def _decode(k, i, w, ws, y):
+    n0, n, e0, E = _graph(k, i)
+    x = ws.x[:n]
+    value, bound = _map(k, i, ws.theta[:n], ws.pot[:E], x)
+    for t in range(n):
+        y[t] = x[t]
+    return value
+
+
+@njit(cache=True)
+def _add_into(k, i, ya, yb, c, w, touched, n_touched):
+    """w += c (φ(ya) − φ(yb)); records the entries written in ``touched`` when it has room
+    (n_touched ≥ 0), and returns the new count."""
+    n0, n, e0, E = _graph(k, i)
+    K = k.n_states
+    for t in range(n):
+        a, b = ya[t], yb[t]
+        if a == b:
+            continue
+        row = n0 + t
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            x = c * k.values[p]
+            j = k.indices[p] * K
+            w[j + a] += x
+            w[j + b] -= x
+            if n_touched >= 0:
+                touched[n_touched] = j + a
+                touched[n_touched + 1] = j + b
+                n_touched += 2
+    off = k.n_features * K
+    F = k.edge_features.shape[1]
+    for e in range(E):
+        u, v = k.edges[e0 + e, 0], k.edges[e0 + e, 1]
+        qa = k.pair_index[ya[u], ya[v]]
+        qb = k.pair_index[yb[u], yb[v]]
+        if qa == qb:
+            continue
+        for f in range(F):
+            z = c * k.edge_features[e0 + e, f]
+            w[off + f * k.n_pairs + qa] += z
+            w[off + f * k.n_pairs + qb] -= z
+            if n_touched >= 0:
+                touched[n_touched] = off + f * k.n_pairs + qa
+                touched[n_touched + 1] = off + f * k.n_pairs + qb
+                n_touched += 2
+    return n_touched
+
+
+@base.implements(base.add_difference, GraphKernel)
+def _add_difference(k, i, ya, yb, c, w):
+    _add_into(k, i, ya, yb, c, w, np.empty(0, dtype=np.int64), -1)
+
+
+@base.implements(base.difference_sq_norm, GraphKernel)
+def _difference_sq_norm(k, i, ws, ya, yb):
+    # the difference built in the zeroed scratch vector, then read and cleared entry by entry
+    m = _add_into(k, i, ya, yb, 1.0, ws.diff, ws.touched, 0)
+    total = 0.0
+    for q in range(m):
+        v = ws.diff[ws.touched[q]]
+        total += v * v
+        ws.diff[ws.touched[q]] = 0.0
+    return total
+
+
+@base.implements(base.status, GraphKernel)
+def _status(k):
+    return 0

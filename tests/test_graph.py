@@ -1,0 +1,179 @@
+"""Graph CRFs: inference against brute force (trees exact, the LP's bound above the maximum
+and equal where certified), the kernel against the joint feature map, and the block solvers
+agreeing on the optimum."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dualstruct.inference.graph import (
+    enumerate_map,
+    forest_map,
+    is_forest,
+    labelling_score,
+    lp_map,
+)
+from dualstruct.models import base
+from dualstruct.models.graph import EdgeFeatureGraphCRF, GraphCRF, grid_edges
+from dualstruct.solvers import CuttingPlane, primal_objective
+from dualstruct.solvers.block import BlockBCFW, BlockSSG
+
+
+def _brute(theta, edges, pot):
+    n, K = theta.shape
+    return max(labelling_score(theta, edges, pot, np.array(x))
+               for x in itertools.product(range(K), repeat=n))
+
+
+def _random_tree(rng, n):
+    return np.array([(int(rng.integers(0, v)), v) for v in range(1, n)], dtype=np.int64)
+
+
+def _potentials(rng, n, E, K):
+    return rng.normal(size=(n, K)), rng.normal(size=(E, K, K))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_forest_map_is_exact(seed):
+    rng = np.random.default_rng(seed)
+    n, K = 7, 3
+    edges = _random_tree(rng, n)
+    if seed % 2:  # a forest: drop an edge
+        edges = edges[1:]
+    theta, pot = _potentials(rng, n, len(edges), K)
+    x = np.empty(n, dtype=np.int64)
+    v = forest_map(theta, edges, pot, x)
+    assert is_forest(n, edges)
+    assert v == pytest.approx(_brute(theta, edges, pot))
+    assert labelling_score(theta, edges, pot, x) == pytest.approx(v)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lp_bounds_the_maximum(seed):
+    rng = np.random.default_rng(seed)
+    edges, _ = grid_edges(2, 3, directions=True)
+    n, K = 6, 3
+    assert not is_forest(n, edges)
+    theta, pot = _potentials(rng, n, len(edges), K)
+    x = np.empty(n, dtype=np.int64)
+    exact = enumerate_map(theta, edges, pot, x)
+    assert exact == pytest.approx(_brute(theta, edges, pot))
+    value, bound = lp_map(theta, edges, pot, x, 500, 1e-12)
+    assert bound >= exact - 1e-9 and value <= exact + 1e-9
+    assert labelling_score(theta, edges, pot, x) == pytest.approx(value)
+    if bound - value <= 1e-9:  # certified: the decoded labelling is a maximizer
+        assert value == pytest.approx(exact)
+
+
+def test_lp_is_tight_on_trees():
+    rng = np.random.default_rng(9)
+    edges = _random_tree(rng, 8)
+    theta, pot = _potentials(rng, 8, 7, 3)
+    x = np.empty(8, dtype=np.int64)
+    value, bound = lp_map(theta, edges, pot, x, 1000, 1e-12)
+    assert bound == pytest.approx(value, abs=1e-8)
+    assert value == pytest.approx(_brute(theta, edges, pot))
+
+
+def test_grid_edges():
+    e = grid_edges(2, 3)
+    assert len(e) == 2 * 2 + 1 * 3
+    e8, f8 = grid_edges(3, 3, connectivity=8, directions=True)
+    assert len(e8) == 6 + 6 + 4 + 4 and f8.shape == (20, 4) and np.all(f8.sum(1) == 1)
+    with pytest.raises(ValueError, match="connectivity"):
+        grid_edges(2, 2, connectivity=6)
+
+
+def _graphs(seed, n_graphs=8, K=3, d=4, edge_features=False):
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for g in range(n_graphs):
+        h, w = (2, 2) if g % 2 else (1, 4)  # loopy squares and chains
+        edges, z = grid_edges(h, w, directions=True)
+        nodes = rng.normal(size=(h * w, d))
+        y = rng.integers(0, K, h * w)
+        nodes[np.arange(h * w), y % d] += 1.0
+        X.append((nodes, edges, z) if edge_features else (nodes, edges))
+        Y.append(y)
+    return X, Y
+
+
+@pytest.mark.parametrize("edge_features", [False, True])
+@pytest.mark.parametrize("inference", ["auto", "lp"])
+def test_graph_hinge_matches_brute_force(edge_features, inference):
+    X, Y = _graphs(1, edge_features=edge_features)
+    model = (EdgeFeatureGraphCRF(3, 4, 2, inference=inference) if edge_features
+             else GraphCRF(3, 4, inference=inference))
+    data = model.block_data(X, Y)
+    w = np.random.default_rng(2).normal(size=model.size)
+    hinge, _ = model.hinge(w, data)
+    for i, (x, y) in enumerate(zip(X, Y)):
+        n = len(y)
+        values = [model.loss(y, yy) + w @ model.joint_feature(x, np.array(yy))
+                  for yy in itertools.product(range(3), repeat=n)]
+        exact = max(values) - w @ model.joint_feature(x, y)
+        if inference == "lp":
+            assert hinge[i] >= exact - 1e-9  # the LP's bound
+        else:
+            assert hinge[i] == pytest.approx(exact)
+
+
+def test_graph_kernel_difference_matches_joint_features():
+    from numba import njit
+
+    @njit
+    def run(k, i, ya, yb, w):
+        base.add_difference(k, i, ya, yb, 1.0, w)
+        return base.difference_sq_norm(k, i, base.workspace(k), ya, yb)
+
+    for model, edge_features in ((GraphCRF(3, 4), False), (GraphCRF(3, 4, directed=True), False),
+                                 (EdgeFeatureGraphCRF(3, 4, 2), True)):
+        X, Y = _graphs(3, edge_features=edge_features)
+        data = model.block_data(X, Y)
+        rng = np.random.default_rng(4)
+        for i, x in enumerate(X):
+            ya = rng.integers(0, 3, len(Y[i])).astype(np.int32)
+            yb = rng.integers(0, 3, len(Y[i])).astype(np.int32)
+            w = np.zeros(model.size)
+            sq = run(data.kernel, i, ya, yb, w)
+            diff = model.joint_feature(x, ya) - model.joint_feature(x, yb)
+            np.testing.assert_allclose(w, diff, atol=1e-12)
+            assert sq == pytest.approx(diff @ diff, abs=1e-10)
+
+
+def test_block_solvers_agree_on_a_graph_crf():
+    X, Y = _graphs(5, edge_features=True)
+    model = EdgeFeatureGraphCRF(3, 4, 2, inference="exact")
+    data = model.block_data(X, Y)
+    primals = {}
+    for solver in (BlockBCFW, CuttingPlane, BlockSSG):
+        s = solver(model, C=1.0, max_iter=3000 if solver is BlockSSG else 1000, tol=1e-7,
+                   check_every=10, random_state=0).fit(data)
+        primals[solver.name] = primal_objective(model, data, s.weights(), 1.0)
+        if solver is not BlockSSG:
+            assert s.history.stop_reason == "tol"
+            gaps = [r.relative_gap for r in s.history if not math.isnan(r.relative_gap)]
+            assert gaps[-1] <= 1e-7
+    best = min(primals.values())
+    assert primals["bcfw"] == pytest.approx(best, rel=1e-5)
+    assert primals["cutting_plane"] == pytest.approx(best, rel=1e-5)
+    assert primals["ssg"] == pytest.approx(best, rel=1e-3)
+
+
+def test_graph_input_errors():
+    model = GraphCRF(3, 4)
+    nodes = np.zeros((3, 4))
+    with pytest.raises(ValueError, match=r"X\[0\] must be \(node_features, edges\)"):
+        model.block_data([nodes], [np.zeros(3, int)])
+    with pytest.raises(ValueError, match=r"edges must name nodes 0 … 2"):
+        model.block_data([(nodes, [[0, 3]])], [np.zeros(3, int)])
+    with pytest.raises(ValueError, match="joins a node to itself"):
+        model.block_data([(nodes, [[1, 1]])], [np.zeros(3, int)])
+    with pytest.raises(ValueError, match=r"Y\[0\] must hold 3 labels"):
+        model.block_data([(nodes, [[0, 1]])], [np.zeros(2, int)])
+    big = np.zeros((9, 4))
+    with pytest.raises(ValueError, match="exact inference refuses"):
+        GraphCRF(3, 4, inference="exact").block_data([(big, grid_edges(3, 3))],
+                                                     [np.zeros(9, int)])
