@@ -72,13 +72,19 @@ class SSVM(BaseEstimator):
         return UserModel(self.model)
 
     @restore_on_error
-    def fit(self, X, Y):
+    def fit(self, X, Y, validation_data=None):
         """Train on inputs ``X`` and gold labellings ``Y`` (in the model's own format: for
-        the multi-class model a matrix and a vector of class codes, for a Python model two
-        sequences of equal length)."""
+        the multi-class model a matrix and a vector of class codes, for a Python model or a
+        graph model two sequences of equal length). ``validation_data=(X_val, Y_val)`` adds
+        the held-out :meth:`score` to every check of the history."""
         self._validate_params()
         model = self._kernel_model()
         data = model.block_data(X, Y)
+        validation = None
+        if validation_data is not None:
+            X_val, Y_val = validation_data
+            def validation(w):
+                return _accuracy(model.predict(w, X_val), Y_val)
         callback = None
         if self.callback is not None:
             def callback(record):
@@ -88,7 +94,7 @@ class SSVM(BaseEstimator):
             model, C=self.C, max_iter=self.max_iter, tol=self.tol,
             check_every=self.check_every, averaging=self.averaging,
             random_state=self.random_state, verbose=self.verbose, callback=callback,
-            **(self.solver_options or {}))
+            validation=validation, **(self.solver_options or {}))
         self.model_ = model
         return train(self, solver, data, state=None)
 
@@ -109,12 +115,15 @@ class SSVM(BaseEstimator):
     def score(self, X, Y):
         """The share of labelling entries predicted right (accuracy over classes, tokens or
         nodes)."""
-        pred = self.predict(X)
-        right = total = 0
-        for p, y in zip(pred, Y):
-            p, y = np.asarray(p), np.asarray(y)
-            if p.shape != y.shape:
-                raise ValueError(f"a prediction has shape {p.shape}, its labelling {y.shape}")
-            right += int(np.sum(p == y))
-            total += y.size
-        return right / max(total, 1)
+        return _accuracy(self.predict(X), Y)
+
+
+def _accuracy(predictions, Y):
+    right = total = 0
+    for p, y in zip(predictions, Y):
+        p, y = np.asarray(p), np.asarray(y)
+        if p.shape != y.shape:
+            raise ValueError(f"a prediction has shape {p.shape}, its labelling {y.shape}")
+        right += int(np.sum(p == y))
+        total += y.size
+    return right / max(total, 1)

@@ -167,8 +167,10 @@ def enumerate_map(theta, edges, pot, x):
 def lp_map(theta, edges, pot, x, max_sweeps, tol):
     """MPLP on the local-polytope LP (module docstring). Writes the decoded labelling into
     ``x`` and returns ``(s(x), L)``: its score and the dual bound (equal when certified).
-    Stops when ``L − s(x) ≤ tol · max(1, |L|)`` or after ``max_sweeps`` sweeps over the
-    edges."""
+    Stops when ``L − s(x) ≤ tol · max(1, |L|)``, when the bound has fallen by less than
+    ``1e-6 · max(1, |L|)`` over the last 10 sweeps (MPLP has stalled: the LP is not tight
+    there, or descent has reached a corner of the non-smooth dual), or after ``max_sweeps``
+    sweeps over the edges."""
     n, K = theta.shape
     E = edges.shape[0]
     to_first = np.zeros((E, K))   # δ_{e→u}
@@ -179,6 +181,7 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
     best_value = -np.inf
     bound = np.inf
     xs = np.empty(n, dtype=np.int64)
+    history = np.full(10, np.inf)  # the bound over the last 10 sweeps
     for _sweep in range(max_sweeps):
         for e in range(E):
             u, v = edges[e, 0], edges[e, 1]
@@ -220,11 +223,14 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
                         m = val
             L += m
         bound = min(bound, L)
+        history[_sweep % 10] = bound
         value = labelling_score(theta, edges, pot, xs)
         if value > best_value:
             best_value = value
             for u in range(n):
                 x[u] = xs[u]
         if bound - best_value <= tol * max(1.0, abs(bound)):
+            break
+        if _sweep >= 10 and history[(_sweep + 1) % 10] - bound <= 1e-6 * max(1.0, abs(bound)):
             break
     return best_value, bound

@@ -1,0 +1,31 @@
+"""Label every pixel of the snakes images (PyStruct's grid-CRF task) with a graph CRF.
+
+Each image shows a snake of ten segments on a blue background; the label of a pixel is the
+segment's position from the head (1–10) or 0. Colours alone cannot tell segment 4 from
+segment 8: the position has to travel along the snake through the pairwise potentials. With
+pair tables that depend on the colours at both ends of an edge and on its direction, the
+model learns that; with one table per direction it does not.
+
+    DUALSTRUCT_DATA=../shared/data python examples/snakes.py
+"""
+
+import dualstruct
+from dualstruct.datasets import fetch_snakes
+from dualstruct.datasets.snakes import snakes_graphs
+from dualstruct.models import EdgeFeatureGraphCRF
+
+images_train, maps_train = fetch_snakes("train")
+images_test, maps_test = fetch_snakes("test")
+graphs = snakes_graphs(images_train + images_test, edge_features="colours")
+X_train, X_test = graphs[:len(images_train)], graphs[len(images_train):]
+Y_train = [m.ravel() for m in maps_train]   # one label per pixel, row-major
+Y_test = [m.ravel() for m in maps_test]
+
+nodes, edges, edge_features = X_train[0]
+model = EdgeFeatureGraphCRF(n_states=11, n_features=nodes.shape[1],
+                            n_edge_features=edge_features.shape[1], directed=True)
+svm = dualstruct.SSVM(model, C=10.0, max_iter=20, check_every=5, verbose=1, random_state=0)
+svm.fit(X_train, Y_train, validation_data=(X_test, Y_test))
+print(f"test pixel accuracy: {svm.score(X_test, Y_test):.4f}")
+calls, loose = svm.solver_.data.kernel.lp_stats
+print(f"LP oracle calls: {calls}, certified exact: {1 - loose / calls:.1%}")
