@@ -1,9 +1,9 @@
 """Snakes benchmark: a graph CRF on 4-connected pixel grids (200 train / 100 test images,
 11 labels), trained by BCFW with the LP-relaxed oracle (MPLP), with three kinds of edge
 features: the colours of the edge's pixels and its direction (``colours``), the direction
-only (``direction``), and none (one directed K × K table for every edge, ``none``). Prints, per check,
-training time (monitoring excluded), the primal upper bound, the dual, the relative gap and
-the test pixel accuracy, then the share of LP calls that were certified exact.
+only (``direction``), and none (one directed K × K table for every edge, ``none``). Prints,
+per check, training time (monitoring excluded), the primal upper bound, the dual, the
+relative gap and the test pixel accuracy, then the share of LP calls certified exact.
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/snakes.py --passes 50 --plot snakes.png
 """
