@@ -36,6 +36,8 @@ then it is an exact MAP labelling. The tests check the LP value against HiGHS.
 import numpy as np
 from numba import njit
 
+from .graph import labelling_score  # Σ_l a[l, y_l] + Σ_e V[e, y_l, y_k]
+
 
 def unary_tables(theta, gold=None, loss_weights=None):
     """``a[..., l, s]``: the score of label l in state s ∈ {0, 1} for unary scores ``theta``
@@ -50,17 +52,6 @@ def unary_tables(theta, gold=None, loss_weights=None):
         a[..., 0] += c * gold  # state 0 differs from a gold 1
         a[..., 1] += c * (1 - gold)
     return a
-
-
-@njit(cache=True)
-def labelling_score(a, edges, V, y):
-    """``Σ_l a[l, y_l] + Σ_e V[e, y_l, y_k]``."""
-    s = 0.0
-    for l in range(a.shape[0]):
-        s += a[l, y[l]]
-    for e in range(edges.shape[0]):
-        s += V[e, y[edges[e, 0]], y[edges[e, 1]]]
-    return s
 
 
 @njit(cache=True)

@@ -64,7 +64,7 @@ import inspect
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 
 
@@ -165,6 +165,16 @@ def implements(generic, kernel_class):
         return impl
 
     return register
+
+
+@njit(cache=True)
+def weighted_hamming(gold, loss_weights, y):
+    """``Σ_t loss_weights[ȳ_t] [y_t ≠ ȳ_t]``: the loss of the chain and graph kernels."""
+    total = 0.0
+    for t in range(y.shape[0]):
+        if y[t] != gold[t]:
+            total += loss_weights[gold[t]]
+    return total
 
 
 class KernelModel:

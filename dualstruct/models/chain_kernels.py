@@ -78,13 +78,8 @@ def _score(k, i, w, ws, y):
 
 @base.implements(base.loss, ChainKernel)
 def _loss(k, i, y):
-    s0 = k.label_offsets[i]
-    total = 0.0
-    for t in range(y.shape[0]):
-        g = k.labels[s0 + t]
-        if y[t] != g:
-            total += k.loss_weights[g]
-    return total
+    start = k.label_offsets[i]
+    return base.weighted_hamming(k.labels[start:start + y.shape[0]], k.loss_weights, y)
 
 
 @base.implements(base.oracle, ChainKernel)
