@@ -28,13 +28,12 @@ SOLVERS = {
     "cutting_plane": dict(solver="cutting_plane"),
     "gdmm": dict(solver="gdmm", solver_options={"rho": 1.0}),
 }
-#: also accepted by --solvers: "block-bcfw", the block-solver BCFW on the chain kernel
 
 
 def warm_up():
     """Compile (or load from cache) every kernel on a tiny problem; returns seconds and hits."""
     from dualstruct.inference import chain as inf
-    from dualstruct.solvers import _chain_kernels as kern
+    from dualstruct.solvers import _block_kernels as kern
 
     rng = np.random.default_rng(0)
     X = [rng.random((3, 4)) for _ in range(4)]
@@ -43,12 +42,11 @@ def warm_up():
     for name in SOLVERS:
         est = make(name, max_iter=1, check_every=1)
         est.fit(X, y, validation_data=(X, y))
-    run_block_bcfw((X, y, X, y), 1, 1, 0.0, True)
     seconds = time.perf_counter() - t0
     from dualstruct.solvers import _gdmm_kernels as gk
 
-    kernels = [inf.decode_all, inf.hinge_all, kern.bcfw_pass, kern.bcpfw_pass, kern.ssg_pass,
-               inf.sequence_grams, gk.gdmm_pass]
+    kernels = [inf.decode_all, inf.hinge_all, kern.pairwise_bcfw_pass, kern.classic_bcfw_pass,
+               kern.ssg_pass, inf.sequence_grams, gk.gdmm_pass]
     hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
     return seconds, hits, misses
@@ -61,40 +59,9 @@ def make(name, **kw):
 
 
 def run(name, data, passes, check_every, tol, start_end):
-    if name == "block-bcfw":
-        return run_block_bcfw(data, passes, check_every, tol, start_end)
     Xtr, ytr, Xte, yte = data
     est = make(name, max_iter=passes, check_every=check_every, tol=tol, start_end=start_end)
     return est.fit(Xtr, ytr, validation_data=(Xte, yte))
-
-
-def run_block_bcfw(data, passes, check_every, tol, start_end):
-    """The chain model trained by the block-solver BCFW over its kernel (same model, data
-    layout and seed as ``bcfw``: a bias column, C = 1, pairwise steps)."""
-    from types import SimpleNamespace
-
-    import scipy.sparse as sp
-
-    from dualstruct.models import ChainModel
-    from dualstruct.models.chain_kernels import ChainKernelModel
-    from dualstruct.sequences import pack_sequences
-    from dualstruct.solvers.block import BlockBCFW
-
-    Xtr, ytr, Xte, yte = data
-    classes = np.unique(np.concatenate(ytr))
-
-    def packed(X, y):
-        X = [sp.hstack([sp.csr_matrix(x), np.ones((x.shape[0], 1))], format="csr") for x in X]
-        return pack_sequences(X, [np.searchsorted(classes, s).astype(np.int32) for s in y])
-
-    train, test = packed(Xtr, ytr), packed(Xte, yte)
-    chain = ChainModel(len(classes), train.n_features, start_end=start_end)
-    model = ChainKernelModel(chain)
-    solver = BlockBCFW(model, C=1.0, max_iter=passes, check_every=check_every, tol=tol,
-                       random_state=0,
-                       validation=lambda w: float(np.mean(chain.predict(w, test) == test.labels)))
-    solver.fit(model.block_data(train))
-    return SimpleNamespace(history_=solver.history, n_iter_=solver.passes)
 
 
 def main(argv=None):

@@ -15,7 +15,7 @@ from . import io
 from .metrics import token_accuracy
 from .models import ChainModel
 from .sequences import PackedSequences, pack_sequences
-from .solvers import SOLVERS, History
+from .solvers import History, solver_class, solver_names
 
 MODELS = ("chain",)
 
@@ -253,8 +253,9 @@ class StructuredSVM(BaseEstimator):
     def _validate_params(self):
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {self.solver!r}")
+        if self.solver not in solver_names(ChainModel):
+            raise ValueError(f"solver must be one of {solver_names(ChainModel)}, got "
+                             f"{self.solver!r}")
         check_training_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.rescaling not in ("margin", "slack"):
@@ -399,7 +400,7 @@ class StructuredSVM(BaseEstimator):
             return bool(self.callback(self, record))
 
         if solver is None:
-            solver = SOLVERS[self.solver](
+            solver = solver_class(self.solver, self.model_)(
                 self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,

@@ -27,7 +27,7 @@ from .models.multilabel import (
     MultiLabelDataset,
     MultiLabelModel,
 )
-from .solvers import MULTILABEL_SOLVERS, History
+from .solvers import History, solver_class, solver_names
 
 
 class MultiLabelSVM(BaseEstimator):
@@ -105,8 +105,8 @@ class MultiLabelSVM(BaseEstimator):
         if isinstance(self.edges, str) and self.edges not in EDGE_KINDS:
             raise ValueError(f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got "
                              f"{self.edges!r}")
-        if self.solver not in MULTILABEL_SOLVERS:
-            raise ValueError(f"solver must be one of {tuple(MULTILABEL_SOLVERS)}, got "
+        if self.solver not in solver_names(MultiLabelModel):
+            raise ValueError(f"solver must be one of {solver_names(MultiLabelModel)}, got "
                              f"{self.solver!r}")
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
@@ -223,7 +223,7 @@ class MultiLabelSVM(BaseEstimator):
             return bool(self.callback(self, record))
 
         if solver is None:
-            solver = MULTILABEL_SOLVERS[self.solver](
+            solver = solver_class(self.solver, self.model_)(
                 self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,

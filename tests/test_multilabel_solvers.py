@@ -18,7 +18,7 @@ from dualstruct.inference.multilabel import (
     unary_tables,
 )
 from dualstruct.models.multilabel import MultiLabelDataset, MultiLabelModel
-from dualstruct.solvers import CuttingPlane, MultiLabelBCFW, MultiLabelSSG, primal_objective
+from dualstruct.solvers import BCFW, SSG, CuttingPlane, primal_objective
 
 STATES = ((0, 0), (1, 0), (0, 1), (1, 1))
 
@@ -131,16 +131,19 @@ def test_multilabel_solvers_reach_the_same_optimum(edges, inference, interaction
     # the classic FW step converges sublinearly: a 1e-4 gap (1e-3 for the tables, whose
     # redundant parametrization converges more slowly still)
     tol = 1e-4 if interactions == "11" else 1e-3
-    bcfw = MultiLabelBCFW(model, C, max_iter=20000, tol=tol, check_every=20,
-                          random_state=0).fit(data)
-    assert bcfw.history.stop_reason == "tol"
-    gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
-    assert min(gaps) >= -1e-9
-    assert bcfw.history.last.dual <= p_opt * (1 + 1e-7)
-    assert bcfw.history.last.primal == pytest.approx(p_opt, rel=tol)
-    assert bcfw.history.last.primal == pytest.approx(
-        primal_objective(model, data, bcfw.weights(), C), rel=1e-12)
-    ssg = MultiLabelSSG(model, C, max_iter=3000, check_every=500, random_state=0).fit(data)
+    # the LP's fractional corners need the classic step; exact oracles take both steps
+    steps = ["fw"] if inference == "lp" else ["fw", "pairwise"]
+    for step in steps:
+        bcfw = BCFW(model, C, step=step, max_iter=20000, tol=tol, check_every=20,
+                    random_state=0).fit(data)
+        assert bcfw.history.stop_reason == "tol"
+        gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
+        assert min(gaps) >= -1e-9
+        assert bcfw.history.last.dual <= p_opt * (1 + 1e-7)
+        assert bcfw.history.last.primal == pytest.approx(p_opt, rel=tol)
+        assert bcfw.history.last.primal == pytest.approx(
+            primal_objective(model, data, bcfw.weights(), C), rel=1e-12)
+    ssg = SSG(model, C, max_iter=3000, check_every=500, random_state=0).fit(data)
     assert ssg.history.last.primal == pytest.approx(p_opt, rel=1e-3)
 
 
@@ -148,49 +151,33 @@ def test_multilabel_solvers_reach_the_same_optimum(edges, inference, interaction
 def test_bcfw_state_reproduces_weights_and_resumes(interactions):
     model, data = _problem(5, L=4, edges="full", inference="lp", interactions=interactions)
     C = 1.0
-    s = MultiLabelBCFW(model, C, max_iter=30, random_state=1).fit(data)
-    # w = C Σ_i φ(ȳ_i) − φ(μ_i), recomputed from the dual points (the four indicators of an
-    # edge written out from μ_l, μ_k and μ_lk)
-    w = np.zeros(model.size)
-    W = model.unpack(w)
-    W.unary[:] = C * (data.X.T @ (data.Y - s.mu))
-    e0, e1 = model.edges[:, 0], model.edges[:, 1]
-    for point, sign in ((data.Y, 1.0), (s.mu, -1.0)):
-        ml, mk = point[:, e0], point[:, e1]
-        mlk = data.Y[:, e0] * data.Y[:, e1] if sign > 0 else s.mu_pair
-        if interactions == "table":
-            W.pairwise[:, 0, 0] += sign * C * (1 - ml - mk + mlk).sum(axis=0)
-            W.pairwise[:, 0, 1] += sign * C * (mk - mlk).sum(axis=0)
-            W.pairwise[:, 1, 0] += sign * C * (ml - mlk).sum(axis=0)
-            W.pairwise[:, 1, 1] += sign * C * mlk.sum(axis=0)
-        else:
-            W.pairwise[:] += sign * C * mlk.sum(axis=0)
-    assert np.allclose(w, s.w, atol=1e-10)
-    loss = C * (model.loss_weights * np.abs(s.mu - data.Y)).sum()
-    assert s.scalars[0] == pytest.approx(loss, rel=1e-10)
+    s = BCFW(model, C, max_iter=30, random_state=1).fit(data)
+    assert s.resolved_step == "fw"  # the LP's fractional corners
+    # w and the loss term are the sums of the blocks' shares
+    assert np.allclose(s.block_weights.sum(axis=0), s.w, atol=1e-10)
+    assert s.scalars[0] == pytest.approx(s.block_losses.sum(), rel=1e-10)
+    # every block's share is C (φ(ȳ_i) − φ(μ_i)) of a point μ_i of the local polytope: its
+    # loss share is C Σ_l c_l |μ_il − ȳ_il| ≤ C Σ_l c_l
+    assert np.all(s.block_losses >= -1e-12)
+    assert np.all(s.block_losses <= C * model.loss_weights.sum() + 1e-12)
     # 30 + 20 passes in two runs equal 50 in one (state saved and restored)
     meta, arrays = s.state_dict()
-    t = MultiLabelBCFW(model, C, max_iter=20, random_state=1)
+    t = BCFW(model, C, max_iter=20, random_state=1)
     t.load_state(data, meta, arrays)
     t.fit(data)
-    full = MultiLabelBCFW(model, C, max_iter=50, random_state=1).fit(data)
+    full = BCFW(model, C, max_iter=50, random_state=1).fit(data)
     assert np.allclose(t.w, full.w, atol=1e-12)
-    # a margin checkpoint from before slack rescaling (no "mass") still resumes
-    old = {k: v for k, v in arrays.items() if k != "mass"}
-    t = MultiLabelBCFW(model, C, max_iter=20, random_state=1)
-    t.load_state(data, meta, old)
-    assert np.allclose(t.fit(data).w, full.w, atol=1e-12)
-    with pytest.raises(ValueError, match="lacks the array 'mu'"):
-        t.load_state(data, meta, {k: v for k, v in arrays.items() if k != "mu"})
+    with pytest.raises(ValueError, match="lacks the array 'block_weights'"):
+        t.load_state(data, meta, {k: v for k, v in arrays.items() if k != "block_weights"})
 
 
 def test_multilabel_solver_input_errors():
     model, data = _problem(0)
     other = MultiLabelModel(3, 4)
     with pytest.raises(ValueError, match="labels"):
-        MultiLabelBCFW(other, 1.0, max_iter=1).fit(data)
+        BCFW(other, 1.0, max_iter=1).fit(data)
     with pytest.raises(ValueError, match="unit Hamming"):
-        MultiLabelBCFW(model, 1.0, rescaling="slack")  # the problem has loss weights
+        BCFW(model, 1.0, rescaling="slack")  # the problem has loss weights
     with pytest.raises(ValueError, match="only 0 and 1"):
         MultiLabelDataset(np.eye(2), np.array([[0, 2], [1, 0]]))
     with pytest.raises(ValueError, match="shape"):
@@ -414,19 +401,24 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
                                   rel=1e-12)
     # classic Frank-Wolfe steps (no away steps) converge sublinearly here: a looser check
     passes = 3000 if interactions == "11" else 20000  # the tables converge more slowly
-    bcfw = MultiLabelBCFW(model, C, max_iter=passes, tol=1e-4, check_every=500,
-                          random_state=0, **kw).fit(data)
+    bcfw = BCFW(model, C, step="fw", max_iter=passes, tol=1e-4, check_every=500,
+                random_state=0, **kw).fit(data)
     gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
     assert min(gaps) >= -1e-9 and gaps[-1] < 3e-3 * p_opt
     assert bcfw.history.last.dual <= p_opt * (1 + 1e-9)
     assert bcfw.history.last.primal == pytest.approx(p_opt, rel=1e-3)
-    ssg = MultiLabelSSG(model, C, max_iter=10000, check_every=10000, random_state=0,
-                        **kw).fit(data)
+    ssg = SSG(model, C, max_iter=10000, check_every=10000, random_state=0, **kw).fit(data)
     rel = 2e-3 if interactions == "11" else 5e-3
     assert ssg.history.last.primal == pytest.approx(p_opt, rel=rel)
-    for cls in (MultiLabelBCFW, CuttingPlane):
+    # the pairwise step converges linearly, also with slack rescaling
+    pairwise = BCFW(model, C, step="pairwise", max_iter=2000, tol=1e-6, check_every=50,
+                    random_state=0, **kw).fit(data)
+    rel = 1e-6 if interactions == "11" else 1e-3  # the tables converge more slowly
+    assert pairwise.history.last.primal == pytest.approx(p_opt, rel=rel)
+    assert pairwise.history.last.dual <= p_opt * (1 + 1e-9)
+    for cls in (BCFW, CuttingPlane):
         with pytest.raises(ValueError, match="exact"):
             cls(model, C, rescaling="slack", slack_search="angular")
     model.loss_weights[0] = 2.0
     with pytest.raises(ValueError, match="unit Hamming"):
-        MultiLabelBCFW(model, C, rescaling="slack")
+        BCFW(model, C, rescaling="slack")

@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 from ..estimator import check_training_params, restore_on_error, train
 from ..models.base import KernelModel
 from ..models.user import UserModel
-from ..solvers.block import BLOCK_SOLVERS
+from ..solvers import solver_class, solver_names
 
 
 class SSVM(BaseEstimator):
@@ -61,8 +61,9 @@ class SSVM(BaseEstimator):
         self.solver_options = solver_options
 
     def _validate_params(self):
-        if self.solver not in BLOCK_SOLVERS:
-            raise ValueError(f"solver must be one of {tuple(BLOCK_SOLVERS)}, got "
+        names = solver_names(self.model)
+        if self.solver not in names:
+            raise ValueError(f"solver must be one of {names} for this model, got "
                              f"{self.solver!r}")
         check_training_params(self)
 
@@ -90,7 +91,7 @@ class SSVM(BaseEstimator):
             def callback(record):
                 self._set_weights(solver)
                 return self.callback(self, record)
-        solver = BLOCK_SOLVERS[self.solver](
+        solver = solver_class(self.solver, model)(
             model, C=self.C, max_iter=self.max_iter, tol=self.tol,
             check_every=self.check_every, averaging=self.averaging,
             random_state=self.random_state, verbose=self.verbose, callback=callback,

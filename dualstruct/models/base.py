@@ -48,6 +48,24 @@ entries. A block is one training example (a sequence, an image, a multi-label ro
     status(k)                            0, or an error code a Python model's callback set (the
                                          solvers stop at the block that raised it)
 
+Three more are optional (a default serves kernels that do not register them):
+
+    slack_oracle(k, i, w, ws, scale, search, seed, y)
+                                         slack rescaling: writes argmax_y δ(ȳ_i, y)(1 + scale
+                                         (s(y) − s(ȳ_i))) into y (after prepare) and returns
+                                         (that maximum or an upper bound on it, inner oracle
+                                         calls); ``search`` names the model's search method and
+                                         ``seed`` is a labelling it may start from. Default:
+                                         none (the model is margin-rescaled only)
+    add_oracle_difference(k, i, ws, y, c, w)
+                                         w += c (φ(x_i, ȳ_i) − φ(x_i, μ̂)) for the last
+                                         oracle's point μ̂: a relaxed oracle's fractional
+                                         solution, else its labelling y (the default)
+    oracle_loss(k, i, ws, y)             δ(ȳ_i, μ̂), linear in μ̂ (default: loss(k, i, y))
+
+With a fractional μ̂ the classic BCFW step and SSG train the relaxed structural SVM over the
+model's outer polytope, whose hinge is the relaxation's bound: its gap then closes.
+
 numba's cache keys a compiled solver on the solver's own source file only: after editing a
 model's kernel implementations, delete the solvers' cached code
 (``dualstruct/solvers/__pycache__/_block_kernels.*.nb*``) or it may run the old code.
@@ -140,8 +158,26 @@ def status(k):
     raise NotImplementedError
 
 
+def slack_oracle(k, i, w, ws, scale, search, seed, y):
+    """Slack-rescaled maximizer of block ``i`` into ``y``; returns ``(bound, calls)``."""
+    raise NotImplementedError
+
+
+def add_oracle_difference(k, i, ws, y, c, w):
+    """``w += c (φ(x_i, ȳ_i) − φ(x_i, μ̂))`` for the last oracle's point μ̂."""
+    raise NotImplementedError
+
+
+def oracle_loss(k, i, ws, y):
+    """``δ(ȳ_i, μ̂)`` for the last oracle's point μ̂."""
+    raise NotImplementedError
+
+
 KERNEL_FUNCTIONS = (workspace, prepare, score, loss, oracle, oracle_value, decode, add_difference,
-                    difference_sq_norm, status)
+                    difference_sq_norm, status, slack_oracle, add_oracle_difference, oracle_loss)
+
+#: kernel classes that registered each optional function (the default serves the others)
+_OPTIONAL = {slack_oracle: set(), add_oracle_difference: set(), oracle_loss: set()}
 
 
 def implements(generic, kernel_class):
@@ -162,9 +198,43 @@ def implements(generic, kernel_class):
 
         typer.__signature__ = inspect.signature(generic)  # numba matches the names
         overload(generic)(typer)
+        if generic in _OPTIONAL:
+            _OPTIONAL[generic].add(kernel_class)
         return impl
 
     return register
+
+
+def _register_default(generic, impl):
+    """``impl`` serves every kernel class that did not register ``generic`` itself."""
+
+    def typer(*args):
+        k = args[0]
+        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _OPTIONAL[generic]:
+            return impl
+        return None
+
+    typer.__signature__ = inspect.signature(generic)
+    overload(generic)(typer)
+
+
+def _no_slack_oracle(k, i, w, ws, scale, search, seed, y):
+    y[:] = k.labels[k.label_offsets[i]:k.label_offsets[i + 1]]
+    return np.nan, 0  # never called: the solvers ask check_slack() first
+
+
+def _labelling_difference(k, i, ws, y, c, w):
+    gold = k.labels[k.label_offsets[i]:k.label_offsets[i + 1]]
+    add_difference(k, i, gold, y, c, w)
+
+
+def _labelling_loss(k, i, ws, y):
+    return loss(k, i, y)
+
+
+_register_default(slack_oracle, _no_slack_oracle)
+_register_default(add_oracle_difference, _labelling_difference)
+_register_default(oracle_loss, _labelling_loss)
 
 
 @njit(cache=True)
@@ -194,17 +264,32 @@ class KernelModel:
     def init_weights(self) -> np.ndarray:
         return np.zeros(self.size)
 
+    #: the slack-rescaling searches the kernel's ``slack_oracle`` offers (none: margin only)
+    slack_searches: tuple = ()
+
     def check_slack(self):
-        raise ValueError(f"{type(self).__name__} is trained with margin rescaling only")
+        """Raise unless the model can be trained with slack rescaling."""
+        if not self.slack_searches:
+            raise ValueError(f"{type(self).__name__} is trained with margin rescaling only")
 
     def hinge(self, w, data):
-        """Per-block hinge ``H_i(w)`` and the loss-augmented maximizers (flat labellings)."""
+        """Per-block margin-rescaled hinge ``H_i(w)`` and the loss-augmented maximizers
+        (flat labellings)."""
+        return self._hinge(w, data, False)
+
+    def slack_hinge(self, w, data):
+        """Per-block slack-rescaled hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` (exact search)
+        and its maximizers."""
+        self.check_slack()
+        return self._hinge(w, data, True)
+
+    def _hinge(self, w, data, slack):
         from ..solvers._block_kernels import hinge_all
 
         k = data.kernel
         hinge = np.empty(data.n_blocks)
         out = np.empty_like(k.labels)
-        hinge_all(k, np.ascontiguousarray(w, dtype=np.float64), hinge, out)
+        hinge_all(k, np.ascontiguousarray(w, dtype=np.float64), slack, hinge, out)
         data.raise_status()
         return hinge, out
 
@@ -220,13 +305,18 @@ class KernelModel:
 
     def aggregate_constraint(self, w, data, rescaling="margin"):
         """The 1-slack cutting plane's constraint at ``w``: the per-block hinge and
-        ``(Σ_i φ(x_i, ȳ_i) − φ(x_i, ŷ_i), Σ_i δ(ȳ_i, ŷ_i))`` of the maximizers ŷ_i."""
-        if rescaling != "margin":
+        ``(Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i)), Σ_i δ(ȳ_i, μ̂_i))`` of the maximizers μ̂_i
+        (``g_i = 1``, or ``δ_i`` with slack rescaling)."""
+        slack = rescaling != "margin"
+        if slack:
             self.check_slack()
-        from ..solvers._block_kernels import aggregate_difference
+        from ..solvers._block_kernels import aggregate_constraint_all
 
-        hinge, yhat = self.hinge(w, data)
+        k = data.kernel
+        hinge = np.empty(data.n_blocks)
+        out = np.empty_like(k.labels)
         psi = self.init_weights()
-        total_loss = aggregate_difference(data.kernel, yhat, psi)
+        total_loss = aggregate_constraint_all(k, np.ascontiguousarray(w, dtype=np.float64),
+                                              slack, hinge, out, psi)
         data.raise_status()
         return hinge, psi, float(total_loss)

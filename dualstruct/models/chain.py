@@ -160,6 +160,13 @@ class ChainModel:
                    end, phi, calls, out)
         return phi, calls, out
 
+    def kernel_model(self):
+        """This model's kernel for the block solvers
+        (:class:`~dualstruct.models.chain_kernels.ChainKernelModel`)."""
+        from .chain_kernels import ChainKernelModel
+
+        return ChainKernelModel(self)
+
     def check_slack(self):
         if not np.all(self.loss_weights == 1.0):
             raise ValueError("slack rescaling supports the unit Hamming loss only "

@@ -20,6 +20,8 @@ from numba import njit
 
 from ..data import BlockData
 from ..inference.chain import sequence_gram_matrices, unigram_scores, viterbi
+from ..inference.slack_search import SEARCHES
+from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
 
 
@@ -207,6 +209,23 @@ def _pair_product(a, b, c, d):
     return e
 
 
+@base.implements(base.slack_oracle, ChainKernel)
+def _slack_oracle(k, i, w, ws, scale, search, seed, y):
+    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    T = y.shape[0]
+    K = k.n_labels
+    s0 = k.label_offsets[i]
+    # the dynamic program's tables grow as T² K: allocated per call (O(T² K²) work follows)
+    V = np.empty((T, K, T + 1))
+    back = np.zeros((T, K, T + 1), dtype=np.int32)
+    lw = np.empty(K)
+    cand = np.empty(T, dtype=np.int32)
+    value, _, calls = chain_slack_oracle(search, ws.scores, T, W_B, start, end,
+                                         k.labels[s0:s0 + T], scale, V, back, ws.aug, lw,
+                                         ws.backptr, ws.delta, cand, seed, True, y)
+    return value, calls
+
+
 @base.implements(base.status, ChainKernel)
 def _status(k):
     return 0
@@ -221,8 +240,14 @@ class ChainKernelModel(base.KernelModel):
     chain : ChainModel
     """
 
+    #: the slack oracles of :mod:`dualstruct.inference.slack_search`
+    slack_searches = tuple(SEARCHES)
+
     def __init__(self, chain):
         self.chain = chain
+
+    def check_slack(self):
+        self.chain.check_slack()  # the unit Hamming loss
 
     @property
     def size(self) -> int:

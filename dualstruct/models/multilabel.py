@@ -281,6 +281,13 @@ class MultiLabelModel:
         self.last_integral_ = integral
         return best, out
 
+    def kernel_model(self):
+        """This model's kernel for the block solvers
+        (:class:`~dualstruct.models.multilabel_kernels.MultiLabelKernelModel`)."""
+        from .multilabel_kernels import MultiLabelKernelModel
+
+        return MultiLabelKernelModel(self)
+
     def check_slack(self):
         """Slack rescaling needs the unit Hamming loss and enumerable labellings (L ≤ 16):
         its oracle reads the best score at every loss value (:func:`loss_table`)."""

@@ -5,8 +5,17 @@ class, calling the model's compiled implementations, so a built-in model runs wi
 per block; a Python model's kernel calls back into Python from the same code.
 
 Notation (C-form): block i's dual point q_i is a distribution over labellings; its corner y
-contributes ``w_s(y) = C (φ(x_i, ȳ_i) − φ(x_i, y))`` and ``ℓ_s(y) = C δ(ȳ_i, y)``, so that
-``w = Σ_i E_{q_i} w_s`` and ``ℓ = Σ_i E_{q_i} ℓ_s`` and the dual is ``D = ℓ − ½‖w‖²``.
+contributes ``w_s(y) = C g(y) (φ(x_i, ȳ_i) − φ(x_i, y))`` and ``ℓ_s(y) = C δ(ȳ_i, y)``, so that
+``w = Σ_i E_{q_i} w_s`` and ``ℓ = Σ_i E_{q_i} ℓ_s`` and the dual is ``D = ℓ − ½‖w‖²``. The
+corner scale is ``g(y) = 1`` for margin rescaling and ``g(y) = δ(ȳ_i, y)`` for slack rescaling
+(the constraint ``⟨w, δ(y) ψ_i(y)⟩ ≥ δ(y) − ξ_i`` of Tsochantaridis et al. 2005, eq. 6). The
+gradient of D at q along corner y is then ``C v(y)`` up to a constant of the block, with
+
+    v(y) = δ(ȳ_i, y) + s(y)                    (margin)
+    v(y) = δ(ȳ_i, y) (1 + s(y) − s(ȳ_i))        (slack)
+
+so the oracle of a block is the maximizer of v and the Frank-Wolfe block gap is
+``C (max_y v(y) − E_{q_i} v)``.
 """
 
 from __future__ import annotations
@@ -16,16 +25,22 @@ from numba import njit
 
 from ..models.base import (
     add_difference,
+    add_oracle_difference,
     decode,
     difference_sq_norm,
     loss,
     oracle,
+    oracle_loss,
     oracle_value,
     prepare,
     score,
+    slack_oracle,
     status,
     workspace,
 )
+
+#: the exact slack oracle's search code (every model's first)
+EXACT_SEARCH = 0
 
 
 @njit(cache=True)
@@ -37,20 +52,24 @@ def _max_block(label_offsets):
 
 
 @njit(cache=True)
-def hinge_all(k, w, hinge, out):
-    """``hinge[i] = H_i(w) = max_y [δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩] − ⟨w, φ(x_i, ȳ_i)⟩`` (from the
-    oracle's bound: an upper bound where the oracle is relaxed) and the maximizers into
-    ``out`` (flat, in the layout of ``k.labels``)."""
+def hinge_all(k, w, slack, hinge, out):
+    """``hinge[i] = H_i(w)``, margin ``max_y [δ(ȳ_i, y) + s(y)] − s(ȳ_i)`` or slack
+    ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` (from the oracle's bound: an upper bound where
+    the oracle is relaxed) and the maximizers into ``out`` (flat, the layout of ``k.labels``)."""
     ws = workspace(k)
     offs = k.label_offsets
     for i in range(offs.shape[0] - 1):
         y = out[offs[i]:offs[i + 1]]
+        gold_labels = k.labels[offs[i]:offs[i + 1]]
         prepare(k, i, w, ws)
-        best = oracle(k, i, w, ws, 1.0, y)
-        gold = score(k, i, w, ws, k.labels[offs[i]:offs[i + 1]])
+        if slack:
+            y[:] = gold_labels
+            hinge[i], _ = slack_oracle(k, i, w, ws, 1.0, EXACT_SEARCH, gold_labels, y)
+        else:
+            best = oracle(k, i, w, ws, 1.0, y)
+            hinge[i] = best - score(k, i, w, ws, gold_labels)
         if status(k) != 0:
             return
-        hinge[i] = best - gold
 
 
 @njit(cache=True)
@@ -66,40 +85,64 @@ def decode_all(k, w, out):
 
 
 @njit(cache=True)
-def aggregate_difference(k, yhat, psi):
-    """``psi += Σ_i φ(x_i, ȳ_i) − φ(x_i, ŷ_i)``; returns ``Σ_i δ(ȳ_i, ŷ_i)`` (the 1-slack
-    cutting plane's constraint of the labellings ``yhat``)."""
+def aggregate_constraint_all(k, w, slack, hinge, out, psi):
+    """The 1-slack cutting plane's constraint at ``w`` (Joachims et al. 2009, eq. 4): the
+    per-block hinge as :func:`hinge_all`, and ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i))``
+    over the oracles' points μ̂_i (``g_i = δ_i`` for slack, else 1); returns ``Σ_i δ_i``."""
+    ws = workspace(k)
     offs = k.label_offsets
     total = 0.0
     for i in range(offs.shape[0] - 1):
-        gold = k.labels[offs[i]:offs[i + 1]]
-        y = yhat[offs[i]:offs[i + 1]]
-        add_difference(k, i, gold, y, 1.0, psi)
-        total += loss(k, i, y)
+        y = out[offs[i]:offs[i + 1]]
+        gold_labels = k.labels[offs[i]:offs[i + 1]]
+        prepare(k, i, w, ws)
+        if slack:
+            y[:] = gold_labels
+            hinge[i], _ = slack_oracle(k, i, w, ws, 1.0, EXACT_SEARCH, gold_labels, y)
+            d = loss(k, i, y)
+            add_difference(k, i, gold_labels, y, d, psi)
+            total += d
+        else:
+            best = oracle(k, i, w, ws, 1.0, y)
+            hinge[i] = best - score(k, i, w, ws, gold_labels)
+            add_oracle_difference(k, i, ws, y, 1.0, psi)
+            total += oracle_loss(k, i, ws, y)
         if status(k) != 0:
             break
     return total
 
 
 @njit(cache=True)
+def _slack_value(k, i, w, ws, gold_score, y):
+    """``v(y) = δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` (after prepare)."""
+    d = loss(k, i, y)
+    if d == 0.0:
+        return 0.0
+    return d * (1.0 + score(k, i, w, ws, y) - gold_score)
+
+
+@njit(cache=True)
 def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, atom_count,
-                       capacity, scalars, block_gaps, calls):
-    """One block-coordinate pairwise Frank-Wolfe pass (Osokin et al. 2016), C-form.
+                       capacity, scalars, block_gaps, slack, search, calls):
+    """One block-coordinate pairwise Frank-Wolfe pass (Osokin et al. 2016, Alg. 2), C-form.
 
     Block i's dual point is kept as atoms, labellings ``y^a`` with weights ``α_a`` summing to
     one, stored at ``atom_labels[label_offsets[i]·A + a·T_i : … + T_i]`` (A = ``capacity``,
-    T_i the block's labelling length). With ``v(y) = δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩`` the step
-    moves mass γ from the away atom ``v = argmin_{a: α_a > 0} v(y^a)`` to the oracle's
-    corner ``ŷ = argmax_y v(y)`` (the step uses v(ŷ) itself, the block gap the oracle's upper
-    bound on the maximum):
+    T_i the block's labelling length). The step moves mass γ from the away atom
+    ``a = argmin_{α_a > 0} v(y^a)`` to the oracle's corner ``ŷ = argmax_y v(y)`` (v of the
+    module docstring; the step uses v(ŷ) itself, the block gap the oracle's upper bound):
 
-        w ← w + γ C (φ(x_i, v) − φ(x_i, ŷ)),      ℓ ← ℓ + γ C (δ(ŷ) − δ(v))
-        γ = min( (v(ŷ) − v(v)) / (C ‖φ(x_i, ŷ) − φ(x_i, v)‖²),  α_v )    (exact line search)
+        w ← w + γ (w_s(ŷ) − w_s(y^a)),      ℓ ← ℓ + γ C (δ(ŷ) − δ(y^a))
+        γ = min( C (v(ŷ) − v(y^a)) / ‖w_s(ŷ) − w_s(y^a)‖²,  α_a )    (exact line search)
 
-    which maximizes the dual along that direction. ``block_gaps[i]`` receives the block's
-    Frank-Wolfe gap ``C (v(ŷ) − Σ_a α_a v(y^a))``. Weighted averaging (weights 1, 2, 3, … per
-    visit) keeps ``R ← R + A_{m−1} Δw`` and ``R_ℓ ← R_ℓ + A_{m−1} Δℓ`` with
-    ``A_m = m (m+1) / 2``, so that ``w̄ = w − R / A_m``. ``scalars = [ℓ, m, R_ℓ]``.
+    With margin rescaling ``w_s(ŷ) − w_s(y^a) = C (φ(y^a) − φ(ŷ))``; with slack rescaling the
+    norm follows from the three labelling differences by polarization,
+    ``‖g_ŷ u − g_a u'‖² = g_ŷ² ‖u‖² + g_a² ‖u'‖² − g_ŷ g_a (‖u‖² + ‖u'‖² − ‖u − u'‖²)`` with
+    ``u = φ(ȳ) − φ(ŷ)``, ``u' = φ(ȳ) − φ(y^a)``, and the slack oracle is the model's
+    ``search``, seeded by the block's best atom. ``block_gaps[i]`` receives the block's
+    Frank-Wolfe gap. Weighted averaging (weights 1, 2, 3, … per visit) keeps
+    ``R ← R + A_{m−1} Δw`` and ``R_ℓ ← R_ℓ + A_{m−1} Δℓ`` with ``A_m = m (m+1) / 2``, so that
+    ``w̄ = w − R / A_m``. ``scalars = [ℓ, m, R_ℓ]``.
 
     Returns the number of blocks done: fewer than ``len(order)`` when a new atom does not fit
     into ``capacity`` (the caller grows the pool and continues) or when a Python model's
@@ -119,19 +162,37 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         s0 = offs[i]
         T = offs[i + 1] - s0
         base = s0 * A
+        gold = k.labels[s0:s0 + T]
         y = yhat[:T]
         prepare(k, i, w, ws)
-        bound = oracle(k, i, w, ws, 1.0, y)
-        best = oracle_value(k, i, w, ws, y)  # y's own value (below the bound if relaxed)
-        calls[0] += 1
         n_atoms = atom_count[i]
+        gold_score = 0.0
+        if slack:
+            gold_score = score(k, i, w, ws, gold)
+            top = 0
+            for a in range(n_atoms):
+                atom_values[a] = _slack_value(k, i, w, ws, gold_score,
+                                              atom_labels[base + a * T: base + (a + 1) * T])
+                if atom_values[a] > atom_values[top]:
+                    top = a
+            y[:] = gold
+            bound, nc = slack_oracle(k, i, w, ws, 1.0, search, atom_labels[
+                base + top * T: base + (top + 1) * T], y)
+            best = _slack_value(k, i, w, ws, gold_score, y)
+            calls[0] += nc
+        else:
+            bound = oracle(k, i, w, ws, 1.0, y)
+            best = oracle_value(k, i, w, ws, y)  # y's own value (below the bound if relaxed)
+            calls[0] += 1
+            for a in range(n_atoms):
+                atom_values[a] = oracle_value(k, i, w, ws,
+                                              atom_labels[base + a * T: base + (a + 1) * T])
         away = -1
         fw = -1
         mean_value = 0.0
         for a in range(n_atoms):
             y_a = atom_labels[base + a * T: base + (a + 1) * T]
-            va = oracle_value(k, i, w, ws, y_a)
-            atom_values[a] = va
+            va = atom_values[a]
             mean_value += atom_weights[i, a] * va
             if atom_weights[i, a] > 0.0 and (away < 0 or va < atom_values[away]):
                 away = a
@@ -165,7 +226,16 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         if pw_gap <= 0.0:
             continue
         v = atom_labels[base + away * T: base + (away + 1) * T]
-        norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
+        loss_y = loss(k, i, y)
+        loss_v = loss(k, i, v)
+        if slack:
+            n_y = difference_sq_norm(k, i, ws, gold, y)
+            n_v = difference_sq_norm(k, i, ws, gold, v)
+            cross = n_y + n_v - difference_sq_norm(k, i, ws, y, v)
+            norm2 = C * C * (loss_y * loss_y * n_y + loss_v * loss_v * n_v
+                             - loss_y * loss_v * cross)
+        else:
+            norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
         alpha_v = atom_weights[i, away]
         if norm2 <= 0.0:
             gamma = alpha_v
@@ -174,11 +244,19 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
             if gamma > alpha_v - 1e-12:
                 gamma = alpha_v  # a drop step: the away atom leaves the active set
         f = gamma * C
-        add_difference(k, i, v, y, f, w)
-        dl = f * (loss(k, i, y) - loss(k, i, v))
+        dl = f * (loss_y - loss_v)
         loss_term += dl
+        if slack:
+            add_difference(k, i, gold, y, f * loss_y, w)
+            add_difference(k, i, gold, v, -f * loss_v, w)
+            if averaging:
+                add_difference(k, i, gold, y, f * loss_y * A_prev, R)
+                add_difference(k, i, gold, v, -f * loss_v * A_prev, R)
+        else:
+            add_difference(k, i, v, y, f, w)
+            if averaging:
+                add_difference(k, i, v, y, f * A_prev, R)
         if averaging:
-            add_difference(k, i, v, y, f * A_prev, R)
             R_loss += A_prev * dl
         if status(k) != 0:  # w moved: keep the dual state in step before stopping
             done = idx + 1
@@ -205,6 +283,84 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
 
 
 @njit(cache=True)
+def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses, corner,
+                      scalars, block_gaps, slack, search, calls):
+    """One pass of block-coordinate Frank-Wolfe with the classic step (Lacoste-Julien et al.
+    2013, Alg. 3 with exact line search), C-form.
+
+    Block i keeps its share of the dual, ``w_i`` (row i of ``block_weights``) and ``ℓ_i``
+    (``block_losses[i]``). With the oracle's corner ``(w_s, ℓ_s)`` built in ``corner`` — for
+    margin rescaling from the oracle's point μ̂ (a relaxed oracle's fractional solution when
+    the model has one), ``w_s = C (φ(ȳ_i) − φ(μ̂))``, ``ℓ_s = C δ(μ̂)``; for slack rescaling
+    ``w_s = C δ(ŷ) (φ(ȳ_i) − φ(ŷ))``, ``ℓ_s = C δ(ŷ)`` — the step is
+
+        g_i = (ℓ_s − ℓ_i) − ⟨w, w_s − w_i⟩,     γ = clip(g_i / ‖w_s − w_i‖², 0, 1)
+        (w_i, ℓ_i) ← (w_i, ℓ_i) + γ (w_s − w_i, ℓ_s − ℓ_i),  and w, ℓ by the same change.
+
+    ``g_i`` is the block's Frank-Wolfe gap (``block_gaps[i]``). O(dim w) per block; memory
+    n × dim w. Averaging and ``scalars = [ℓ, m, R_ℓ]`` as :func:`pairwise_bcfw_pass`.
+    Returns the number of blocks done (fewer when a Python model's callback failed)."""
+    offs = k.label_offsets
+    ws = workspace(k)
+    yhat = np.empty(_max_block(offs), dtype=np.int32)
+    d = w.shape[0]
+    done = order.shape[0]
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        s0 = offs[i]
+        T = offs[i + 1] - s0
+        gold = k.labels[s0:s0 + T]
+        y = yhat[:T]
+        prepare(k, i, w, ws)
+        corner[:] = 0.0
+        if slack:
+            y[:] = gold
+            _, nc = slack_oracle(k, i, w, ws, 1.0, search, gold, y)
+            calls[0] += nc
+            g = loss(k, i, y)
+            add_difference(k, i, gold, y, C * g, corner)
+            loss_s = C * g
+        else:
+            oracle(k, i, w, ws, 1.0, y)
+            calls[0] += 1
+            add_oracle_difference(k, i, ws, y, C, corner)
+            loss_s = C * oracle_loss(k, i, ws, y)
+        if status(k) != 0:
+            done = idx
+            break
+        w_i = block_weights[i]
+        inner = 0.0
+        norm2 = 0.0
+        for j in range(d):
+            diff = corner[j] - w_i[j]
+            corner[j] = diff
+            inner += w[j] * diff
+            norm2 += diff * diff
+        dl = loss_s - block_losses[i]
+        gap = dl - inner
+        block_gaps[i] = gap
+        m = scalars[1]
+        scalars[1] = m + 1.0
+        if gap <= 0.0:
+            continue
+        # a block that does not move w (e.g. an all-zero x without bias) goes to the corner
+        gamma = min(1.0, gap / norm2) if norm2 > 0.0 else 1.0
+        A_prev = 0.5 * m * (m + 1.0)
+        for j in range(d):
+            step = gamma * corner[j]
+            if step != 0.0:
+                w[j] += step
+                w_i[j] += step
+                if averaging:
+                    R[j] += A_prev * step
+        block_losses[i] += gamma * dl
+        scalars[0] += gamma * dl
+        if averaging:
+            scalars[2] += A_prev * gamma * dl
+    return done
+
+
+@njit(cache=True)
 def grow_atom_pool(label_offsets, atom_labels, atom_weights, atom_count, old_capacity,
                    new_capacity, new_labels, new_weights):
     """Copy the atoms into a pool of ``new_capacity`` atoms per block."""
@@ -219,15 +375,18 @@ def grow_atom_pool(label_offsets, atom_labels, atom_weights, atom_count, old_cap
 
 
 @njit(cache=True)
-def ssg_pass(k, order, v, R, scalars, averaging, calls):
-    """One pass of Pegasos-style stochastic subgradient, C-form.
+def ssg_pass(k, order, v, R, scalars, averaging, slack, search, calls):
+    """One pass of Pegasos-style stochastic subgradient (Shalev-Shwartz et al. 2011), C-form.
 
     With step ``η_t = 1/(λ (t+1))`` (λ = 1/(C n)) the iterate is ``w_m = C n v_m / m`` where
-    ``v_m = Σ_{j ≤ m} φ(x_{i_j}, ȳ_{i_j}) − φ(x_{i_j}, ŷ_j)`` sums the subgradient directions,
-    so only ``v`` is stored and each step touches the two labellings' features. The oracle at
-    ``w_m`` is taken on ``v`` with the loss scaled by ``m / (C n)``. Weighted averaging keeps
-    ``R_M = Σ_m (m − 1) ψ_m``, so ``w̄_M = C n (M v_M − R_M) / A_M``. ``scalars = [m, C n]``.
-    Returns the number of blocks done (fewer when a Python model's callback failed).
+    ``v_m = Σ_{j ≤ m} ψ_j`` sums the subgradient directions ``ψ = g (φ(x_i, ȳ_i) − φ(x_i, μ̂))``
+    (g = 1 for margin rescaling, with μ̂ the oracle's point; ``g = δ(ŷ)`` and the labelling ŷ
+    for slack rescaling), so only ``v`` is stored and each step touches the two labellings'
+    features. The margin oracle at ``w_m`` is taken on ``v`` with the loss scaled by
+    ``m / (C n)``; the slack oracle with the scores scaled by ``C n / m``. Weighted averaging
+    keeps ``R_M = Σ_m (m − 1) ψ_m``, so ``w̄_M = C n (M v_M − R_M) / A_M``.
+    ``scalars = [m, C n]``. Returns the number of blocks done (fewer when a Python model's
+    callback failed).
     """
     offs = k.label_offsets
     ws = workspace(k)
@@ -240,17 +399,28 @@ def ssg_pass(k, order, v, R, scalars, averaging, calls):
         y = yhat[:offs[i + 1] - offs[i]]
         gold = k.labels[offs[i]:offs[i + 1]]
         prepare(k, i, v, ws)
-        # argmax δ + (Cn/m) ⟨v, φ⟩  ==  argmax (m/Cn) δ + ⟨v, φ⟩   (v = 0 when m = 0)
-        oracle(k, i, v, ws, m / Cn if m > 0 else 1.0, y)
-        calls[0] += 1
+        if slack:
+            y[:] = gold
+            _, nc = slack_oracle(k, i, v, ws, Cn / m if m > 0 else 0.0, search, gold, y)
+            calls[0] += nc
+        else:
+            # argmax δ + (Cn/m) ⟨v, φ⟩  ==  argmax (m/Cn) δ + ⟨v, φ⟩   (v = 0 when m = 0)
+            oracle(k, i, v, ws, m / Cn if m > 0 else 1.0, y)
+            calls[0] += 1
         if status(k) != 0:
             done = idx
             break
         rm = m
         m += 1.0
-        add_difference(k, i, gold, y, 1.0, v)
-        if averaging:
-            add_difference(k, i, gold, y, rm, R)
+        if slack:
+            g = loss(k, i, y)
+            add_difference(k, i, gold, y, g, v)
+            if averaging:
+                add_difference(k, i, gold, y, g * rm, R)
+        else:
+            add_oracle_difference(k, i, ws, y, 1.0, v)
+            if averaging:
+                add_oracle_difference(k, i, ws, y, rm, R)
         if status(k) != 0:
             done = idx + 1
             break

@@ -110,7 +110,7 @@ synthetic chain with K = 954 it is still at least 3.1% below the optimum after 4
 when the primal is within 1% (BENCHMARKS.md).
 
 **Averaging.** The weighted average ``w̄_m = Σ_{j≤m} j w_j / A_m`` (``A_m = m(m+1)/2``) of
-the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._chain_kernels`):
+the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._block_kernels`):
 ``w̄_m = w_m − R_m / A_m`` with ``R_m = Σ_{j≤m} A_{j−1} Δ_j``, ``Δ_j`` the change of w during
 pass j. Every change of W_U, W_B, start or end during pass m also goes into R, scaled by
 ``avg_weight = A_{m−1}``, so no pass touches all of w.

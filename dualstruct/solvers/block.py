@@ -1,98 +1,182 @@
-"""BCFW and SSG written once for every kernel model (:mod:`dualstruct.models.base`): the
-multi-class model, user-defined Python models, and any model that supplies a kernel. The
+"""BCFW and SSG, written once for every model with a kernel (:mod:`dualstruct.models.base`):
+the chain, multi-label, multi-class and graph models and user-defined Python models. The
 compiled passes are in :mod:`dualstruct.solvers._block_kernels`; the loop, checks, history,
-checkpoints and Ctrl-C are :class:`~dualstruct.solvers.base.PassSolver`'s. The cutting plane
-serves these models through their ``aggregate_constraint``.
+checkpoints and Ctrl-C are :class:`~dualstruct.solvers.base.PassSolver`'s.
+
+A solver is given a model and its training data in the model's own form (a
+:class:`~dualstruct.sequences.PackedSequences` for a chain, a
+:class:`~dualstruct.models.multilabel.MultiLabelDataset`, or the
+:class:`~dualstruct.data.BlockData` of a kernel model); it trains on the model's kernel and
+its block data, and measures the primal with the model's own hinge, as every solver does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..data import BlockData
 from . import _block_kernels as kern
 from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual
-from .cutting_plane import CuttingPlane
+
+#: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
+CLASSIC_STEP_MAX_BYTES = 8 * 2**30
+
+
+def kernel_model(model):
+    """The kernel model that trains ``model``: the model itself when it has a kernel, else
+    what its ``kernel_model()`` returns (the chain and multi-label models)."""
+    if hasattr(model, "kernel_model"):
+        return model.kernel_model()
+    if hasattr(model, "block_data") and hasattr(model, "hinge"):
+        return model
+    raise TypeError(f"{type(model).__name__} has no kernel; wrap a Python model in "
+                    "dualstruct.models.UserModel (or use dualstruct.SSVM)")
 
 
 class _BlockPasses(PassSolver):
-    """Checks shared by the block solvers: a kernel model and its block data."""
+    """The set-up shared by the block solvers: the model's kernel and block data, and the
+    rescaling and slack search the kernel offers."""
 
-    def _check_problem(self):
-        if getattr(self.data, "kind", None) != "block" or not hasattr(self.model, "hinge"):
-            raise ValueError(f"{type(self).__name__} trains a kernel model on its BlockData "
-                             "(model.block_data(X, y))")
-        if self.rescaling != "margin":
-            self.model.check_slack()
+    def _init_blocks(self):
+        kmodel = kernel_model(self.model)
+        if self.rescaling == "slack":
+            kmodel.check_slack()
+            if self.slack_search not in kmodel.slack_searches:
+                raise ValueError(f"slack_search={self.slack_search!r} is not available for "
+                                 f"{type(self.model).__name__}; choose one of "
+                                 f"{kmodel.slack_searches}")
+        data = self.data
+        if isinstance(data, BlockData):
+            self.blocks = data
+        else:
+            self.blocks = kmodel.block_data(data)
+        self.kernel_model_ = kmodel
+        self._slack = self.rescaling == "slack"
+
+    def _run_kernel(self, order):
+        raise NotImplementedError  # pragma: no cover
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if not isinstance(self.data, BlockData):  # rebuilt from the data on load
+            state.pop("blocks", None)
+            state.pop("kernel_model_", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.data is not None and "blocks" not in state:
+            self._init_blocks()
+        super().__setstate__({})
 
 
 class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
-    """Block-coordinate pairwise Frank-Wolfe (Osokin et al. 2016) for any kernel model, with
-    exact line search, weighted averaging and the duality gap as certificate. Each block's
-    dual point is a few weighted labellings (atoms); memory is O(labelling entries × atoms).
-    Parameters as :class:`~dualstruct.solvers.base.PassSolver`, plus ``step`` (only
-    ``"pairwise"`` here)."""
+    """Block-coordinate Frank-Wolfe on the structural SVM dual with exact line search,
+    weighted averaging and the duality gap as certificate, for every kernel model.
+
+    Parameters are those of :class:`~dualstruct.solvers.base.PassSolver` plus
+
+    step : {"auto", "pairwise", "fw"}, default "auto"
+        ``"pairwise"``: block-coordinate pairwise Frank-Wolfe (Osokin et al. 2016), which
+        keeps each block's dual point as a few weighted labellings (atoms) and moves mass from
+        the worst of them to the oracle's corner; it converges linearly, and its memory is
+        O(labelling entries × atoms). ``"fw"``: the classic BCFW step (Lacoste-Julien et al.
+        2013), which keeps each block's share of ``w`` (memory n × dim w) and steps to the
+        oracle's point, also a relaxed oracle's fractional one. ``"auto"``: the classic step
+        for models whose oracle is a relaxation with fractional solutions (the relaxed
+        structural SVM is then solved and certified), the pairwise step otherwise.
+
+    The returned weights are the weighted average when ``averaging=True`` and it has the
+    lower primal; the dual bound is the better of the current and the averaged dual point.
+    """
 
     name = "bcfw"
 
-    def __init__(self, model, C=1.0, *, step="pairwise", **kwargs):
+    def __init__(self, model, C=1.0, *, step="auto", **kwargs):
         super().__init__(model, C, **kwargs)
-        if step != "pairwise":
-            raise ValueError(f"BCFW on {type(model).__name__} takes step='pairwise', got "
-                             f"{step!r}")
+        if step not in ("auto", "pairwise", "fw"):
+            raise ValueError(f"step must be 'auto', 'pairwise' or 'fw', got {step!r}")
         self.step = step
 
+    @property
+    def resolved_step(self):
+        """The step in use: ``step``, with ``"auto"`` decided by the model's oracle."""
+        if self.step != "auto":
+            return self.step
+        relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
+        return "fw" if relaxed else "pairwise"
+
     def _init_state(self):
-        self._check_problem()
-        data = self.data
-        n = data.n_blocks
-        self.w = self.model.init_weights()
-        self.R = self.model.init_weights()
+        self._init_blocks()
+        blocks = self.blocks
+        n = blocks.n_blocks
+        self.w = self.kernel_model_.init_weights()
+        self.R = np.zeros_like(self.w)
         self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
         self.block_gaps = np.zeros(n)
-        self._init_atoms(data.label_offsets, data.labels)
+        self.capacity = 0
+        if self.resolved_step == "pairwise":
+            self._init_atoms(blocks.label_offsets, blocks.labels)
+        else:
+            need = 8 * n * self.w.size
+            if need > CLASSIC_STEP_MAX_BYTES:
+                raise MemoryError(
+                    f"the classic BCFW step keeps every block's share of w: {n} blocks × "
+                    f"{self.w.size} weights = {need / 2**30:.1f} GiB; use step='pairwise'")
+            self.block_weights = np.zeros((n, self.w.size))
+            self.block_losses = np.zeros(n)
 
-    state_arrays = ("w", "R", "scalars", "block_gaps", "atom_labels", "atom_weights",
-                    "atom_count")
+    @property
+    def state_arrays(self):
+        common = ("w", "R", "scalars", "block_gaps")
+        if self.resolved_step == "pairwise":
+            return common + ("atom_labels", "atom_weights", "atom_count")
+        return common + ("block_weights", "block_losses")
 
     def _after_load(self):
         self._avg_cache = None
-        self._check_atoms(self.data.label_offsets)
+        if self.resolved_step == "pairwise":
+            self._check_atoms(self.blocks.label_offsets)
 
     def _run(self, order):
-        done = 0
         calls = np.zeros(1, dtype=np.int64)
+        k = self.blocks.kernel
+        if self.resolved_step == "fw":
+            corner = np.empty_like(self.w)
+            kern.classic_bcfw_pass(k, order, self.C, self.w, self.R, self.averaging,
+                                   self.block_weights, self.block_losses, corner, self.scalars,
+                                   self.block_gaps, self._slack, self.search_code, calls)
+            self.blocks.raise_status()
+            return int(calls[0])
+        done = 0
         while done < len(order):
             done += kern.pairwise_bcfw_pass(
-                self.data.kernel, order[done:], self.C, self.w, self.R, self.averaging,
-                self.atom_labels, self.atom_weights, self.atom_count, self.capacity,
-                self.scalars, self.block_gaps, calls)
-            self.data.raise_status()
+                k, order[done:], self.C, self.w, self.R, self.averaging, self.atom_labels,
+                self.atom_weights, self.atom_count, self.capacity, self.scalars,
+                self.block_gaps, self._slack, self.search_code, calls)
+            self.blocks.raise_status()
             if done < len(order):
-                self._grow_atoms(self.data.label_offsets)
+                self._grow_atoms(self.blocks.label_offsets)
         return int(calls[0])
 
 
 class BlockSSG(SubgradientAverage, _BlockPasses):
-    """Pegasos stochastic subgradient for any kernel model (no dual; ``tol`` unused).
+    """Pegasos stochastic subgradient for every kernel model (no dual; ``tol`` unused).
     Parameters as :class:`~dualstruct.solvers.base.PassSolver`."""
 
     name = "ssg"
 
     def _init_state(self):
-        self._check_problem()
-        self.v = self.model.init_weights()
-        self.R = self.model.init_weights()
-        self.scalars = np.array([0.0, self.C * self.data.n_blocks])  # m, C n
+        self._init_blocks()
+        self.v = self.kernel_model_.init_weights()
+        self.R = np.zeros_like(self.v)
+        self.scalars = np.array([0.0, self.C * self.blocks.n_blocks])  # m, C n
 
     state_arrays = ("v", "R", "scalars")
 
     def _run(self, order):
         calls = np.zeros(1, dtype=np.int64)
-        kern.ssg_pass(self.data.kernel, order, self.v, self.R, self.scalars, self.averaging,
-                      calls)
-        self.data.raise_status()
+        kern.ssg_pass(self.blocks.kernel, order, self.v, self.R, self.scalars, self.averaging,
+                      self._slack, self.search_code, calls)
+        self.blocks.raise_status()
         return int(calls[0])
-
-
-#: the solvers of kernel models, by the name estimators and the command line use
-BLOCK_SOLVERS = {"bcfw": BlockBCFW, "ssg": BlockSSG, "cutting_plane": CuttingPlane}

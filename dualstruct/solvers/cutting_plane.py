@@ -22,8 +22,10 @@ import math
 
 import numpy as np
 
-from . import _chain_kernels as kern
+from numba import njit
+
 from .base import PassSolver
+from .block import kernel_model
 
 
 class CuttingPlane(PassSolver):
@@ -56,18 +58,20 @@ class CuttingPlane(PassSolver):
 
     def _init_state(self):
         model, data = self.model, self.data
-        if model.kind != "chain" and not hasattr(model, "aggregate_constraint"):
-            raise ValueError(f"the cutting plane needs a chain model or one with "
-                             f"aggregate_constraint, got {type(model).__name__}")
-        bytes_needed = 8 * model.size * (self.max_constraints + 1)
+        kmodel = kernel_model(model)
+        if self.rescaling == "slack":
+            kmodel.check_slack()
+        size = kmodel.size
+        bytes_needed = 8 * size * (self.max_constraints + 1)
         if bytes_needed > 4 * 2**30:
             raise MemoryError(
                 f"the cutting-plane working set would need up to {bytes_needed / 2**30:.1f} GiB "
-                f"({self.max_constraints} constraints × {model.size} parameters); lower "
+                f"({self.max_constraints} constraints × {size} parameters); lower "
                 "max_constraints or use solver='bcfw'")
-        self.arrays = data.kernel_arrays() if model.kind == "chain" else None
-        self.w = model.init_weights()
-        self.psi = np.zeros((0, model.size))   # working set directions ψ_c
+        self.kernel_model_ = kmodel
+        self.blocks = data if getattr(data, "kind", None) == "block" else kmodel.block_data(data)
+        self.w = kmodel.init_weights()
+        self.psi = np.zeros((0, size))         # working set directions ψ_c
         self.delta = np.zeros(0)               # their losses δ_c
         self.alpha = np.zeros(0)
         self.idle = np.zeros(0, dtype=np.int64)  # iterations with α_c = 0
@@ -83,33 +87,34 @@ class CuttingPlane(PassSolver):
 
     def _after_load(self):
         m = len(self.delta)
-        if (self.psi.shape != (m, self.model.size) or self.alpha.shape != (m,)
+        if (self.psi.shape != (m, self.w.size) or self.alpha.shape != (m,)
                 or self.idle.shape != (m,) or self.gram.shape != (m, m)):
             raise ValueError("saved cutting-plane working set is inconsistent")
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if getattr(self.data, "kind", None) != "block":  # rebuilt from the data on load
+            state.pop("blocks", None)
+            state.pop("kernel_model_", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.data is not None and "blocks" not in state:
+            self.kernel_model_ = kernel_model(self.model)
+            self.blocks = self.kernel_model_.block_data(self.data)
+        super().__setstate__({})
 
     def _one_pass(self, order, chunks):
         return self._iterate()
 
     def _iterate(self):
-        model, data, C = self.model, self.data, self.C
-        calls = data.n_sequences
-        constraint = None
-        if hasattr(model, "aggregate_constraint"):  # multi-label and kernel models
-            hinge, psi, delta = model.aggregate_constraint(self.w, data, self.rescaling)
-            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
-            constraint = (psi, delta)
-        elif self.rescaling == "slack" and self.slack_search != "exact":
-            hinge, ncalls, yhat = model.slack_search(self.w, data, self.slack_search)
-            calls = int(ncalls.sum())
-            # the primal is that of the exact oracle, the constraint that of the search
-            primal = 0.5 * float(self.w @ self.w) + C * float(
-                model.slack_hinge(self.w, data)[0].sum())
-        elif self.rescaling == "slack":
-            hinge, yhat = model.slack_hinge(self.w, data)
-            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
-        else:
-            hinge, yhat = model.hinge(self.w, data)
-            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
+        C = self.C
+        # the oracle at w gives the exact primal P(w) and the aggregated constraint at once
+        # (with slack rescaling the exact slack oracle, whatever the search of the BCFW steps)
+        hinge, psi, delta = self.kernel_model_.aggregate_constraint(self.w, self.blocks,
+                                                                    self.rescaling)
+        primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
         if primal < self.best_primal:
             self.best_primal, self.best_w = primal, self.w.copy()
         # ξ of the working set at w; the new constraint's violation is Σ_i H_i(w)
@@ -117,26 +122,9 @@ class CuttingPlane(PassSolver):
         if len(self.delta):
             xi = max(0.0, float(np.max(self.delta - self.psi @ self.w)))
         if float(hinge.sum()) > xi + self.eps / C:
-            self._add_constraint(*(constraint or self._chain_constraint(yhat)))
+            self._add_constraint(psi, delta)
         self._solve()
-        return calls
-
-    def _chain_constraint(self, yhat):
-        """``(ψ_c, δ_c)`` of the chain labellings ``yhat``."""
-        model, data = self.model, self.data
-        psi = model.init_weights()
-        P = model.unpack(psi)
-        start = P.start if model.start_end else np.zeros(model.n_labels)
-        end = P.end if model.start_end else np.zeros(model.n_labels)
-        indptr, indices, values, offsets = self.arrays
-        # margin: (Σ_i ψ_i(ŷ_i), Σ_i δ_i);  slack: (Σ_i δ_i ψ_i(ŷ_i), Σ_i δ_i)
-        losses = np.add.reduceat(model.loss_weights[data.labels] * (data.labels != yhat),
-                                 data.offsets[:-1])
-        weights = losses if self.rescaling == "slack" else np.ones(data.n_sequences)
-        kern.aggregate_joint_feature_difference(
-            indptr, indices, values, offsets, data.labels, yhat, weights,
-            model.start_end, P.unigram, P.transition, start, end)
-        return psi, float(losses.sum())
+        return self.blocks.n_blocks
 
     def _add_constraint(self, psi, delta):
         if len(self.delta) >= self.max_constraints:  # drop the longest-idle constraint
@@ -168,7 +156,7 @@ class CuttingPlane(PassSolver):
         b = np.concatenate([[0.0], self.delta])
         alpha = np.concatenate([[max(0.0, self.C - self.alpha.sum())], self.alpha])
         scale = max(1.0, float(np.max(np.abs(b))), float(np.max(np.abs(G))) * self.C)
-        kern.simplex_qp(G, b, alpha, self.C, self.qp_tol * scale, 100_000)
+        simplex_qp(G, b, alpha, self.C, self.qp_tol * scale, 100_000)
         self.alpha = alpha[1:]
         self.w = self.alpha @ self.psi
         dual = float(self.alpha @ self.delta) - 0.5 * float(self.w @ self.w)
@@ -205,3 +193,42 @@ class CuttingPlane(PassSolver):
 
     def dual(self):
         return self.best_dual
+
+
+@njit(cache=True)
+def simplex_qp(G, b, alpha, total, tol, max_steps):
+    """Minimize ½ αᵀGα − bᵀα over {α ≥ 0, Σ α = total} by pairwise coordinate steps with exact
+    line search (SMO on the simplex), warm-started from ``alpha`` (updated in place).
+
+    The 1-slack dual ``max Σ α_c δ_c − ½‖Σ α_c ψ_c‖², α ≥ 0, Σ α ≤ C`` is this problem with an
+    extra coordinate for the zero constraint (ψ = 0, δ = 0) that takes up the slack of Σ α ≤ C.
+    Stops when the largest pairwise gap ``max_{α_j>0} ∇_j − min_i ∇_i`` is below ``tol``.
+    Returns the number of steps.
+    """
+    m = alpha.shape[0]
+    grad = G @ alpha - b
+    steps = 0
+    while steps < max_steps:
+        i_best = 0
+        for i in range(1, m):
+            if grad[i] < grad[i_best]:
+                i_best = i
+        j_away = -1
+        for j in range(m):
+            if alpha[j] > 0.0 and (j_away < 0 or grad[j] > grad[j_away]):
+                j_away = j
+        if j_away < 0 or grad[j_away] - grad[i_best] <= tol or j_away == i_best:
+            break
+        i, j = i_best, j_away
+        curv = G[i, i] + G[j, j] - 2.0 * G[i, j]
+        step = alpha[j]
+        if curv > 0.0:
+            step = min(step, (grad[j] - grad[i]) / curv)
+        alpha[i] += step
+        alpha[j] -= step
+        if alpha[j] < 1e-15 * total:
+            alpha[j] = 0.0
+        for k in range(m):
+            grad[k] += step * (G[k, i] - G[k, j])
+        steps += 1
+    return steps

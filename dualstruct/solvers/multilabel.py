@@ -1,18 +1,11 @@
-"""BCFW and SSG for :class:`~dualstruct.models.MultiLabelModel` (ALGORITHMS.md §2, §3).
-
-Every example is one block; its oracle is the model's (loss-augmented) inference — max-product
-on forests, enumeration for L ≤ 16, the LP relaxation otherwise — returning a local-polytope
-point, so with the LP both solvers optimize the LP-relaxed structural SVM whose primal
-:func:`~dualstruct.solvers.objective.primal_objective` reports. Kernels:
-:mod:`dualstruct.solvers._multilabel_kernels`.
-"""
+"""GDMM for :class:`~dualstruct.models.MultiLabelModel` (BCFW, SSG and the cutting plane
+train it through its kernel, :mod:`dualstruct.models.multilabel_kernels`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _multilabel_kernels as kern
-from .base import PassSolver, SubgradientAverage, WeightedAverageDual
+from .base import PassSolver
 from .gdmm import _schedule, value_at
 from .objective import scaled_dual
 
@@ -40,91 +33,6 @@ class _MultiLabelPasses(PassSolver):
     def _pair_rows(self, pairwise):
         """The pair weights as the kernels' (E, P) view."""
         return pairwise.reshape(len(self.model.edges), self.model.pair_size)
-
-
-class MultiLabelBCFW(WeightedAverageDual, _MultiLabelPasses):
-    """BCFW (classic step, exact line search, weighted averaging) for multi-label models,
-    margin or slack rescaling (``rescaling="slack"``: exact oracle by enumeration, L ≤ 16,
-    unit Hamming loss). Parameters as :class:`PassSolver`. Memory: the dual point of every
-    example, n × (L + E) numbers (for bibtex's full graph, 4,880 × 12,720 doubles = 0.5 GB)."""
-
-    name = "bcfw"
-
-    def _init_state(self):
-        self._check_problem()
-        model, data = self.model, self.data
-        n, L, E = data.n_sequences, model.n_labels, len(model.edges)
-        need = 8 * n * (L + E)
-        if need > 8 * 2**30:
-            raise MemoryError(f"BCFW's dual points would need {need / 2**30:.1f} GiB")
-        self.w = model.init_weights()
-        self.R = model.init_weights()
-        self.scalars = np.zeros(3)  # ℓ, steps, R_ℓ
-        self.block_gaps = np.zeros(n)
-        # q_i starts as the gold labelling: w = 0, ℓ = 0
-        self.mu = data.Y.astype(np.float64)
-        self.mu_pair = (data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]).astype(
-            np.float64).reshape(n, E)
-        self.mass = np.ones(n)
-        if self.rescaling == "slack":  # the gold corner has δ = 0: ν = 0, G = 0
-            self.mu[:] = 0.0
-            self.mu_pair[:] = 0.0
-            self.mass[:] = 0.0
-        X = data.X
-        self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
-        self._after_load()
-
-    state_arrays = ("w", "R", "scalars", "block_gaps", "mu", "mu_pair", "mass")
-    optional_state_arrays = ("mass",)  # margin checkpoints from before slack rescaling
-
-    def _after_load(self):
-        self.W = self.model.unpack(self.w)
-        self.RW = self.model.unpack(self.R)
-        self.V_tab = self._edge_tables(self.w)
-        self._avg_cache = None
-        if not hasattr(self, "sq_norms"):
-            X = self.data.X
-            self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
-            self._check_problem()
-
-    def _run(self, order):
-        indptr, indices, values = self.arrays
-        return kern.bcfw_pass(
-            indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
-            self.model.edges, self.mode, order, self.C, self.W.unary,
-            self._pair_rows(self.W.pairwise), self.V_tab, self.mu, self.mu_pair, self.mass,
-            self.scalars, self.averaging, self.RW.unary, self._pair_rows(self.RW.pairwise),
-            self.block_gaps, self.rescaling == "slack")
-
-
-class MultiLabelSSG(SubgradientAverage, _MultiLabelPasses):
-    """Pegasos SSG for multi-label models (no dual; ``tol`` unused)."""
-
-    name = "ssg"
-
-    def _init_state(self):
-        self._check_problem()
-        self.v = self.model.init_weights()
-        self.R = self.model.init_weights()
-        self.scalars = np.array([0.0, self.C * self.data.n_sequences])  # m, C n
-        self._after_load()
-
-    state_arrays = ("v", "R", "scalars")
-
-    def _after_load(self):
-        if not hasattr(self, "arrays"):
-            self._check_problem()
-        self.Vw = self.model.unpack(self.v)
-        self.RW = self.model.unpack(self.R)
-        self.V_tab = self._edge_tables(self.v)
-
-    def _run(self, order):
-        indptr, indices, values = self.arrays
-        return kern.ssg_pass(
-            indptr, indices, values, self.data.Y, self.model.loss_weights, self.model.edges,
-            self.mode, order, self.Vw.unary, self._pair_rows(self.Vw.pairwise), self.V_tab,
-            self.scalars, self.averaging, self.RW.unary, self._pair_rows(self.RW.pairwise),
-            self.rescaling == "slack")
 
 
 class MultiLabelGDMM(_MultiLabelPasses):

@@ -1,0 +1,285 @@
+"""The multi-label model's kernel for the block solvers (one block per example, its labelling
+the L binary labels).
+
+Weights ``w = [U (d × L, feature-major) | V (E × P)]``: ``P = 1`` scores the (1, 1) outcome
+of each edge, ``P = 4`` is a 2×2 table per edge (:mod:`dualstruct.models.multilabel`). For
+a labelling, or a local-polytope point ``μ = (μ_l, μ_e)``,
+
+    ⟨w, φ(x, μ)⟩ = Σ_l μ_l ⟨U_l, x⟩ + Σ_e pair(V_e, μ),     δ(ȳ, μ) = Σ_l c_l |μ_l − ȳ_l|,
+
+both linear in μ, and the squared norm of a difference splits into
+``‖x‖² Σ_l Δμ_l² + Σ_e ‖Δ pair features_e‖²``. The oracle is the model's inference (a tree's
+max-product, enumeration, or the LP by one max-flow); with the LP it keeps the fractional
+optimum μ̂, whose corner the classic BCFW step and SSG use, so that they solve the LP-relaxed
+structural SVM (Finley & Joachims 2008) and its gap closes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ..data import BlockData
+from ..inference.multilabel import enumerate_map, lp_map, relaxed_oracle, round_lp, tree_map
+from ..inference.multilabel import slack_oracle as multilabel_slack_oracle
+from . import base
+from .multilabel import ENUMERATE, LP, TREE
+from ..inference.graph import labelling_score
+
+
+class MultiLabelKernel(NamedTuple):
+    indptr: np.ndarray         # int64 CSR rows of X
+    indices: np.ndarray        # int64
+    values: np.ndarray
+    labels: np.ndarray         # int32 gold labels, n × L flat
+    label_offsets: np.ndarray  # int64, i · L
+    loss_weights: np.ndarray   # (L,)
+    sq_norms: np.ndarray       # ‖x_i‖²
+    edges: np.ndarray          # int64 (E, 2)
+    n_labels: int
+    n_features: int
+    pair_size: int             # P
+    mode: int                  # TREE, ENUMERATE or LP
+
+
+class _Workspace(NamedTuple):
+    theta: np.ndarray    # (L,) unary scores
+    plain: np.ndarray    # (L, 2) unary tables
+    aug: np.ndarray      # (L, 2) the last oracle's tables
+    tables: np.ndarray   # (E, 2, 2) pair scores
+    mu: np.ndarray       # (L,) the last oracle's point
+    mu_pair: np.ndarray  # (E,)
+    scratch: np.ndarray  # (L,) int64
+    best: np.ndarray     # (L + 1,) slack oracle: best score per loss
+    best_y: np.ndarray   # (L + 1, L) int64
+    dv: np.ndarray       # (4,) pair feature differences
+
+
+@base.implements(base.workspace, MultiLabelKernel)
+def _workspace(k):
+    L, E = k.n_labels, k.edges.shape[0]
+    return _Workspace(np.empty(L), np.zeros((L, 2)), np.zeros((L, 2)), np.zeros((E, 2, 2)),
+                      np.empty(L), np.empty(E), np.zeros(L, dtype=np.int64), np.empty(L + 1),
+                      np.zeros((L + 1, L), dtype=np.int64), np.empty(4))
+
+
+@base.implements(base.prepare, MultiLabelKernel)
+def _prepare(k, i, w, ws):
+    L = k.n_labels
+    ws.theta[:] = 0.0
+    for p in range(k.indptr[i], k.indptr[i + 1]):
+        row = k.indices[p] * L
+        v = k.values[p]
+        for l in range(L):
+            ws.theta[l] += v * w[row + l]
+    for l in range(L):
+        ws.plain[l, 1] = ws.theta[l]
+    b = k.n_features * L
+    P = k.pair_size
+    for e in range(k.edges.shape[0]):
+        if P == 1:
+            ws.tables[e, 1, 1] = w[b + e]
+        else:
+            for s in range(4):
+                ws.tables[e, s // 2, s % 2] = w[b + 4 * e + s]
+
+
+@base.implements(base.score, MultiLabelKernel)
+def _score(k, i, w, ws, y):
+    return labelling_score(ws.plain, k.edges, ws.tables, y)
+
+
+@base.implements(base.loss, MultiLabelKernel)
+def _loss(k, i, y):
+    start = k.label_offsets[i]
+    total = 0.0
+    for l in range(y.shape[0]):
+        if y[l] != k.labels[start + l]:
+            total += k.loss_weights[l]
+    return total
+
+
+@base.implements(base.oracle, MultiLabelKernel)
+def _oracle(k, i, w, ws, loss_scale, y):
+    s0 = k.label_offsets[i]
+    for l in range(k.n_labels):
+        c = loss_scale * k.loss_weights[l]
+        gold = k.labels[s0 + l]
+        ws.aug[l, 0] = c * gold
+        ws.aug[l, 1] = ws.theta[l] + c * (1 - gold)
+    value = relaxed_oracle(ws.aug, k.edges, ws.tables, k.mode, ws.mu, ws.mu_pair, ws.scratch)
+    if k.mode == LP:
+        round_lp(ws.aug, k.edges, ws.tables, ws.mu, ws.scratch)
+    for l in range(k.n_labels):
+        y[l] = ws.scratch[l]
+    return value
+
+
+@base.implements(base.oracle_value, MultiLabelKernel)
+def _oracle_value(k, i, w, ws, y):
+    return labelling_score(ws.aug, k.edges, ws.tables, y)
+
+
+@base.implements(base.decode, MultiLabelKernel)
+def _decode(k, i, w, ws, y):
+    if k.mode == TREE:
+        return tree_map(ws.plain, k.edges, ws.tables, y)
+    if k.mode == ENUMERATE:
+        return enumerate_map(ws.plain, k.edges, ws.tables, y)
+    lp_map(ws.plain, k.edges, ws.tables, ws.mu, ws.mu_pair)
+    value, _ = round_lp(ws.plain, k.edges, ws.tables, ws.mu, y)
+    return value
+
+
+@njit(cache=True)
+def _pair_delta(d_l, d_k, d_lk, P, out):
+    """The P pair features of one edge from the differences of ``y_l``, ``y_k`` and
+    ``y_l y_k``: P = 1 the (1, 1) indicator, P = 4 the 2×2 indicators 00, 01, 10, 11."""
+    if P == 1:
+        out[0] = d_lk
+    else:
+        out[0] = d_lk - d_l - d_k
+        out[1] = d_k - d_lk
+        out[2] = d_l - d_lk
+        out[3] = d_lk
+
+
+@njit(cache=True)
+def _add_point_difference(k, i, ma, mb, pa, pb, c, w, dv):
+    """``w += c (φ(x_i, a) − φ(x_i, b))`` for points with unary parts ``ma``, ``mb`` and
+    pair parts ``pa``, ``pb`` (the (1, 1) entries)."""
+    L = k.n_labels
+    for p in range(k.indptr[i], k.indptr[i + 1]):
+        row = k.indices[p] * L
+        x = c * k.values[p]
+        for l in range(L):
+            d = ma[l] - mb[l]
+            if d != 0.0:
+                w[row + l] += x * d
+    b = k.n_features * L
+    P = k.pair_size
+    for e in range(k.edges.shape[0]):
+        u, v = k.edges[e, 0], k.edges[e, 1]
+        _pair_delta(ma[u] - mb[u], ma[v] - mb[v], pa[e] - pb[e], P, dv)
+        for s in range(P):
+            if dv[s] != 0.0:
+                w[b + P * e + s] += c * dv[s]
+
+
+@base.implements(base.add_difference, MultiLabelKernel)
+def _add_difference(k, i, ya, yb, c, w):
+    L = k.n_labels
+    for p in range(k.indptr[i], k.indptr[i + 1]):
+        row = k.indices[p] * L
+        x = c * k.values[p]
+        for l in range(L):
+            if ya[l] != yb[l]:
+                w[row + l] += x * (ya[l] - yb[l])
+    b = k.n_features * L
+    for e in range(k.edges.shape[0]):
+        u, v = k.edges[e, 0], k.edges[e, 1]
+        if k.pair_size == 1:
+            d = ya[u] * ya[v] - yb[u] * yb[v]
+            if d != 0:
+                w[b + e] += c * d
+        else:
+            sa = 2 * ya[u] + ya[v]
+            sb = 2 * yb[u] + yb[v]
+            if sa != sb:
+                w[b + 4 * e + sa] += c
+                w[b + 4 * e + sb] -= c
+
+
+@base.implements(base.difference_sq_norm, MultiLabelKernel)
+def _difference_sq_norm(k, i, ws, ya, yb):
+    unary = 0.0
+    for l in range(k.n_labels):
+        if ya[l] != yb[l]:
+            unary += 1.0
+    sq = k.sq_norms[i] * unary
+    for e in range(k.edges.shape[0]):
+        u, v = k.edges[e, 0], k.edges[e, 1]
+        if k.pair_size == 1:
+            d = ya[u] * ya[v] - yb[u] * yb[v]
+            sq += d * d
+        elif ya[u] != yb[u] or ya[v] != yb[v]:
+            sq += 2.0
+    return sq
+
+
+@base.implements(base.add_oracle_difference, MultiLabelKernel)
+def _add_oracle_difference(k, i, ws, y, c, w):
+    s0 = k.label_offsets[i]
+    gold = k.labels[s0:s0 + k.n_labels]
+    gold_pair = np.empty(k.edges.shape[0])
+    for e in range(k.edges.shape[0]):
+        gold_pair[e] = gold[k.edges[e, 0]] * gold[k.edges[e, 1]]
+    _add_point_difference(k, i, gold.astype(np.float64), ws.mu, gold_pair, ws.mu_pair, c, w,
+                          ws.dv)
+
+
+@base.implements(base.oracle_loss, MultiLabelKernel)
+def _oracle_loss(k, i, ws, y):
+    s0 = k.label_offsets[i]
+    total = 0.0
+    for l in range(k.n_labels):
+        total += k.loss_weights[l] * abs(ws.mu[l] - k.labels[s0 + l])
+    return total
+
+
+@base.implements(base.slack_oracle, MultiLabelKernel)
+def _slack_oracle(k, i, w, ws, scale, search, seed, y):
+    s0 = k.label_offsets[i]
+    value, _ = multilabel_slack_oracle(ws.plain, k.edges, ws.tables,
+                                       k.labels[s0:s0 + k.n_labels], scale, ws.best,
+                                       ws.best_y, ws.scratch)
+    for l in range(k.n_labels):
+        y[l] = ws.scratch[l]
+    return value, 1
+
+
+@base.implements(base.status, MultiLabelKernel)
+def _status(k):
+    return 0
+
+
+class MultiLabelKernelModel(base.KernelModel):
+    """A :class:`~dualstruct.models.MultiLabelModel` trained by the block solvers through
+    :class:`MultiLabelKernel` (same parameters, same objective)."""
+
+    slack_searches = ("exact",)
+
+    def __init__(self, multilabel):
+        self.multilabel = multilabel
+
+    @property
+    def size(self) -> int:
+        return self.multilabel.size
+
+    @property
+    def fractional_oracle(self) -> bool:
+        """Whether the oracle is the LP relaxation on a loopy graph (fractional points)."""
+        return self.multilabel.is_relaxed
+
+    def check_slack(self):
+        self.multilabel.check_slack()
+
+    def block_data(self, data) -> BlockData:
+        """Block data of a :class:`~dualstruct.models.multilabel.MultiLabelDataset`."""
+        m = self.multilabel
+        if data.Y.shape[1] != m.n_labels:
+            raise ValueError(f"the data has {data.Y.shape[1]} labels, the model {m.n_labels}")
+        if data.X.shape[1] != m.n_features:
+            raise ValueError(f"the data has {data.X.shape[1]} features, the model "
+                             f"{m.n_features}")
+        indptr, indices, values = data.kernel_arrays()
+        n, L = data.Y.shape
+        sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
+        kernel = MultiLabelKernel(
+            indptr, indices, values, data.Y.astype(np.int32).ravel(),
+            np.arange(n + 1, dtype=np.int64) * L, np.asarray(m.loss_weights, np.float64),
+            sq_norms, np.ascontiguousarray(m.edges, dtype=np.int64).reshape(-1, 2), L,
+            m.n_features, m.pair_size, m.inference_code)
+        return BlockData(kernel, data.fingerprint_arrays())
