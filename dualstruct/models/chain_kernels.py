@@ -89,15 +89,15 @@ def _oracle(k, i, w, ws, loss_scale, y):
     W_U, W_B, start, end = _views(k, w, ws.zeros)
     T = y.shape[0]
     s0 = k.label_offsets[i]
-    ws.aug[:T] = ws.scores[:T]
+    aug, scores, labels, loss_weights = ws.aug, ws.scores, k.labels, k.loss_weights
     K = k.n_labels
     for t in range(T):
-        g = k.labels[s0 + t]
-        extra = loss_scale * k.loss_weights[g]
+        g = labels[s0 + t]
+        extra = loss_scale * loss_weights[g]
         for c in range(K):
-            if c != g:
-                ws.aug[t, c] += extra
-    return viterbi(ws.aug, T, W_B, start, end, ws.backptr, ws.delta, y)
+            aug[t, c] = scores[t, c] + extra
+        aug[t, g] = scores[t, g]
+    return viterbi(aug, T, W_B, start, end, ws.backptr, ws.delta, y)
 
 
 @base.implements(base.oracle_value, ChainKernel)
@@ -133,15 +133,16 @@ def _add_difference(k, i, ya, yb, c, w):
     K = k.n_labels
     T = ya.shape[0]
     s0 = k.label_offsets[i]
+    indptr, indices, values = k.indptr, k.indices, k.values
     for t in range(T):
         a = ya[t]
         b = yb[t]
         if a == b:
             continue
         row = s0 + t
-        for p in range(k.indptr[row], k.indptr[row + 1]):
-            x = c * k.values[p]
-            j = k.indices[p] * K
+        for p in range(indptr[row], indptr[row + 1]):
+            x = c * values[p]
+            j = indices[p] * K
             w[j + a] += x
             w[j + b] -= x
     b0 = k.n_features * K  # W_B, then start and end

@@ -65,25 +65,34 @@ def _workspace(k):
                       np.zeros((L + 1, L), dtype=np.int64), np.empty(4))
 
 
+@njit(cache=True)
+def _unary_scores(indptr, indices, values, i, U, theta):
+    """``θ_l = ⟨U[:, l], x_i⟩`` for every label."""
+    theta[:] = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        f, v = indices[p], values[p]
+        for l in range(U.shape[1]):
+            theta[l] += v * U[f, l]
+
+
 @base.implements(base.prepare, MultiLabelKernel)
 def _prepare(k, i, w, ws):
     L = k.n_labels
-    ws.theta[:] = 0.0
-    for p in range(k.indptr[i], k.indptr[i + 1]):
-        row = k.indices[p] * L
-        v = k.values[p]
-        for l in range(L):
-            ws.theta[l] += v * w[row + l]
+    theta = ws.theta
+    _unary_scores(k.indptr, k.indices, k.values, i, w[:k.n_features * L].reshape(
+        (k.n_features, L)), theta)
+    plain = ws.plain
     for l in range(L):
-        ws.plain[l, 1] = ws.theta[l]
+        plain[l, 1] = theta[l]
     b = k.n_features * L
     P = k.pair_size
+    tables = ws.tables
     for e in range(k.edges.shape[0]):
         if P == 1:
-            ws.tables[e, 1, 1] = w[b + e]
+            tables[e, 1, 1] = w[b + e]
         else:
             for s in range(4):
-                ws.tables[e, s // 2, s % 2] = w[b + 4 * e + s]
+                tables[e, s // 2, s % 2] = w[b + 4 * e + s]
 
 
 @base.implements(base.score, MultiLabelKernel)
@@ -151,13 +160,14 @@ def _add_point_difference(k, i, ma, mb, pa, pb, c, w, dv):
     """``w += c (φ(x_i, a) − φ(x_i, b))`` for points with unary parts ``ma``, ``mb`` and
     pair parts ``pa``, ``pb`` (the (1, 1) entries)."""
     L = k.n_labels
-    for p in range(k.indptr[i], k.indptr[i + 1]):
-        row = k.indices[p] * L
-        x = c * k.values[p]
-        for l in range(L):
-            d = ma[l] - mb[l]
-            if d != 0.0:
-                w[row + l] += x * d
+    indices, values = k.indices, k.values
+    lo, hi = k.indptr[i], k.indptr[i + 1]
+    for l in range(L):
+        d = c * (ma[l] - mb[l])
+        if d == 0.0:
+            continue
+        for p in range(lo, hi):
+            w[indices[p] * L + l] += d * values[p]
     b = k.n_features * L
     P = k.pair_size
     for e in range(k.edges.shape[0]):
@@ -171,19 +181,22 @@ def _add_point_difference(k, i, ma, mb, pa, pb, c, w, dv):
 @base.implements(base.add_difference, MultiLabelKernel)
 def _add_difference(k, i, ya, yb, c, w):
     L = k.n_labels
-    for p in range(k.indptr[i], k.indptr[i + 1]):
-        row = k.indices[p] * L
-        x = c * k.values[p]
-        for l in range(L):
-            if ya[l] != yb[l]:
-                w[row + l] += x * (ya[l] - yb[l])
+    indices, values = k.indices, k.values
+    lo, hi = k.indptr[i], k.indptr[i + 1]
+    for l in range(L):
+        if ya[l] == yb[l]:
+            continue
+        d = c * (ya[l] - yb[l])
+        for p in range(lo, hi):
+            w[indices[p] * L + l] += d * values[p]
     b = k.n_features * L
-    for e in range(k.edges.shape[0]):
-        u, v = k.edges[e, 0], k.edges[e, 1]
+    edges = k.edges
+    for e in range(edges.shape[0]):
+        u, v = edges[e, 0], edges[e, 1]
         if k.pair_size == 1:
-            d = ya[u] * ya[v] - yb[u] * yb[v]
-            if d != 0:
-                w[b + e] += c * d
+            dd = ya[u] * ya[v] - yb[u] * yb[v]
+            if dd != 0:
+                w[b + e] += c * dd
         else:
             sa = 2 * ya[u] + ya[v]
             sb = 2 * yb[u] + yb[v]
