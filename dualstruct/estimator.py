@@ -565,11 +565,19 @@ class StructuredSVM(BaseEstimator):
         return est
 
 
-def load(path):
+def load(path, model=None):
     """Load a model file: a :class:`StructuredSVM`, a
-    :class:`~dualstruct.tagger.SequenceTagger` or a :class:`~dualstruct.MultiLabelSVM`,
-    whichever the file holds."""
+    :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM` or a
+    :class:`~dualstruct.SSVM` (of a built-in model, or of a user-defined Python model, which
+    must then be given as ``model``: files never hold code), whichever the file holds."""
     header, arrays = io.load_arrays(path)
+    if header.get("model_type") == "ssvm":
+        from .estimators import SSVM
+
+        return SSVM.from_arrays(header, arrays, path, model=model)
+    if model is not None:
+        raise ValueError(f"{path}: model= is for files of user-defined models; this file "
+                         f"holds a {header.get('model_type')!r} model")
     if header.get("model_type") == "tagger":
         from .tagger import SequenceTagger
 

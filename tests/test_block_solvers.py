@@ -264,3 +264,70 @@ def test_user_block_data_keep_their_own_examples():
     user.block_data(list(X2), list(y2))
     again = _train(BlockBCFW, user, first, max_iter=30, tol=0)
     np.testing.assert_array_equal(again.weights(), alone.weights())
+
+
+def test_classic_step_reaches_the_pairwise_optimum_on_a_user_model():
+    X, y = _blobs(12, n=40)
+    builtin = MultiClassModel(3, 4)
+    data = builtin.block_data(X, y)
+    pairwise = _train(BlockBCFW, builtin, data, tol=1e-8)
+    user = UserModel(PlainMultiClass(3, 4))
+    classic = _train(BlockBCFW, user, user.block_data(list(X), list(y)), step="fw", tol=1e-4,
+                     max_iter=5000)
+    assert classic.resolved_step == "fw" and classic.history.stop_reason == "tol"
+    assert classic.history.last.primal == pytest.approx(pairwise.history.last.primal, rel=1e-4)
+    assert np.allclose(classic.block_weights.sum(axis=0), classic.w)
+
+
+def test_ssvm_files_of_builtin_and_user_models(tmp_path):
+    import dualstruct
+    from dualstruct.models.graph import GraphCRF
+
+    X, y = _blobs(13, n=40)
+    est = dualstruct.SSVM(MultiClassModel(3, 4, loss_weights=[1.0, 2.0, 1.0]), C=0.5,
+                          random_state=0, max_iter=30).fit(X, y)
+    est.save(tmp_path / "mc.npz")
+    back = dualstruct.load(tmp_path / "mc.npz")
+    assert isinstance(back, dualstruct.SSVM) and back.C == 0.5
+    np.testing.assert_array_equal(back.coef_, est.coef_)
+    np.testing.assert_array_equal(back.model.loss_weights, [1.0, 2.0, 1.0])
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    assert back.history_.last.primal == est.history_.last.primal
+    with pytest.raises(ValueError, match="do not pass one"):
+        dualstruct.load(tmp_path / "mc.npz", model=MultiClassModel(3, 4))
+
+    # a graph model: its parameters rebuild it
+    rng = np.random.default_rng(0)
+    graphs = [(rng.normal(size=(4, 2)), np.array([[0, 1], [1, 2], [2, 3]])) for _ in range(6)]
+    labels = [rng.integers(0, 2, 4) for _ in range(6)]
+    g = dualstruct.SSVM(GraphCRF(2, 2, inference="exact"), max_iter=10).fit(graphs, labels)
+    g.save(tmp_path / "g.npz")
+    gb = dualstruct.SSVM.load(tmp_path / "g.npz")
+    assert gb.model.inference == "exact" and not gb.model.directed
+    assert [list(p) for p in gb.predict(graphs)] == [list(p) for p in g.predict(graphs)]
+
+    # a user model: the file names it, loading needs it and checks it
+    user = PlainMultiClass(3, 4)
+    user.scale = np.array([1.0, 2.0])
+    u = dualstruct.SSVM(user, max_iter=20, random_state=0).fit(list(X), list(y))
+    u.save(tmp_path / "user.npz")
+    with pytest.raises(ValueError, match="PlainMultiClass.*pass model="):
+        dualstruct.load(tmp_path / "user.npz")
+    same = PlainMultiClass(3, 4)
+    same.scale = np.array([1.0, 2.0])
+    ub = dualstruct.load(tmp_path / "user.npz", model=same)
+    np.testing.assert_array_equal(ub.coef_, u.coef_)
+    assert ub.predict(list(X)) == u.predict(list(X))
+    with pytest.raises(ValueError, match="'n_classes' is 4"):
+        dualstruct.load(tmp_path / "user.npz", model=PlainMultiClass(4, 3))
+    other = PlainMultiClass(3, 4)
+    other.scale = np.array([1.0, 3.0])
+    with pytest.raises(ValueError, match="'scale' differs"):
+        dualstruct.load(tmp_path / "user.npz", model=other)
+    with pytest.raises(ValueError, match="trained with .*PlainMultiClass"):
+        dualstruct.load(tmp_path / "user.npz", model=_Faulty("nan"))
+    # the header is JSON and the arrays numbers: nothing in the file is code
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "user.npz") as z:
+        assert all(n.endswith(".npy") or n.endswith(".json") for n in z.namelist())

@@ -8,10 +8,18 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from ..estimator import check_training_params, restore_on_error, train
+import numbers
+
+from .. import io
+from ..estimator import check_training_params, restore_on_error, seed_to_json, train
 from ..models.base import KernelModel
+from ..models.graph import EdgeFeatureGraphCRF, GraphCRF
+from ..models.multiclass import MultiClassModel
 from ..models.user import UserModel
-from ..solvers import solver_class, solver_names
+from ..solvers import History, solver_class, solver_names
+
+#: the built-in models a model file can name; they are rebuilt from their parameters
+BUILTIN_MODELS = {cls.__name__: cls for cls in (MultiClassModel, GraphCRF, EdgeFeatureGraphCRF)}
 
 
 class SSVM(BaseEstimator):
@@ -108,6 +116,106 @@ class SSVM(BaseEstimator):
         if not hasattr(self, "coef_"):
             raise NotFittedError("this SSVM is not fitted yet; call fit first")
 
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path):
+        """Write the fitted model to ``path`` (``.npz`` arrays and a JSON header, no pickle).
+
+        A built-in model is stored by its parameters and is rebuilt by :meth:`load`. A
+        user-defined Python model is stored by its class name, ``size_joint_feature`` and the
+        plain attributes it holds (numbers, strings, lists of them, numeric arrays): loading
+        never executes code from the file, so :meth:`load` needs the model object again and
+        checks it against what was saved."""
+        return io.save_arrays(path, *self.to_arrays())
+
+    def to_arrays(self):
+        """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
+        self._check_fitted()
+        params = {k: v for k, v in self.get_params().items() if k not in ("model", "callback")}
+        params["random_state"] = seed_to_json(params["random_state"])
+        model = self.model_
+        arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
+        if isinstance(model, UserModel):
+            user = model.model
+            scalars, user_arrays = _plain_attributes(user)
+            described = {"kind": "user", "class": _class_name(user),
+                         "size_joint_feature": int(model.size), "attributes": scalars}
+            arrays.update({"model." + k: v for k, v in user_arrays.items()})
+        elif type(model).__name__ in BUILTIN_MODELS:
+            described = {"kind": "builtin", "class": type(model).__name__,
+                         "params": model.params()}
+        else:
+            raise ValueError(f"{type(model).__name__} cannot be saved: it is neither a "
+                             "built-in model nor a Python StructuredModel")
+        last = self.history_.last_checked()
+        header = {
+            "model_type": "ssvm",
+            "estimator_params": params,
+            "model": described,
+            "n_iter": int(self.n_iter_),
+            "stop_reason": self.history_.stop_reason,
+            "final": None if last is None else {
+                "primal": last.primal, "dual": last.dual, "gap": last.gap,
+                "relative_gap": last.relative_gap, "passes": last.passes},
+        }
+        for name, col in self.history_.as_arrays().items():
+            arrays["history." + name] = col
+        return header, arrays
+
+    @classmethod
+    def load(cls, path, model=None):
+        """Read a model written by :meth:`save`. ``model``: the user-defined Python model the
+        file was trained with (required for those, checked against the file; not allowed for
+        built-in models, which the file describes)."""
+        header, arrays = io.load_arrays(path)
+        return cls.from_arrays(header, arrays, path, model=model)
+
+    @classmethod
+    def from_arrays(cls, header, arrays, path="model file", model=None):
+        try:
+            if header.get("model_type") != "ssvm":
+                raise ValueError(f"the file holds a {header.get('model_type')!r} model, not an "
+                                 "SSVM")
+            described = header["model"]
+            if described["kind"] == "builtin":
+                if model is not None:
+                    raise ValueError("the file describes its built-in model; do not pass one")
+                name = described["class"]
+                if name not in BUILTIN_MODELS:
+                    raise ValueError(f"unknown model class {name!r}")
+                user_model = BUILTIN_MODELS[name](**described["params"])
+                kernel_model = user_model
+            elif described["kind"] == "user":
+                if model is None:
+                    raise ValueError(
+                        f"the file holds a user-defined model ({described['class']}); pass "
+                        "model=<that model> to load it (model files never execute code)")
+                _check_user_model(model, described, arrays)
+                user_model = model
+                kernel_model = UserModel(model)
+            else:
+                raise ValueError(f"unknown model kind {described['kind']!r}")
+            est = cls(user_model, **header["estimator_params"])
+            est._validate_params()
+            coef = arrays["coef"]
+            if coef.shape != (kernel_model.size,) or coef.dtype != np.float64:
+                raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
+                                 f"({kernel_model.size},) float64")
+            if not np.all(np.isfinite(coef)):
+                raise ValueError("coef holds NaN or infinite values")
+            est.model_, est.coef_ = kernel_model, coef
+            est.n_iter_ = int(header["n_iter"])
+            hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
+            if len({v.shape for v in hist.values()}) > 1 or any(v.ndim != 1
+                                                                 for v in hist.values()):
+                raise ValueError("history columns differ in shape")
+            est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+        except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
+            raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
+                             ) from None
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        return est
+
     def predict(self, X):
         """The model's highest-scoring labelling of every input."""
         self._check_fitted()
@@ -117,6 +225,50 @@ class SSVM(BaseEstimator):
         """The share of labelling entries predicted right (accuracy over classes, tokens or
         nodes)."""
         return _accuracy(self.predict(X), Y)
+
+
+def _class_name(obj):
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _plain_attributes(model):
+    """The attributes of a Python model a file can hold without code: JSON scalars and lists
+    of them (returned as a dict) and numeric arrays (a second dict)."""
+    scalars, arrays = {}, {}
+    for name, value in sorted(vars(model).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(value, (bool, str, type(None))) or (
+                isinstance(value, numbers.Real) and np.isfinite(float(value))):
+            scalars[name] = value.item() if isinstance(value, np.generic) else value
+        elif isinstance(value, (list, tuple)) and all(
+                isinstance(v, (bool, str, numbers.Real)) for v in value):
+            scalars[name] = [v.item() if isinstance(v, np.generic) else v for v in value]
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+            arrays[name] = value
+    return scalars, arrays
+
+
+def _check_user_model(model, described, arrays):
+    """Refuse a user model that differs from the saved one: its class, φ's length, or any
+    plain attribute saved with it."""
+    if _class_name(model) != described["class"]:
+        raise ValueError(f"the file was trained with {described['class']}, not "
+                         f"{_class_name(model)}")
+    size = int(model.size_joint_feature)
+    if size != described["size_joint_feature"]:
+        raise ValueError(f"the model's size_joint_feature is {size}, the file's "
+                         f"{described['size_joint_feature']}")
+    scalars, model_arrays = _plain_attributes(model)
+    for name, saved in described["attributes"].items():
+        if name not in scalars or scalars[name] != saved:
+            raise ValueError(f"model attribute {name!r} is {scalars.get(name)!r}, the file's "
+                             f"{saved!r}")
+    for key, saved in arrays.items():
+        if key.startswith("model."):
+            name = key.split(".", 1)[1]
+            if name not in model_arrays or not np.array_equal(model_arrays[name], saved):
+                raise ValueError(f"model attribute {name!r} differs from the file's")
 
 
 def _accuracy(predictions, Y):
