@@ -2,9 +2,7 @@
 
 __version__ = "0.1.0.dev0"
 
-from .estimator import StructuredSVM, load  # noqa: E402
-from .estimators import SSVM  # noqa: E402
-from .multilabel import MultiLabelSVM  # noqa: E402
+from .estimators import SSVM, MultiLabelSVM, StructuredSVM, load  # noqa: E402
 from .sequences import PackedSequences, pack_sequences  # noqa: E402
 
 __all__ = ["StructuredSVM", "SSVM", "MultiLabelSVM", "load", "PackedSequences", "pack_sequences",

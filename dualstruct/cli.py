@@ -27,7 +27,7 @@ import numpy as np
 
 from . import __version__
 from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
-from .estimator import StructuredSVM
+from .estimators import StructuredSVM
 from .features import TokenFeatures
 from .metrics import chunk_scores, label_scores, token_accuracy
 from .tagger import SequenceTagger
@@ -200,7 +200,7 @@ class _MultiLabelCheckpoint:
 
 
 def _load_multilabel(path):
-    from .multilabel import MultiLabelSVM
+    from .estimators import MultiLabelSVM
 
     model = _load_model(path)
     if not isinstance(model, MultiLabelSVM):
@@ -243,7 +243,7 @@ def _refuse_changed_settings(args, saved, source):
 
 
 def cmd_multilabel_train(args, out):
-    from .multilabel import MultiLabelSVM
+    from .estimators import MultiLabelSVM
 
     model_path = Path(args.output)
     if not model_path.parent.is_dir():
@@ -526,7 +526,7 @@ def _table(out, title, rows):
 
 
 def cmd_info(args, out):
-    from .multilabel import MultiLabelSVM
+    from .estimators import MultiLabelSVM
 
     path = Path(args.model)
     model = _load_model(path)

@@ -14,7 +14,8 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from . import io
-from .estimator import StructuredSVM, restore_on_error
+from .estimators.base import restore_on_error
+from .estimators.structured import StructuredSVM
 from .features import TokenFeatures
 from .metrics import chunk_scores, token_accuracy
 from .tags import SCHEMES, is_chunk_tagset, to_bio, to_iobes

@@ -1,5 +1,28 @@
-"""Estimators: HOW a model is used (scikit-learn API)."""
+"""Estimators: HOW a model is used (the scikit-learn API), and reading model files."""
 
+from .. import io
+from .multilabel import MultiLabelSVM
 from .ssvm import SSVM
+from .structured import StructuredSVM
 
-__all__ = ["SSVM"]
+__all__ = ["StructuredSVM", "MultiLabelSVM", "SSVM", "load"]
+
+
+def load(path, model=None):
+    """Load a model file: a :class:`StructuredSVM`, a
+    :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM` or a
+    :class:`~dualstruct.SSVM` (of a built-in model, or of a user-defined Python model, which
+    must then be given as ``model``: files never hold code), whichever the file holds."""
+    header, arrays = io.load_arrays(path)
+    if header.get("model_type") == "ssvm":
+        return SSVM.from_arrays(header, arrays, path, model=model)
+    if model is not None:
+        raise ValueError(f"{path}: model= is for files of user-defined models; this file "
+                         f"holds a {header.get('model_type')!r} model")
+    if header.get("model_type") == "tagger":
+        from ..tagger import SequenceTagger
+
+        return SequenceTagger.from_arrays(header, arrays, path)
+    if header.get("model_type") == "multilabel":
+        return MultiLabelSVM.from_arrays(header, arrays, path)
+    return StructuredSVM.from_arrays(header, arrays, path)

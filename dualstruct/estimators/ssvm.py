@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 import numbers
 
 from .. import io
-from ..estimator import check_training_params, restore_on_error, seed_to_json, train
+from .base import check_training_params, restore_on_error, seed_to_json, train
 from ..models.base import KernelModel
 from ..models.graph import EdgeFeatureGraphCRF, GraphCRF
 from ..models.multiclass import MultiClassModel

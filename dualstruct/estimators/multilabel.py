@@ -8,8 +8,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from . import io
-from .estimator import (
+from .. import io
+from .base import (
     changed_params,
     check_real,
     check_training_params,
@@ -19,15 +19,15 @@ from .estimator import (
     seed_to_json,
     train,
 )
-from .metrics import multilabel_scores
-from .models.multilabel import (
+from ..metrics import multilabel_scores
+from ..models.multilabel import (
     EDGE_KINDS,
     INFERENCE,
     INTERACTIONS,
     MultiLabelDataset,
     MultiLabelModel,
 )
-from .solvers import History, solver_class, solver_names
+from ..solvers import History, solver_class, solver_names
 
 
 class MultiLabelSVM(BaseEstimator):

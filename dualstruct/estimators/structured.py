@@ -1,166 +1,36 @@
-"""``StructuredSVM``: the scikit-learn compatible estimator (fit / predict / score / save)."""
+"""``StructuredSVM``: the scikit-learn compatible estimator of label sequences (fit / predict /
+score / save) over :class:`~dualstruct.models.ChainModel`."""
 
 from __future__ import annotations
 
-import functools
 import math
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from . import io
-from .metrics import token_accuracy
-from .models import ChainModel
-from .sequences import PackedSequences, pack_sequences
-from .solvers import History, solver_class, solver_names
+from .. import io
+from ..metrics import token_accuracy
+from ..models import ChainModel
+from ..sequences import PackedSequences, pack_sequences
+from ..solvers import History, solver_class, solver_names
+from .base import (
+    _classes_from_json,
+    _classes_to_json,
+    _plain_labels,
+    changed_params,
+    check_integer,
+    check_real,
+    check_training_params,
+    continues_training,
+    frozen_params,
+    restore_on_error,
+    seed_to_json,
+    train,
+)
 
 MODELS = ("chain",)
-
-
-def frozen_params(est, names) -> dict:
-    """A deep, immutable snapshot of the parameters ``names`` of ``est``, in a form that
-    compares equal across a model file's round trip (tuples for lists and arrays, Python
-    numbers for NumPy scalars, dicts as sorted item tuples). Warm starts and resumes compare
-    these, so a parameter changed in place (``solver_options["rho"] = …``) is seen."""
-    return {k: _frozen(getattr(est, k)) for k in names}
-
-
-def _frozen(value):
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted(((_frozen(k), _frozen(v)) for k, v in value.items()),
-                                     key=repr)))
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def changed_params(frozen, saved) -> list:
-    """Names whose snapshot in ``frozen`` differs from ``saved``."""
-    return [k for k, v in frozen.items() if v != saved.get(k)]
-
-
-def check_real(name, value, low, low_ok):
-    """Raise ValueError unless ``value`` is a finite real number above ``low`` (or equal to it
-    with ``low_ok``)."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value) or value < low or (value == low and not low_ok)):
-        bound = ">=" if low_ok else ">"
-        raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
-
-
-def check_integer(name, value, low):
-    """Raise ValueError unless ``value`` is an integer >= ``low``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-def check_training_params(est):
-    """The parameters every estimator shares: C, tol, max_iter, check_every, verbose,
-    callback and solver_options."""
-    check_real("C", est.C, 0, False)
-    check_real("tol", est.tol, 0, True)
-    check_integer("max_iter", est.max_iter, 0)
-    check_integer("check_every", est.check_every, 1)
-    check_integer("verbose", est.verbose, 0)
-    if est.callback is not None and not callable(est.callback):
-        raise ValueError(f"callback must be callable, got {est.callback!r}")
-    if est.solver_options is not None and not isinstance(est.solver_options, dict):
-        raise ValueError(f"solver_options must be a dict, got {est.solver_options!r}")
-
-
-def continues_training(est) -> bool:
-    """Whether ``fit`` continues the estimator's solver (``warm_start`` and a solver whose
-    set-up succeeded; an error or Ctrl-C in a first fit leaves none)."""
-    return (est.warm_start and getattr(est, "solver_", None) is not None
-            and est.solver_.data is not None)
-
-
-def train(est, solver, data, state):
-    """Train ``solver`` on ``data`` for ``est.max_iter`` passes as ``est``'s solver. Once the
-    solver is set up, the estimator follows it, also if training raises: restoring the
-    previous attributes (:func:`restore_on_error`) would pair them with a solver that has
-    moved on."""
-    est.solver_ = solver
-    est._state_params = state
-    solver.start(data)
-    est._committed = True
-    try:
-        solver.fit(data, max_iter=est.max_iter)
-    finally:
-        est._set_weights(solver)
-    return est
-
-
-def seed_to_json(seed):
-    """An integer seed (Python or NumPy) as an int for the model file; a Generator or
-    RandomState has no JSON form and is stored as None."""
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        return int(seed)
-    return None
-
-
-def _plain_labels(flat):
-    """Labels of dtype object (e.g. a pandas column) as a str or int array, which a model file
-    can store; other mixtures are refused before training rather than at save."""
-    if flat.dtype != object or len(flat) == 0:
-        return flat
-    if all(isinstance(v, str) for v in flat):
-        return flat.astype(str)
-    if all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat):
-        return flat.astype(np.int64)
-    kinds = sorted({type(v).__name__ for v in flat})
-    raise TypeError(f"labels must be all str or all int, got a mixture of {kinds}")
-
-
-def restore_on_error(fit):
-    """Decorator for ``fit``: if it raises before training starts (bad input, a failed
-    set-up, Ctrl-C while reading), the estimator's attributes are put back as they were, so
-    the previous model stays usable and no fitted attribute is half set. Once ``fit`` sets
-    ``self._committed`` (its solver is about to train) an error leaves the estimator as
-    ``fit`` left it."""
-    @functools.wraps(fit)
-    def wrapper(self, *args, **kwargs):
-        self.__dict__.pop("_committed", None)
-        before = dict(self.__dict__)
-        try:
-            return fit(self, *args, **kwargs)
-        except BaseException:
-            if not self.__dict__.get("_committed", False):
-                self.__dict__.clear()
-                self.__dict__.update(before)
-            raise
-        finally:
-            self.__dict__.pop("_committed", None)
-    return wrapper
-
-
-def _classes_to_json(classes: np.ndarray):
-    kind = classes.dtype.kind
-    if kind in "US":
-        return [str(c) for c in classes], "str"
-    if kind in "iu":
-        return [int(c) for c in classes], "int"
-    if kind == "f":
-        return [float(c) for c in classes], "float"
-    if kind == "b":
-        return [bool(c) for c in classes], "bool"
-    raise TypeError(
-        f"labels of dtype {classes.dtype} cannot be stored in a model file; use str or int "
-        "labels")
-
-
-def _classes_from_json(values, kind):
-    dtype = {"str": str, "int": np.int64, "float": np.float64, "bool": bool}.get(kind)
-    if dtype is None:
-        raise ValueError(f"unknown label type {kind!r} in model file")
-    return np.array(values, dtype=dtype)
 
 
 class StructuredSVM(BaseEstimator):
@@ -563,27 +433,3 @@ class StructuredSVM(BaseEstimator):
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
         return est
-
-
-def load(path, model=None):
-    """Load a model file: a :class:`StructuredSVM`, a
-    :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM` or a
-    :class:`~dualstruct.SSVM` (of a built-in model, or of a user-defined Python model, which
-    must then be given as ``model``: files never hold code), whichever the file holds."""
-    header, arrays = io.load_arrays(path)
-    if header.get("model_type") == "ssvm":
-        from .estimators import SSVM
-
-        return SSVM.from_arrays(header, arrays, path, model=model)
-    if model is not None:
-        raise ValueError(f"{path}: model= is for files of user-defined models; this file "
-                         f"holds a {header.get('model_type')!r} model")
-    if header.get("model_type") == "tagger":
-        from .tagger import SequenceTagger
-
-        return SequenceTagger.from_arrays(header, arrays, path)
-    if header.get("model_type") == "multilabel":
-        from .multilabel import MultiLabelSVM
-
-        return MultiLabelSVM.from_arrays(header, arrays, path)
-    return StructuredSVM.from_arrays(header, arrays, path)
