@@ -37,7 +37,7 @@ class StructuredSVM(BaseEstimator):
     """Structural SVM for sequence labeling, trained in the dual with a duality-gap certificate.
 
     Minimizes the C-form primal ``½‖w‖² + C Σ_i max_y [δ(ȳ_i, y) + s(x_i, y) − s(x_i, ȳ_i)]``
-    with the Hamming loss δ (ALGORITHMS.md §1).
+    with the Hamming loss δ.
 
     Parameters
     ----------

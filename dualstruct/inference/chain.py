@@ -1,6 +1,6 @@
 """Exact inference on linear chains (numba kernels).
 
-Score of a labelling ``y`` of a sequence with token features ``x_1..x_T`` (ALGORITHMS.md §1):
+Score of a labelling ``y`` of a sequence with token features ``x_1..x_T``:
 
     s(x, y) = start[y_1] + Σ_t <W_U[:, y_t], x_t> + Σ_t W_B[y_t, y_{t+1}] + end[y_T]
 
@@ -110,7 +110,7 @@ def decode_all(indptr, indices, data, offsets, W_U, W_B, start, end, out):
 @njit(cache=True, parallel=True)
 def hinge_all(indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, start, end,
               hinge, out):
-    """Margin-rescaled structured hinge of every sequence (ALGORITHMS.md §1):
+    """Margin-rescaled structured hinge of every sequence:
 
         hinge[i] = max_y [ δ(ȳ_i, y) + s(x_i, y) ] − s(x_i, ȳ_i)   (≥ 0)
 
@@ -192,7 +192,7 @@ def backtrack_loss_table(T, gold, back, k, L, out):
 
 @njit(cache=True)
 def slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out):
-    """Exact slack-rescaled oracle on a chain with unit Hamming loss (ALGORITHMS.md §6):
+    """Exact slack-rescaled oracle on a chain with unit Hamming loss:
 
         argmax_y  Φ(y) = δ(ȳ, y) · (1 + scale·(s(y) − s(ȳ)))
 

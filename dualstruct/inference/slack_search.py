@@ -1,5 +1,5 @@
-"""Slack-rescaling oracles built from margin-type oracles (Choi, Meshi, Srebro 2016;
-ALGORITHMS.md §6), numba kernels for one chain at a time.
+"""Slack-rescaling oracles built from margin-type oracles (Choi, Meshi, Srebro 2016),
+numba kernels for one chain at a time.
 
 The slack oracle maximizes ``Φ(y) = h(y) g(y)`` with ``h(y) = 1 + c (s(y) − s(ȳ))`` (c the
 score scale) and ``g(y) = δ(ȳ, y)`` (unit Hamming loss). Every labelling is a point

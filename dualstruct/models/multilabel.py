@@ -1,4 +1,4 @@
-"""Multi-label model with pairwise label interactions (issue 6; first part).
+"""Multi-label model with pairwise label interactions.
 
 L binary labels per example. Parameters, flat:
 

@@ -1,9 +1,9 @@
-"""Numba kernels of GDMM (Yen et al. 2016, Algorithm 1; ALGORITHMS.md §5) on linear chains.
+"""Numba kernels of GDMM (Yen et al. 2016, Algorithm 1) on linear chains.
 
 **The problem.** Every example decomposes into unigram factors ``q_t ∈ Δ(K)`` (one per token)
 and bigram factors ``q_e ∈ Δ(K²)`` (one per edge e = (t, t+1)), tied by the local-consistency
 constraints ``M_L q_e = q_t`` (row sums) and ``M_R q_e = q_{t+1}`` (column sums). The
-LP-relaxed dual, written as a minimization (C-form, signs as fixed by ALGORITHMS.md §5), is
+LP-relaxed dual, written as a minimization (C-form), is
 
     G(q) = ½‖w(q)‖² − C Σ_t <δ_t, q_t>,
     w(q) = C Σ_f (φ_f(ȳ_f) − Σ_{y_f} q_f(y_f) φ_f(y_f)),
@@ -86,7 +86,7 @@ sets grow with the passes and so does the cost of a step.
   tokens collects the active labels of all of them, so on the benchmark data (synthetic
   K = 954, Czech) nearly every row is streamed after about ten passes. The weights are
   that dense (late at K = 954 a row of W_U has ~600 non-zeros), and the oracle then
-  costs what brute force costs (BENCHMARKS.md, sixth GDMM session).
+  costs what brute force costs (BENCHMARKS.md).
 
 All three unigram oracles and both bigram oracles return the same argmin (ties broken by
 the smaller label index), which the tests check against brute force.
@@ -125,7 +125,7 @@ factor: an inlined call still binds its array arguments, counted, each time it r
 bigram factor's pairwise steps (the line search, the messages, W_B with its bookkeeping) are
 written out in the pass, once, in a loop over the steps. An OCR pass took 0.19 s with
 the helpers called, 0.13 s with them inlined and 0.09 s with the steps written out. At
-K = 954 a pass is bound by reading W_U (BENCHMARKS.md, issue 4).
+K = 954 a pass is bound by reading W_U (BENCHMARKS.md).
 """
 
 import numpy as np

@@ -1,10 +1,10 @@
 """numba kernels of GDMM with block-greedy coordinate descent for multi-label models (Yen et
-al. 2016, Algorithm 1 with step 1 done by Algorithm 3; ALGORITHMS.md §5).
+al. 2016, Algorithm 1 with step 1 done by Algorithm 3).
 
 **Variables.** Per example i: a unigram marginal ``μ_il = q_il(1) ∈ [0, 1]`` for every label
 (box-constrained coordinates) and, for every *active* pairwise factor e = (l, k), a
 distribution ``q_ie`` over the four states (00, 10, 01, 11). The LP-relaxed dual, as a
-minimization (ALGORITHMS.md §5), is
+minimization, is
 
     G(q) = ½‖w(q)‖² − C Σ_i Σ_l c_l |μ_il − ȳ_il|,
     w_U[:, l] = C Σ_i x_i (ȳ_il − μ_il),   w_V[e] = C Σ_i (ȳ_il ȳ_ik − q_ie(11)),

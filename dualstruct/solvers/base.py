@@ -83,7 +83,7 @@ class PassSolver:
         0 silent; 1 one line per checked pass; 2 one line per pass.
     rescaling : {"margin", "slack"}
         Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
-        ``max_y δ (1 + s(y) − s(ȳ))`` in the hinge (ALGORITHMS.md §1, §6).
+        ``max_y δ (1 + s(y) − s(ȳ))`` in the hinge (Tsochantaridis et al. 2005).
     slack_search : {"exact", "angular", "bisecting", "binary"}
         How the slack-rescaled oracle is computed (:mod:`dualstruct.inference.slack_search`):
         the exact dynamic program, or a search over (constrained) λ-oracle calls.

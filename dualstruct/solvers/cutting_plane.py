@@ -1,4 +1,4 @@
-"""The 1-slack cutting-plane method (Joachims, Finley, Yu 2009; ALGORITHMS.md §4), C-form.
+"""The 1-slack cutting-plane method (Joachims, Finley, Yu 2009), C-form.
 
     min_w ½‖w‖² + C ξ   s.t.  Σ_i [δ_i(y_i) − <w, ψ_i(y_i)>] ≤ ξ   for every (y_1 … y_n)
 

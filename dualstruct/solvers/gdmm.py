@@ -1,5 +1,5 @@
 """GDMM — greedy direction method of multipliers with factorwise maximization oracles (Yen et
-al. 2016, Algorithm 1; ALGORITHMS.md §5) for chains.
+al. 2016, Algorithm 1) for chains.
 
 One pass = one outer iteration: a block step on every factor of every example (examples and
 each example's factors in random order), then the multiplier step. Factor marginals live on
@@ -42,7 +42,7 @@ class GDMM(PassSolver):
         (100, 1.0), (300, 10.0)]`` is a schedule: ρ follows it geometrically between the
         points (by passes done) and stays at the last value after the last one. A growing
         penalty enforces consistency harder once the marginals are near their optimum,
-        which is where a fixed small ρ is slowest (BENCHMARKS.md, issue 4).
+        which is where a fixed small ρ is slowest (BENCHMARKS.md).
     eta : float, list of (pass, value) or None
         Multiplier step η, a number or a schedule like ``rho`` (default ``rho``).
     unigram_oracle : {"auto", "sparse", "sampled", "brute"}
@@ -65,7 +65,7 @@ class GDMM(PassSolver):
         After its oracle step, a bigram factor takes up to this many more pairwise steps
         inside its support (mass from the worst to the best support pair, exact line search;
         no oracle call, so they cost O(support) each). Default 3, which lowers the primal
-        reached per pass (BENCHMARKS.md, issue 4); 0 is the paper's single step.
+        reached per pass (BENCHMARKS.md); 0 is the paper's single step.
     inner_passes : int
         Passes of block steps per multiplier step (default 1, Algorithm 1).
     primal_sample : int or None
@@ -342,7 +342,7 @@ class GDMM(PassSolver):
         return self.C * float(lw @ (1.0 - self.q_u[:, 0]))
 
     def dual_objective_G(self):
-        """G(q) = ½‖w(q)‖² − C Σ_t δ_t·q_t (ALGORITHMS.md §5); −G is the dual value only
+        """G(q) = ½‖w(q)‖² − C Σ_t δ_t·q_t; −G is the dual value only
         once the marginals are consistent."""
         return 0.5 * float(self.w @ self.w) - self._loss_term()
 

@@ -1,5 +1,5 @@
 """The one primal objective, dual objective and duality gap (C-form), used by every solver,
-benchmark and test (ALGORITHMS.md §1).
+benchmark and test.
 
     P(w) = ½‖w‖² + C Σ_i H_i(w),    H_i(w) = max_y [δ(ȳ_i, y) + s(x_i, y; w) − s(x_i, ȳ_i; w)]
     D(q) = C Σ_i E_{q_i}[δ(ȳ_i, ·)] − ½‖w(q)‖²  =  loss_term − ½‖w‖²
@@ -19,7 +19,7 @@ def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "mar
     """Exact primal ``P(w)``: one loss-augmented decoding of every training example.
 
     ``rescaling="slack"`` uses the slack-rescaled hinge ``max_y δ(y)(1 + s(y) − s(ȳ))``
-    (ALGORITHMS.md §6), computed exactly by the model's dynamic program."""
+    (Tsochantaridis et al. 2005), computed exactly by the model's dynamic program."""
     if rescaling == "margin":
         hinge, _ = model.hinge(w, data)
     elif rescaling == "slack":
