@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 
+
 def frozen_params(est, names) -> dict:
     """A deep, immutable snapshot of the parameters ``names`` of ``est``, in a form that
     compares equal across a model file's round trip (tuples for lists and arrays, Python
@@ -150,3 +151,48 @@ def _classes_from_json(values, kind):
     if dtype is None:
         raise ValueError(f"unknown label type {kind!r} in model file")
     return np.array(values, dtype=dtype)
+
+
+def read_coef(arrays, size):
+    """The weight vector of a model file, checked: ``size`` finite float64 numbers."""
+    coef = arrays["coef"]
+    if coef.shape != (size,) or coef.dtype != np.float64:
+        raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
+                         f"({size},) float64")
+    if not np.all(np.isfinite(coef)):
+        raise ValueError("coef holds NaN or infinite values")
+    return coef
+
+
+def read_history(header, arrays):
+    """The training history stored in a model file (its ``history.*`` columns)."""
+    from ..solvers import History
+
+    hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
+    if len({v.shape for v in hist.values()}) > 1 or any(v.ndim != 1 for v in hist.values()):
+        raise ValueError("history columns differ in shape")
+    return History.from_arrays(hist, header.get("stop_reason", ""))
+
+
+def final_summary(history):
+    """The last checked record's objective values, for a model file's header."""
+    last = history.last_checked()
+    return None if last is None else {
+        "primal": last.primal, "dual": last.dual, "gap": last.gap,
+        "relative_gap": last.relative_gap, "passes": last.passes}
+
+
+def continue_solver(est, solver, callback, validation):
+    """Hand a solver that continues training the estimator's current settings."""
+    solver.callback, solver.validation = callback, validation
+    solver.verbose, solver.tol = est.verbose, est.tol
+    solver.check_every = est.check_every
+
+
+class SolverResults:
+    """``_set_weights``: the estimator's fitted attributes from its solver."""
+
+    def _set_weights(self, solver):
+        self.coef_ = solver.weights()
+        self.history_ = solver.history
+        self.n_iter_ = solver.passes

@@ -9,16 +9,6 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from .. import io
-from .base import (
-    changed_params,
-    check_real,
-    check_training_params,
-    continues_training,
-    frozen_params,
-    restore_on_error,
-    seed_to_json,
-    train,
-)
 from ..metrics import multilabel_scores
 from ..models.multilabel import (
     EDGE_KINDS,
@@ -27,10 +17,25 @@ from ..models.multilabel import (
     MultiLabelDataset,
     MultiLabelModel,
 )
-from ..solvers import History, solver_class, solver_names
+from ..solvers import solver_class, solver_names
+from .base import (
+    SolverResults,
+    changed_params,
+    check_real,
+    check_training_params,
+    continue_solver,
+    continues_training,
+    final_summary,
+    frozen_params,
+    read_coef,
+    read_history,
+    restore_on_error,
+    seed_to_json,
+    train,
+)
 
 
-class MultiLabelSVM(BaseEstimator):
+class MultiLabelSVM(SolverResults, BaseEstimator):
     """Structural SVM over L binary labels with pairwise label interactions.
 
     Parameters
@@ -234,15 +239,8 @@ class MultiLabelSVM(BaseEstimator):
                 solver.history = self.history_
                 self._saved_state = None
         else:
-            solver.callback, solver.validation = callback, validation
-            solver.verbose, solver.tol = self.verbose, self.tol
-            solver.check_every = self.check_every
+            continue_solver(self, solver, callback, validation)
         return train(self, solver, data, state)
-
-    def _set_weights(self, solver):
-        self.coef_ = solver.weights()
-        self.history_ = solver.history
-        self.n_iter_ = solver.passes
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self):
@@ -297,15 +295,12 @@ class MultiLabelSVM(BaseEstimator):
         params["random_state"] = seed_to_json(params["random_state"])
         params["edges"] = params["edges"] if isinstance(params["edges"], str) else "explicit"
         params["loss_weights"] = None
-        last = self.history_.last_checked()
         header = {
             "model_type": "multilabel",
             "estimator_params": params,
             "n_labels": int(self.n_labels_), "n_features_in": int(self.n_features_in_),
             "n_iter": int(self.n_iter_), "stop_reason": self.history_.stop_reason,
-            "final": None if last is None else {
-                "primal": last.primal, "dual": last.dual, "gap": last.gap,
-                "relative_gap": last.relative_gap, "passes": last.passes},
+            "final": final_summary(self.history_),
         }
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights,
                   "edges": self.model_.edges}
@@ -344,16 +339,10 @@ class MultiLabelSVM(BaseEstimator):
             est.model_.edge_kind = params["edges"] if isinstance(params["edges"], str) else (
                 "explicit")
             est.edges_ = est.model_.edges
-            coef = arrays["coef"]
-            if coef.shape != (est.model_.size,) or coef.dtype != np.float64:
-                raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
-                                 f"({est.model_.size},) float64")
-            if not np.all(np.isfinite(coef)):
-                raise ValueError("coef holds NaN or infinite values")
+            coef = read_coef(arrays, est.model_.size)
             est.coef_ = coef
             est.n_iter_ = int(header["n_iter"])
-            hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
-            est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+            est.history_ = read_history(header, arrays)
             if "solver_state" in header:
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items()
                          if k.startswith("state.")}

@@ -4,25 +4,34 @@ the :class:`~dualstruct.models.base.StructuredModel` protocol."""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-import numbers
-
 from .. import io
-from .base import check_training_params, restore_on_error, seed_to_json, train
 from ..models.base import KernelModel
 from ..models.graph import EdgeFeatureGraphCRF, GraphCRF
 from ..models.multiclass import MultiClassModel
 from ..models.user import UserModel
-from ..solvers import History, solver_class, solver_names
+from ..solvers import solver_class, solver_names
+from .base import (
+    SolverResults,
+    check_training_params,
+    final_summary,
+    read_coef,
+    read_history,
+    restore_on_error,
+    seed_to_json,
+    train,
+)
 
 #: the built-in models a model file can name; they are rebuilt from their parameters
 BUILTIN_MODELS = {cls.__name__: cls for cls in (MultiClassModel, GraphCRF, EdgeFeatureGraphCRF)}
 
 
-class SSVM(BaseEstimator):
+class SSVM(SolverResults, BaseEstimator):
     """Structural SVM ``min_w ½‖w‖² + C Σ_i max_y [δ(y_i, y) + ⟨w, φ(x_i, y)⟩ − ⟨w, φ(x_i, y_i)⟩]``
     for a model that supplies φ, δ and the two maximizations.
 
@@ -107,11 +116,6 @@ class SSVM(BaseEstimator):
         self.model_ = model
         return train(self, solver, data, state=None)
 
-    def _set_weights(self, solver):
-        self.coef_ = solver.weights()
-        self.history_ = solver.history
-        self.n_iter_ = solver.passes
-
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
             raise NotFittedError("this SSVM is not fitted yet; call fit first")
@@ -146,16 +150,13 @@ class SSVM(BaseEstimator):
         else:
             raise ValueError(f"{type(model).__name__} cannot be saved: it is neither a "
                              "built-in model nor a Python StructuredModel")
-        last = self.history_.last_checked()
         header = {
             "model_type": "ssvm",
             "estimator_params": params,
             "model": described,
             "n_iter": int(self.n_iter_),
             "stop_reason": self.history_.stop_reason,
-            "final": None if last is None else {
-                "primal": last.primal, "dual": last.dual, "gap": last.gap,
-                "relative_gap": last.relative_gap, "passes": last.passes},
+            "final": final_summary(self.history_),
         }
         for name, col in self.history_.as_arrays().items():
             arrays["history." + name] = col
@@ -196,19 +197,10 @@ class SSVM(BaseEstimator):
                 raise ValueError(f"unknown model kind {described['kind']!r}")
             est = cls(user_model, **header["estimator_params"])
             est._validate_params()
-            coef = arrays["coef"]
-            if coef.shape != (kernel_model.size,) or coef.dtype != np.float64:
-                raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
-                                 f"({kernel_model.size},) float64")
-            if not np.all(np.isfinite(coef)):
-                raise ValueError("coef holds NaN or infinite values")
+            coef = read_coef(arrays, kernel_model.size)
             est.model_, est.coef_ = kernel_model, coef
             est.n_iter_ = int(header["n_iter"])
-            hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
-            if len({v.shape for v in hist.values()}) > 1 or any(v.ndim != 1
-                                                                 for v in hist.values()):
-                raise ValueError("history columns differ in shape")
-            est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+            est.history_ = read_history(header, arrays)
         except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
             raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
                              ) from None

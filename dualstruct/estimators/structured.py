@@ -3,8 +3,6 @@ score / save) over :class:`~dualstruct.models.ChainModel`."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
@@ -14,17 +12,21 @@ from .. import io
 from ..metrics import token_accuracy
 from ..models import ChainModel
 from ..sequences import PackedSequences, pack_sequences
-from ..solvers import History, solver_class, solver_names
+from ..solvers import solver_class, solver_names
 from .base import (
+    SolverResults,
     _classes_from_json,
     _classes_to_json,
     _plain_labels,
     changed_params,
-    check_integer,
     check_real,
     check_training_params,
+    continue_solver,
     continues_training,
+    final_summary,
     frozen_params,
+    read_coef,
+    read_history,
     restore_on_error,
     seed_to_json,
     train,
@@ -33,7 +35,7 @@ from .base import (
 MODELS = ("chain",)
 
 
-class StructuredSVM(BaseEstimator):
+class StructuredSVM(SolverResults, BaseEstimator):
     """Structural SVM for sequence labeling, trained in the dual with a duality-gap certificate.
 
     Minimizes the C-form primal ``½‖w‖² + C Σ_i max_y [δ(ȳ_i, y) + s(x_i, y) − s(x_i, ȳ_i)]``
@@ -281,15 +283,8 @@ class StructuredSVM(BaseEstimator):
                 solver.history = self.history_
                 self._saved_state = None
         else:
-            solver.callback, solver.validation = callback, validation
-            solver.verbose, solver.tol = self.verbose, self.tol
-            solver.check_every = self.check_every
+            continue_solver(self, solver, callback, validation)
         return train(self, solver, data, state)
-
-    def _set_weights(self, solver):
-        self.coef_ = solver.weights()
-        self.history_ = solver.history
-        self.n_iter_ = solver.passes
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self):
@@ -358,7 +353,6 @@ class StructuredSVM(BaseEstimator):
         if params["loss_weights"] is not None:
             params["loss_weights"] = [[k.item() if hasattr(k, "item") else k, float(v)]
                                       for k, v in dict(params["loss_weights"]).items()]
-        last = self.history_.last_checked()
         header = {
             "model_type": self.model_.kind,
             "estimator_params": params,
@@ -368,9 +362,7 @@ class StructuredSVM(BaseEstimator):
             "n_features_in": int(self.n_features_in_),
             "n_iter": int(self.n_iter_),
             "stop_reason": self.history_.stop_reason,
-            "final": None if last is None else {
-                "primal": last.primal, "dual": last.dual, "gap": last.gap,
-                "relative_gap": last.relative_gap, "passes": last.passes},
+            "final": final_summary(self.history_),
         }
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
         for name, col in self.history_.as_arrays().items():
@@ -409,19 +401,10 @@ class StructuredSVM(BaseEstimator):
             if est.classes_.ndim != 1 or not np.array_equal(est.classes_,
                                                             np.unique(est.classes_)):
                 raise ValueError("classes must be distinct and sorted")
-            coef = arrays["coef"]
-            if coef.shape != (est.model_.size,) or coef.dtype != np.float64:
-                raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
-                                 f"({est.model_.size},) float64")
-            if not np.all(np.isfinite(coef)):
-                raise ValueError("coef holds NaN or infinite values")
+            coef = read_coef(arrays, est.model_.size)
             est.coef_ = coef
             est.n_iter_ = int(header["n_iter"])
-            hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
-            if len({v.shape for v in hist.values()}) > 1 or any(v.ndim != 1
-                                                                 for v in hist.values()):
-                raise ValueError("history columns differ in shape")
-            est.history_ = History.from_arrays(hist, header.get("stop_reason", ""))
+            est.history_ = read_history(header, arrays)
             if "solver_state" in header:
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items()
                          if k.startswith("state.")}

@@ -55,6 +55,16 @@ def unary_tables(theta, gold=None, loss_weights=None):
 
 
 @njit(cache=True)
+def unary_scores(indptr, indices, values, i, U, theta):
+    """``θ_l = <U[:, l], x_i>`` for every label (O(nnz(x_i) L))."""
+    theta[:] = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        f, v = indices[p], values[p]
+        for l in range(U.shape[1]):
+            theta[l] += v * U[f, l]
+
+
+@njit(cache=True)
 def _incidence(L, edges):
     """CSR incidence of the labels: for label l, ``edge[start[l]:start[l + 1]]`` are its
     edges and ``other[...]`` the labels at their other ends."""

@@ -22,11 +22,18 @@ import numpy as np
 from numba import njit
 
 from ..data import BlockData
-from ..inference.multilabel import enumerate_map, lp_map, relaxed_oracle, round_lp, tree_map
+from ..inference.graph import labelling_score
+from ..inference.multilabel import (
+    enumerate_map,
+    lp_map,
+    relaxed_oracle,
+    round_lp,
+    tree_map,
+    unary_scores,
+)
 from ..inference.multilabel import slack_oracle as multilabel_slack_oracle
 from . import base
 from .multilabel import ENUMERATE, LP, TREE
-from ..inference.graph import labelling_score
 
 
 class MultiLabelKernel(NamedTuple):
@@ -65,21 +72,11 @@ def _workspace(k):
                       np.zeros((L + 1, L), dtype=np.int64), np.empty(4))
 
 
-@njit(cache=True)
-def _unary_scores(indptr, indices, values, i, U, theta):
-    """``θ_l = ⟨U[:, l], x_i⟩`` for every label."""
-    theta[:] = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        f, v = indices[p], values[p]
-        for l in range(U.shape[1]):
-            theta[l] += v * U[f, l]
-
-
 @base.implements(base.prepare, MultiLabelKernel)
 def _prepare(k, i, w, ws):
     L = k.n_labels
     theta = ws.theta
-    _unary_scores(k.indptr, k.indices, k.values, i, w[:k.n_features * L].reshape(
+    unary_scores(k.indptr, k.indices, k.values, i, w[:k.n_features * L].reshape(
         (k.n_features, L)), theta)
     plain = ws.plain
     for l in range(L):

@@ -72,18 +72,9 @@ and the bound is exact once the residual vanishes.
 import numpy as np
 from numba import njit
 
+from ..inference.multilabel import unary_scores
 
 NEED_CAPACITY = 1
-
-
-@njit(cache=True)
-def unary_scores(indptr, indices, values, i, U, theta):
-    """``θ_l = <U[:, l], x_i>`` for every label (O(nnz(x_i) L))."""
-    theta[:] = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        f, v = indices[p], values[p]
-        for l in range(U.shape[1]):
-            theta[l] += v * U[f, l]
 
 
 @njit(cache=True)

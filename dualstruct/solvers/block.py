@@ -33,7 +33,31 @@ def kernel_model(model):
                     "dualstruct.models.UserModel (or use dualstruct.SSVM)")
 
 
-class _BlockPasses(PassSolver):
+class KernelBlocks:
+    """A solver's view of its problem as a kernel model and block data: ``kernel_model_`` and
+    ``blocks``, made from the model and the training data by :meth:`_make_blocks`. They are
+    rebuilt, not pickled, when the data is in the model's own form."""
+
+    def _make_blocks(self, kmodel):
+        data = self.data
+        self.blocks = data if isinstance(data, BlockData) else kmodel.block_data(data)
+        self.kernel_model_ = kmodel
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if not isinstance(self.data, BlockData):
+            state.pop("blocks", None)
+            state.pop("kernel_model_", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.data is not None and "blocks" not in state:
+            self._make_blocks(kernel_model(self.model))
+        super().__setstate__({})
+
+
+class _BlockPasses(KernelBlocks, PassSolver):
     """The set-up shared by the block solvers: the model's kernel and block data, and the
     rescaling and slack search the kernel offers."""
 
@@ -45,29 +69,8 @@ class _BlockPasses(PassSolver):
                 raise ValueError(f"slack_search={self.slack_search!r} is not available for "
                                  f"{type(self.model).__name__}; choose one of "
                                  f"{kmodel.slack_searches}")
-        data = self.data
-        if isinstance(data, BlockData):
-            self.blocks = data
-        else:
-            self.blocks = kmodel.block_data(data)
-        self.kernel_model_ = kmodel
+        self._make_blocks(kmodel)
         self._slack = self.rescaling == "slack"
-
-    def _run_kernel(self, order):
-        raise NotImplementedError  # pragma: no cover
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        if not isinstance(self.data, BlockData):  # rebuilt from the data on load
-            state.pop("blocks", None)
-            state.pop("kernel_model_", None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if self.data is not None and "blocks" not in state:
-            self._init_blocks()
-        super().__setstate__({})
 
 
 class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):

@@ -21,14 +21,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from numba import njit
 
 from .base import PassSolver
-from .block import kernel_model
+from .block import KernelBlocks, kernel_model
 
 
-class CuttingPlane(PassSolver):
+class CuttingPlane(KernelBlocks, PassSolver):
     """1-slack cutting plane for chain, multi-label and kernel models; one "pass" is one
     iteration (n oracle calls).
 
@@ -68,8 +67,7 @@ class CuttingPlane(PassSolver):
                 f"the cutting-plane working set would need up to {bytes_needed / 2**30:.1f} GiB "
                 f"({self.max_constraints} constraints × {size} parameters); lower "
                 "max_constraints or use solver='bcfw'")
-        self.kernel_model_ = kmodel
-        self.blocks = data if getattr(data, "kind", None) == "block" else kmodel.block_data(data)
+        self._make_blocks(kmodel)
         self.w = kmodel.init_weights()
         self.psi = np.zeros((0, size))         # working set directions ψ_c
         self.delta = np.zeros(0)               # their losses δ_c
@@ -90,20 +88,6 @@ class CuttingPlane(PassSolver):
         if (self.psi.shape != (m, self.w.size) or self.alpha.shape != (m,)
                 or self.idle.shape != (m,) or self.gram.shape != (m, m)):
             raise ValueError("saved cutting-plane working set is inconsistent")
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        if getattr(self.data, "kind", None) != "block":  # rebuilt from the data on load
-            state.pop("blocks", None)
-            state.pop("kernel_model_", None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if self.data is not None and "blocks" not in state:
-            self.kernel_model_ = kernel_model(self.model)
-            self.blocks = self.kernel_model_.block_data(self.data)
-        super().__setstate__({})
 
     def _one_pass(self, order, chunks):
         return self._iterate()
