@@ -3,6 +3,7 @@ call that keeps an estimator consistent when training fails, and model-file help
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import numbers
@@ -196,3 +197,26 @@ class SolverResults:
         self.coef_ = solver.weights()
         self.history_ = solver.history
         self.n_iter_ = solver.passes
+
+
+@contextlib.contextmanager
+def model_file_errors(path):
+    """Reading a model file: any fault becomes a ValueError that names the file."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
+        raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
+                         ) from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def add_training_record(est, header, arrays, include_solver_state=False):
+    """Add the history columns (and, for a checkpoint, the solver state) to a model file's
+    ``header`` and ``arrays``."""
+    for name, col in est.history_.as_arrays().items():
+        arrays["history." + name] = col
+    if include_solver_state and getattr(est, "solver_", None) is not None:
+        meta, state = est.solver_.state_dict()
+        header["solver_state"] = meta
+        arrays.update({"state." + k: v for k, v in state.items()})

@@ -20,6 +20,7 @@ from ..models.multilabel import (
 from ..solvers import solver_class, solver_names
 from .base import (
     SolverResults,
+    add_training_record,
     changed_params,
     check_real,
     check_training_params,
@@ -27,6 +28,7 @@ from .base import (
     continues_training,
     final_summary,
     frozen_params,
+    model_file_errors,
     read_coef,
     read_history,
     restore_on_error,
@@ -304,12 +306,7 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
         }
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights,
                   "edges": self.model_.edges}
-        for name, col in self.history_.as_arrays().items():
-            arrays["history." + name] = col
-        if include_solver_state and getattr(self, "solver_", None) is not None:
-            meta, state = self.solver_.state_dict()
-            header["solver_state"] = meta
-            arrays.update({"state." + k: v for k, v in state.items()})
+        add_training_record(self, header, arrays, include_solver_state)
         return header, arrays
 
     @classmethod
@@ -319,7 +316,7 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
 
     @classmethod
     def from_arrays(cls, header, arrays, path="model file"):
-        try:
+        with model_file_errors(path):
             if header["model_type"] != "multilabel":
                 raise ValueError(f"not a multi-label model ({header['model_type']!r})")
             params = dict(header["estimator_params"])
@@ -348,9 +345,4 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
                          if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
-        except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
-            raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
-                             ) from None
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
         return est

@@ -18,8 +18,10 @@ from ..models.user import UserModel
 from ..solvers import solver_class, solver_names
 from .base import (
     SolverResults,
+    add_training_record,
     check_training_params,
     final_summary,
+    model_file_errors,
     read_coef,
     read_history,
     restore_on_error,
@@ -158,8 +160,7 @@ class SSVM(SolverResults, BaseEstimator):
             "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
         }
-        for name, col in self.history_.as_arrays().items():
-            arrays["history." + name] = col
+        add_training_record(self, header, arrays)
         return header, arrays
 
     @classmethod
@@ -172,7 +173,7 @@ class SSVM(SolverResults, BaseEstimator):
 
     @classmethod
     def from_arrays(cls, header, arrays, path="model file", model=None):
-        try:
+        with model_file_errors(path):
             if header.get("model_type") != "ssvm":
                 raise ValueError(f"the file holds a {header.get('model_type')!r} model, not an "
                                  "SSVM")
@@ -201,11 +202,6 @@ class SSVM(SolverResults, BaseEstimator):
             est.model_, est.coef_ = kernel_model, coef
             est.n_iter_ = int(header["n_iter"])
             est.history_ = read_history(header, arrays)
-        except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
-            raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
-                             ) from None
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
         return est
 
     def predict(self, X):

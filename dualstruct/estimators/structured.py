@@ -18,6 +18,7 @@ from .base import (
     _classes_from_json,
     _classes_to_json,
     _plain_labels,
+    add_training_record,
     changed_params,
     check_real,
     check_training_params,
@@ -25,6 +26,7 @@ from .base import (
     continues_training,
     final_summary,
     frozen_params,
+    model_file_errors,
     read_coef,
     read_history,
     restore_on_error,
@@ -365,12 +367,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             "final": final_summary(self.history_),
         }
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
-        for name, col in self.history_.as_arrays().items():
-            arrays["history." + name] = col
-        if include_solver_state and getattr(self, "solver_", None) is not None:
-            meta, state = self.solver_.state_dict()
-            header["solver_state"] = meta
-            arrays.update({"state." + k: v for k, v in state.items()})
+        add_training_record(self, header, arrays, include_solver_state)
         return header, arrays
 
     @classmethod
@@ -381,7 +378,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
 
     @classmethod
     def from_arrays(cls, header, arrays, path="model file"):
-        try:
+        with model_file_errors(path):
             if header["model_type"] not in MODELS:
                 raise ValueError(f"unknown model type {header['model_type']!r}")
             params = dict(header["estimator_params"])
@@ -410,9 +407,4 @@ class StructuredSVM(SolverResults, BaseEstimator):
                          if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
-        except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
-            raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
-                             ) from None
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
         return est
