@@ -185,13 +185,13 @@ def test_multilabel_solver_input_errors():
 
 
 def test_project_simplex4_matches_a_qp():
-    from dualstruct.solvers._multilabel_gdmm_kernels import project_simplex4
+    from dualstruct.solvers._simplex import project_to_simplex
 
     rng = np.random.default_rng(0)
     for _ in range(200):
         z = rng.normal(size=4) * rng.choice([0.1, 1, 10])
         out = np.empty(4)
-        project_simplex4(z, out)
+        project_to_simplex(z, 4, out, np.empty(4))
         assert out.min() >= 0 and out.sum() == pytest.approx(1.0)
         # optimality: z − out = τ·1 on the support, and ≤ τ off it
         tau = (z - out)[out > 0]

@@ -73,6 +73,7 @@ import numpy as np
 from numba import njit
 
 from ..inference.multilabel import unary_scores
+from ._simplex import project_to_simplex
 
 NEED_CAPACITY = 1
 
@@ -142,29 +143,6 @@ def best_outside_pair(tree, edges, V, g, slot_of, g_top, floor, brute):
 
 
 @njit(cache=True)
-def project_simplex4(z, out):
-    """Euclidean projection of a 4-vector onto the probability simplex (``out`` doubles as
-    the sorted scratch)."""
-    s = out
-    for j in range(4):  # insertion sort, descending
-        v = z[j]
-        k = j
-        while k > 0 and s[k - 1] < v:
-            s[k] = s[k - 1]
-            k -= 1
-        s[k] = v
-    cum = 0.0
-    tau = 0.0
-    for j in range(4):
-        cum += s[j]
-        t = (cum - 1.0) / (j + 1)
-        if s[j] - t > 0:
-            tau = t
-    for j in range(4):
-        out[j] = max(z[j] - tau, 0.0)
-
-
-@njit(cache=True)
 def _residuals(q, p, mu_a, mu_b):
     """Row p's consistency residuals ``(M_L q_p − μ_a, M_R q_p − μ_b)``. Callers pass the
     pool and a row, not the view ``q[p]``: a view costs numba two atomic reference counts,
@@ -208,6 +186,7 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
     slot_of = np.full(L, -1, dtype=np.int64)
     z = np.empty(4)
     qn = np.empty(4)
+    simplex_scratch = np.empty(4)
     status[0] = 0
     for idx in range(order.shape[0]):
         i = order[idx]
@@ -300,7 +279,7 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                     z[1] = q[p, 1] - ma / Q
                     z[2] = q[p, 2] - mb / Q
                     z[3] = q[p, 3] - (ma + mb - C * V[e]) / Q
-                    project_simplex4(z, qn)
+                    project_to_simplex(z, 4, qn, simplex_scratch)
                     d11 = qn[3] - q[p, 3]
                     for j in range(4):
                         q[p, j] = qn[j]
