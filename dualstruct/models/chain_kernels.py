@@ -49,14 +49,14 @@ class _Workspace(NamedTuple):
 
 
 @njit(cache=True)
-def _views(k, w, zeros):
-    """(W_U, W_B, start, end) as views of w; ``zeros`` for start/end without start_end."""
-    K, d = k.n_labels, k.n_features
-    a = d * K
+def _chain_views(k, w, zeros):
+    """(W_B, start, end) as views of w: what Viterbi reads besides the unigram scores."""
+    K = k.n_labels
+    a = k.n_features * K
     b = a + K * K
     if k.start_end:
-        return w[:a].reshape((d, K)), w[a:b].reshape((K, K)), w[b:b + K], w[b + K:b + 2 * K]
-    return w[:a].reshape((d, K)), w[a:b].reshape((K, K)), zeros[:], zeros[:]
+        return w[a:b].reshape((K, K)), w[b:b + K], w[b + K:b + 2 * K]
+    return w[a:b].reshape((K, K)), zeros, zeros
 
 
 @base.implements(base.workspace, ChainKernel)
@@ -68,7 +68,7 @@ def _workspace(k):
 
 @base.implements(base.prepare, ChainKernel)
 def _prepare(k, i, w, ws):
-    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    W_U = w[:k.n_features * k.n_labels].reshape((k.n_features, k.n_labels))
     unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1],
                    W_U, ws.scores)
 
@@ -86,7 +86,7 @@ def _loss(k, i, y):
 
 @base.implements(base.oracle, ChainKernel)
 def _oracle(k, i, w, ws, loss_scale, y):
-    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    W_B, start, end = _chain_views(k, w, ws.zeros)
     T = y.shape[0]
     s0 = k.label_offsets[i]
     aug, scores, labels, loss_weights = ws.aug, ws.scores, k.labels, k.loss_weights
@@ -124,7 +124,7 @@ def _flat_score(k, w, scores, y):
 
 @base.implements(base.decode, ChainKernel)
 def _decode(k, i, w, ws, y):
-    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    W_B, start, end = _chain_views(k, w, ws.zeros)
     return viterbi(ws.scores, y.shape[0], W_B, start, end, ws.backptr, ws.delta, y)
 
 
@@ -212,7 +212,7 @@ def _pair_product(a, b, c, d):
 
 @base.implements(base.slack_oracle, ChainKernel)
 def _slack_oracle(k, i, w, ws, scale, search, seed, y):
-    W_U, W_B, start, end = _views(k, w, ws.zeros)
+    W_B, start, end = _chain_views(k, w, ws.zeros)
     T = y.shape[0]
     K = k.n_labels
     s0 = k.label_offsets[i]
