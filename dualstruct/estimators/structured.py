@@ -319,7 +319,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
     def unigram_weights_(self):
         """(K, n_features_in_) per-label token weights (without the intercept column)."""
         self._check_fitted()
-        U = self.model_.unpack(self.coef_).unigram.T
+        U = self.model_.dense_unigram(self.coef_).T
         return U[:, :self.n_features_in_]
 
     @property
@@ -328,7 +328,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
         self._check_fitted()
         if not self.fit_intercept:
             return np.zeros(len(self.classes_))
-        return self.model_.unpack(self.coef_).unigram[-1] * self.intercept_scaling
+        return self.model_.dense_unigram(self.coef_)[-1] * self.intercept_scaling
 
     @property
     def transition_weights_(self):

@@ -6,7 +6,11 @@ a single array) laid out as
     [ W_U (n_features × K, feature-major) | W_B (K × K) | start (K) | end (K) ]
 
 ``start``/``end`` are present only when ``start_end=True``. ``ChainModel.unpack`` returns named
-views into ``w``. The joint feature map is
+views into ``w``. With a *support* (sparse feature–label weights) ``W_U`` keeps a weight only
+for the allowed (feature, label) pairs, stored by feature as CSR (``support_indptr``,
+``support_labels``), and the first block of ``w`` holds those weights in that order; φ is then
+restricted to the same pairs (a feature contributes nothing to a label it may not meet).
+The joint feature map is
 
     φ(x, y) = ( Σ_t x_t ⊗ e_{y_t},  Σ_t e_{y_t} e_{y_{t+1}}^T,  e_{y_1},  e_{y_T} )
 
@@ -47,12 +51,16 @@ class ChainModel:
     loss_weights : array of shape (K,), optional
         Per-label Hamming loss weights: mislabelling a token whose true label is ``a`` costs
         ``loss_weights[a]``. Default 1 for every label.
+    support : (indptr, labels), optional
+        Sparse feature–label weights: feature f may score only the labels
+        ``labels[indptr[f]:indptr[f+1]]`` (strictly increasing); see :func:`observed_support`.
+        None (default): every pair, the dense d × K matrix.
     """
 
     kind = "chain"
 
     def __init__(self, n_labels: int, n_features: int, *, start_end: bool = True,
-                 loss_weights=None):
+                 loss_weights=None, support=None):
         if n_labels < 1:
             raise ValueError(f"n_labels must be >= 1, got {n_labels}")
         if n_features < 1:
@@ -71,12 +79,21 @@ class ChainModel:
             raise ValueError("loss_weights must be finite and non-negative")
         self.loss_weights = loss_weights
         self._zeros = np.zeros(self.n_labels)
+        self.support = None if support is None else _check_support(
+            support, self.n_features, self.n_labels)
 
     # -- parameter layout ---------------------------------------------------------------------
     @property
+    def n_unary(self) -> int:
+        """The number of unary weights: d·K dense, the support's size sparse."""
+        if self.support is None:
+            return self.n_features * self.n_labels
+        return len(self.support[1])
+
+    @property
     def size(self) -> int:
-        K, d = self.n_labels, self.n_features
-        return d * K + K * K + (2 * K if self.start_end else 0)
+        K = self.n_labels
+        return self.n_unary + K * K + (2 * K if self.start_end else 0)
 
     def init_weights(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -86,9 +103,9 @@ class ChainModel:
         K, d = self.n_labels, self.n_features
         if w.shape != (self.size,):
             raise ValueError(f"weight vector must have shape ({self.size},), got {w.shape}")
-        a = d * K
+        a = self.n_unary
         b = a + K * K
-        unigram = w[:a].reshape(d, K)
+        unigram = w[:a].reshape(d, K) if self.support is None else w[:a]
         transition = w[a:b].reshape(K, K)
         if self.start_end:
             start, end = w[b:b + K], w[b + K:b + 2 * K]
@@ -117,8 +134,25 @@ class ChainModel:
         return (*data.kernel_arrays(), np.ascontiguousarray(W.unigram),
                 np.ascontiguousarray(W.transition), W.start, W.end)
 
+    def dense_unigram(self, w) -> np.ndarray:
+        """The unary weights as a dense (d, K) matrix (zeros outside the support)."""
+        W = self.unpack(w)
+        if self.support is None:
+            return np.array(W.unigram)
+        indptr, labels = self.support
+        dense = np.zeros((self.n_features, self.n_labels))
+        dense[np.repeat(np.arange(self.n_features), np.diff(indptr)), labels] = W.unigram
+        return dense
+
+    def _through_kernel(self, data, labelled):
+        km = self.kernel_model()
+        return km, km.block_data(data, labelled=labelled)
+
     def predict(self, w: np.ndarray, data: PackedSequences) -> np.ndarray:
         """Viterbi labels (codes) for every token of ``data``."""
+        if self.support is not None:
+            km, blocks = self._through_kernel(data, False)
+            return km.decode(w, blocks)
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, False)
         out = np.empty(data.n_tokens, dtype=np.int32)
         kernels.decode_all(indptr, indices, values, offsets, U, B, start, end, out)
@@ -126,6 +160,9 @@ class ChainModel:
 
     def hinge(self, w: np.ndarray, data: PackedSequences):
         """Per-sequence margin-rescaled hinge ``H_i(w)`` and the loss-augmented argmax labels."""
+        if self.support is not None:
+            km, blocks = self._through_kernel(data, True)
+            return km.hinge(w, blocks)
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         hinge = np.empty(data.n_sequences)
         out = np.empty(data.n_tokens, dtype=np.int32)
@@ -137,6 +174,9 @@ class ChainModel:
         """Per-sequence slack-rescaled hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` and its
         maximizers (exact dynamic program; needs unit loss weights)."""
         self.check_slack()
+        if self.support is not None:
+            km, blocks = self._through_kernel(data, True)
+            return km.slack_hinge(w, blocks)
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         hinge = np.empty(data.n_sequences)
         out = np.empty(data.n_tokens, dtype=np.int32)
@@ -151,6 +191,8 @@ class ChainModel:
 
         if search not in SEARCHES:
             raise ValueError(f"search must be one of {tuple(SEARCHES)}, got {search!r}")
+        if self.support is not None:
+            raise ValueError("slack_search runs on dense weights only")
         self.check_slack()
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         phi = np.empty(data.n_sequences)
@@ -179,7 +221,10 @@ class ChainModel:
         return float(np.sum(self.loss_weights[y_true] * (y_true != np.asarray(y_pred))))
 
     def joint_feature(self, x, y) -> np.ndarray:
-        """φ(x, y) as a flat vector in the layout of ``w`` (one sequence; x dense or sparse)."""
+        """φ(x, y) as a flat vector in the layout of ``w`` (one sequence; x dense or sparse;
+        restricted to the support when the model has one)."""
+        if self.support is not None:
+            return self._joint_feature_sparse(x, y)
         x = x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=np.float64)
         y = np.asarray(y)
         phi = self.init_weights()
@@ -192,3 +237,56 @@ class ChainModel:
             P.start[y[0]] += 1.0
             P.end[y[-1]] += 1.0
         return phi
+
+    def _joint_feature_sparse(self, x, y):
+        dense = ChainModel(self.n_labels, self.n_features, start_end=self.start_end)
+        full = dense.joint_feature(x, y)
+        indptr, labels = self.support
+        rows = np.repeat(np.arange(self.n_features), np.diff(indptr))
+        unary = full[:self.n_features * self.n_labels].reshape(self.n_features, self.n_labels)
+        return np.concatenate([unary[rows, labels], full[self.n_features * self.n_labels:]])
+
+
+def _check_support(support, n_features, n_labels):
+    """The support as (int64 indptr, int32 labels), checked: d + 1 non-decreasing offsets
+    from 0, labels in 0..K−1 strictly increasing within each feature's row."""
+    try:
+        indptr, labels = support
+    except (TypeError, ValueError):
+        raise ValueError("support must be a pair (indptr, labels)") from None
+    indptr = np.asarray(indptr)
+    labels = np.asarray(labels)
+    if (indptr.ndim != 1 or labels.ndim != 1 or not np.issubdtype(indptr.dtype, np.integer)
+            or not np.issubdtype(labels.dtype, np.integer)):
+        raise ValueError("support indptr and labels must be 1-D integer arrays")
+    if indptr.shape != (n_features + 1,) or indptr[0] != 0 or indptr[-1] != len(labels):
+        raise ValueError(f"support indptr must have {n_features + 1} entries from 0 to "
+                         f"len(labels) = {len(labels)}")
+    if np.any(np.diff(indptr) < 0):
+        raise ValueError("support indptr must be non-decreasing")
+    if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
+        raise ValueError(f"support labels must lie in 0..{n_labels - 1}")
+    row_start = np.zeros(len(labels), dtype=bool)
+    row_start[indptr[:-1][np.diff(indptr) > 0]] = True
+    if np.any((np.diff(labels) <= 0) & ~row_start[1:]):
+        raise ValueError("support labels must be strictly increasing within a feature")
+    return np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(labels,
+                                                                              dtype=np.int32)
+
+
+def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1):
+    """The (feature, label) pairs met in labelled ``data`` at least ``min_count`` times (a
+    token with feature f active and gold label a meets (f, a)), as a support
+    ``(indptr, labels)``: CRFsuite's default of a weight only where a feature met a label."""
+    if data.labels is None:
+        raise ValueError("the observed support needs labelled data")
+    X = data.X.tocsr()
+    d = X.shape[1]
+    token_of_entry = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    keys = X.indices.astype(np.int64) * n_labels + data.labels[token_of_entry]
+    keys, counts = np.unique(keys, return_counts=True)
+    keys = keys[counts >= int(min_count)]
+    features, labels = np.divmod(keys, n_labels)
+    indptr = np.zeros(d + 1, dtype=np.int64)
+    np.cumsum(np.bincount(features, minlength=d), out=indptr[1:])
+    return indptr, labels.astype(np.int32)

@@ -38,6 +38,11 @@ class ChainKernel(NamedTuple):
     n_features: int
     start_end: bool
     max_length: int
+    sparse: bool               # unary weights only on the support (below), else dense d × K
+    support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed labels are
+    support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
+    n_unary: int               # unary weights: d·K dense, the support's size sparse
+    max_sequence_nnz: int      # most feature entries of one sequence (sparse scratch size)
 
 
 class _Workspace(NamedTuple):
@@ -46,13 +51,15 @@ class _Workspace(NamedTuple):
     backptr: np.ndarray  # (T, K) int32
     delta: np.ndarray    # (2, K)
     zeros: np.ndarray    # (K,) start/end scores without start_end
+    acc: np.ndarray      # sparse: (n_unary,) zeros, scratch of difference_sq_norm
+    touched: np.ndarray  # sparse: int64 positions of acc in use
 
 
 @njit(cache=True)
 def _chain_views(k, w, zeros):
     """(W_B, start, end) as views of w: what Viterbi reads besides the unigram scores."""
     K = k.n_labels
-    a = k.n_features * K
+    a = k.n_unary
     b = a + K * K
     if k.start_end:
         return w[a:b].reshape((K, K)), w[b:b + K], w[b + K:b + 2 * K]
@@ -62,15 +69,53 @@ def _chain_views(k, w, zeros):
 @base.implements(base.workspace, ChainKernel)
 def _workspace(k):
     T, K = max(k.max_length, 1), k.n_labels
+    n_acc = k.n_unary if k.sparse else 1
+    n_touched = 2 * k.max_sequence_nnz if k.sparse else 1
     return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((T, K), dtype=np.int32),
-                      np.empty((2, K)), np.zeros(K))
+                      np.empty((2, K)), np.zeros(K), np.zeros(n_acc),
+                      np.zeros(n_touched, dtype=np.int64))
 
 
 @base.implements(base.prepare, ChainKernel)
 def _prepare(k, i, w, ws):
+    if k.sparse:
+        sparse_unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i],
+                              k.label_offsets[i + 1], k.support_indptr, k.support_labels, w,
+                              ws.scores)
+        return
     W_U = w[:k.n_features * k.n_labels].reshape((k.n_features, k.n_labels))
     unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1],
                    W_U, ws.scores)
+
+
+@njit(cache=True)
+def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_indptr,
+                          support_labels, w, out):
+    """``out[t, a] = Σ_f x_tf w[f, a]`` over the supported pairs (f, a) only: each active
+    feature costs its allowed-label count, not K."""
+    for t in range(row_stop - row_start):
+        row = row_start + t
+        out[t, :] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            f = indices[p]
+            v = values[p]
+            for q in range(support_indptr[f], support_indptr[f + 1]):
+                out[t, support_labels[q]] += v * w[q]
+
+
+@njit(cache=True)
+def support_position(support_indptr, support_labels, f, a):
+    """The position of the pair (f, a) in the support, or −1 (binary search in f's row)."""
+    lo, hi = support_indptr[f], support_indptr[f + 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if support_labels[mid] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < support_indptr[f + 1] and support_labels[lo] == a:
+        return lo
+    return -1
 
 
 @base.implements(base.score, ChainKernel)
@@ -110,7 +155,7 @@ def _flat_score(k, w, scores, y):
     """The score of y from its unigram ``scores`` and the flat w (no views: this runs once
     per atom and step, where building the 2-D views cost more than the sum)."""
     K = k.n_labels
-    b = k.n_features * K
+    b = k.n_unary
     T = y.shape[0]
     s = 0.0
     for t in range(T):
@@ -142,10 +187,18 @@ def _add_difference(k, i, ya, yb, c, w):
         row = s0 + t
         for p in range(indptr[row], indptr[row + 1]):
             x = c * values[p]
-            j = indices[p] * K
-            w[j + a] += x
-            w[j + b] -= x
-    b0 = k.n_features * K  # W_B, then start and end
+            if k.sparse:  # a pair outside the support has no weight: its feature is dropped
+                pa = support_position(k.support_indptr, k.support_labels, indices[p], a)
+                pb = support_position(k.support_indptr, k.support_labels, indices[p], b)
+                if pa >= 0:
+                    w[pa] += x
+                if pb >= 0:
+                    w[pb] -= x
+            else:
+                j = indices[p] * K
+                w[j + a] += x
+                w[j + b] -= x
+    b0 = k.n_unary  # W_B, then start and end
     for t in range(T - 1):
         w[b0 + ya[t] * K + ya[t + 1]] += c
         w[b0 + yb[t] * K + yb[t + 1]] -= c
@@ -157,9 +210,43 @@ def _add_difference(k, i, ya, yb, c, w):
         w[e0 + K + yb[T - 1]] -= c
 
 
+@njit(cache=True)
+def _sparse_unary_sq_norm(k, i, ws, ya, yb):
+    """‖Σ_t x_t ⊗ (e_{a_t} − e_{b_t})‖² over the support: the difference accumulated by
+    support position in ``ws.acc`` (zeroed again before returning)."""
+    s0 = k.label_offsets[i]
+    acc, touched = ws.acc, ws.touched
+    n = 0
+    for t in range(ya.shape[0]):
+        if ya[t] == yb[t]:
+            continue
+        row = s0 + t
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            f, v = k.indices[p], k.values[p]
+            pa = support_position(k.support_indptr, k.support_labels, f, ya[t])
+            pb = support_position(k.support_indptr, k.support_labels, f, yb[t])
+            if pa >= 0:
+                acc[pa] += v
+                touched[n] = pa
+                n += 1
+            if pb >= 0:
+                acc[pb] -= v
+                touched[n] = pb
+                n += 1
+    sq = 0.0
+    for r in range(n):
+        q = touched[r]
+        sq += acc[q] * acc[q]
+        acc[q] = 0.0  # a position touched twice adds 0 the second time
+    return sq
+
+
 @base.implements(base.difference_sq_norm, ChainKernel)
 def _difference_sq_norm(k, i, ws, ya, yb):
     T = ya.shape[0]
+    if k.sparse:
+        sq = _sparse_unary_sq_norm(k, i, ws, ya, yb)
+        return sq + _transition_sq_norm(k, ya, yb)
     g0 = k.gram_offsets[i]
     sq = 0.0
     for t in range(T):
@@ -170,6 +257,14 @@ def _difference_sq_norm(k, i, ws, ya, yb):
                 e = _pair_product(ya[t], yb[t], ya[u], yb[u])
                 if e != 0.0:
                     sq += k.gram[g0 + T * t + u] * e
+    return sq + _transition_sq_norm(k, ya, yb)
+
+
+@njit(cache=True)
+def _transition_sq_norm(k, ya, yb):
+    """The transition and start/end part of ``‖φ(a) − φ(b)‖²``."""
+    T = ya.shape[0]
+    sq = 0.0
     # transitions: ‖Σ_t e_{A_t} − e_{B_t}‖², A_t = (a_t, a_{t+1}), over the positions that differ
     for t in range(T - 1):
         if ya[t] == yb[t] and ya[t + 1] == yb[t + 1]:
@@ -254,17 +349,31 @@ class ChainKernelModel(base.KernelModel):
     def size(self) -> int:
         return self.chain.size
 
-    def block_data(self, data) -> BlockData:
-        """Block data of a labelled :class:`~dualstruct.sequences.PackedSequences`."""
+    def block_data(self, data, labelled=True) -> BlockData:
+        """Block data of a labelled :class:`~dualstruct.sequences.PackedSequences`
+        (``labelled=False``: for decoding only, gold labels 0)."""
         self.chain._check_data(data)
-        if data.labels is None:
+        if labelled and data.labels is None:
             raise ValueError("training needs labelled sequences")
         indptr, indices, values, offsets = data.kernel_arrays()
-        gram_offsets, gram = sequence_gram_matrices(data)
         c = self.chain
-        kernel = ChainKernel(indptr, indices, values, data.labels.astype(np.int32), offsets,
-                             c.loss_weights, gram, gram_offsets, c.n_labels, c.n_features,
-                             c.start_end, int(np.diff(offsets).max()) if len(offsets) > 1 else 0)
+        sparse = c.support is not None
+        if sparse:  # the difference norms are summed by support position, not from Grams
+            gram_offsets, gram = np.zeros(len(offsets), dtype=np.int64), np.zeros(0)
+            support_indptr, support_labels = c.support
+        else:
+            gram_offsets, gram = sequence_gram_matrices(data)
+            support_indptr = np.zeros(1, dtype=np.int64)
+            support_labels = np.zeros(0, dtype=np.int32)
+        labels = (data.labels.astype(np.int32) if data.labels is not None
+                  else np.zeros(data.n_tokens, dtype=np.int32))
+        lengths = np.diff(offsets)
+        seq_nnz = np.diff(indptr[offsets]) if len(offsets) > 1 else np.zeros(0, np.int64)
+        kernel = ChainKernel(indptr, indices, values, labels, offsets, c.loss_weights, gram,
+                             gram_offsets, c.n_labels, c.n_features, c.start_end,
+                             int(lengths.max()) if len(lengths) else 0, sparse, support_indptr,
+                             support_labels, c.n_unary,
+                             int(seq_nnz.max()) if len(seq_nnz) else 0)
         return BlockData(kernel, (indptr, indices, values))
 
     def predict(self, w, data):

@@ -147,6 +147,9 @@ class GDMM(PassSolver):
         model, data = self.model, self.data
         if model.kind != "chain":
             raise ValueError(f"GDMM supports chain models here, got {model.kind!r}")
+        if model.support is not None:
+            raise ValueError("GDMM trains chain models with dense feature-label weights; "
+                             "this model has a support (sparse weights)")
         K = model.n_labels
         n_tok, n_seq = data.n_tokens, data.n_sequences
         cap = min(K, 4)

@@ -1,0 +1,136 @@
+"""Sparse feature–label weights of the chain model: a weight only for the (feature, label)
+pairs of a support. With the full support the model is the dense one (same optimum); with a
+smaller one every oracle is checked against brute force over the restricted φ."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dualstruct.models import ChainModel
+from dualstruct.models.chain import observed_support
+from dualstruct.sequences import pack_sequences
+from dualstruct.solvers import BCFW, SSG, CuttingPlane
+
+
+def _data(seed=0, n=12, K=3, d=8, density=0.2):
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n):
+        T = int(rng.integers(1, 5))
+        x = rng.normal(size=(T, d)) * (rng.random((T, d)) < density)
+        X.append(sp.csr_matrix(x))
+        y.append(rng.integers(0, K, T).astype(np.int32))
+    return pack_sequences(X, y)
+
+
+def _full_support(d, K):
+    return np.arange(d + 1, dtype=np.int64) * K, np.tile(np.arange(K, dtype=np.int32), d)
+
+
+def test_observed_support_lists_the_pairs_met_in_training():
+    data = _data(1)
+    indptr, labels = observed_support(data, 3)
+    X = data.X.toarray()
+    met = {(f, int(data.labels[t])) for t in range(X.shape[0]) for f in np.flatnonzero(X[t])}
+    got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f]:indptr[f + 1]]}
+    assert got == met
+    assert len(labels) < 3 * X.shape[1]  # not every pair is met
+    counts = {}
+    for t in range(X.shape[0]):
+        for f in np.flatnonzero(X[t]):
+            counts[f, int(data.labels[t])] = counts.get((f, int(data.labels[t])), 0) + 1
+    indptr, labels = observed_support(data, 3, min_count=2)
+    got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f]:indptr[f + 1]]}
+    assert got == {pair for pair, c in counts.items() if c >= 2}
+
+
+@pytest.mark.parametrize("solver", [BCFW, SSG, CuttingPlane])
+def test_full_support_is_the_dense_model(solver):
+    data = _data(2)
+    K, d = 3, data.n_features
+    dense = ChainModel(K, d)
+    full = ChainModel(K, d, support=_full_support(d, K))
+    assert full.size == dense.size
+    kw = dict(max_iter=3000 if solver is SSG else 2000, tol=1e-10, check_every=50,
+              random_state=0)
+    a = solver(dense, 1.0, **kw).fit(data)
+    b = solver(full, 1.0, **kw).fit(data)
+    assert b.history.last.primal == pytest.approx(a.history.last.primal, rel=1e-9)
+    np.testing.assert_allclose(b.weights(), a.weights(), atol=1e-9)
+
+
+def test_sparse_oracles_match_brute_force():
+    data = _data(3, n=8, K=3, d=6, density=0.3)
+    K, d = 3, data.n_features
+    support = observed_support(data, K)
+    model = ChainModel(K, d, support=support)
+    w = np.random.default_rng(4).normal(size=model.size)
+    hinge, yhat = model.hinge(w, data)
+    slack, _ = model.slack_hinge(w, data)
+    pred = model.predict(w, data)
+    for i in range(data.n_sequences):
+        s0, s1 = data.offsets[i], data.offsets[i + 1]
+        x, gold = data.X[s0:s1], data.labels[s0:s1]
+        gold_score = w @ model.joint_feature(x, gold)
+        best = best_slack = -np.inf
+        best_plain, arg_plain = -np.inf, None
+        for y in itertools.product(range(K), repeat=s1 - s0):
+            y = np.array(y)
+            score = w @ model.joint_feature(x, y)
+            loss = model.loss(gold, y)
+            best = max(best, loss + score - gold_score)
+            best_slack = max(best_slack, loss * (1 + score - gold_score))
+            if score > best_plain:
+                best_plain, arg_plain = score, y
+        assert hinge[i] == pytest.approx(best, abs=1e-9)
+        assert slack[i] == pytest.approx(best_slack, abs=1e-9)
+        assert w @ model.joint_feature(x, pred[s0:s1]) == pytest.approx(best_plain, abs=1e-9)
+        assert (w @ model.joint_feature(x, yhat[s0:s1]) + model.loss(gold, yhat[s0:s1])
+                - gold_score) == pytest.approx(best, abs=1e-9)
+
+
+@pytest.mark.parametrize("rescaling", ["margin", "slack"])
+def test_sparse_solvers_agree_and_keep_w_in_step(rescaling):
+    data = _data(5, n=10)
+    K, d = 3, data.n_features
+    model = ChainModel(K, d, support=observed_support(data, K))
+    assert model.size < ChainModel(K, d).size
+    kw = dict(rescaling=rescaling, random_state=0)
+    cp = CuttingPlane(model, 1.0, max_iter=3000, tol=1e-8, **kw).fit(data)
+    bc = BCFW(model, 1.0, max_iter=5000, tol=1e-7, check_every=20, **kw).fit(data)
+    fw = BCFW(model, 1.0, step="fw", max_iter=20, check_every=20, averaging=False,
+              **kw).fit(data)
+    assert bc.history.last.primal == pytest.approx(cp.history.last.primal, rel=1e-5)
+    assert min(r.gap for r in bc.history.records if r.gap == r.gap) >= -1e-9
+    # w equals the blocks' shares, each C Σ (φ(ȳ) − φ(y)) over the restricted φ
+    np.testing.assert_allclose(fw.block_weights.sum(axis=0), fw.w, atol=1e-10)
+    if rescaling == "margin":
+        C = 1.0
+        w = np.zeros(model.size)
+        for i in range(data.n_sequences):
+            s0, s1 = data.offsets[i], data.offsets[i + 1]
+            T = s1 - s0
+            base = s0 * bc.capacity
+            for a in range(bc.atom_count[i]):
+                y = bc.atom_labels[base + a * T: base + (a + 1) * T]
+                x = data.X[s0:s1]
+                w += C * bc.atom_weights[i, a] * (model.joint_feature(x, data.labels[s0:s1])
+                                                  - model.joint_feature(x, y))
+        np.testing.assert_allclose(w, bc.w, atol=1e-8)
+
+
+def test_support_errors():
+    with pytest.raises(ValueError, match="increasing"):
+        ChainModel(3, 2, support=(np.array([0, 2, 3]), np.array([1, 0, 2])))
+    with pytest.raises(ValueError, match="0..2"):
+        ChainModel(3, 2, support=(np.array([0, 1, 2]), np.array([1, 3])))
+    with pytest.raises(ValueError, match="3 entries"):
+        ChainModel(3, 2, support=(np.array([0, 2]), np.array([1, 2])))
+    from dualstruct.solvers import GDMM
+
+    data = _data(6)
+    model = ChainModel(3, data.n_features, support=observed_support(data, 3))
+    with pytest.raises(ValueError, match="dense feature-label weights"):
+        GDMM(model, 1.0, max_iter=1).fit(data)
