@@ -56,8 +56,10 @@ def single(task, run, args):
     if run in ("bcfw", "ssg"):
         est = StructuredSVM(solver=run, C=args.C, tol=args.tol, fit_intercept=False,
                             max_iter=args.max_iter if run == "bcfw" else args.ssg_passes,
-                            check_every=args.check_every, random_state=0)
+                            check_every=args.check_every, random_state=0,
+                            weights=args.weights)
         est.fit(Dtr, y_fit)
+        out["unary_weights"] = est.model_.n_unary
         out["train_seconds"] = time.perf_counter() - t0
         last = est.history_.last_checked()
         out.update(passes=est.n_iter_, primal=last.primal, relative_gap=last.relative_gap,
@@ -99,6 +101,8 @@ def main(argv=None):
     ap.add_argument("--check-every", type=int, default=10)
     ap.add_argument("--ssg-passes", type=int, default=30)
     ap.add_argument("--min-count", type=int, default=1)
+    ap.add_argument("--weights", default="auto", choices=("auto", "dense", "observed"),
+                    help="unary weights: all feature-label pairs, or those met in training")
     ap.add_argument("--no-iobes", dest="iobes", action="store_false",
                     help="train the chunker on the BIO tags as given")
     ap.add_argument("--crf-c2", type=float, default=0.1)
@@ -115,7 +119,8 @@ def main(argv=None):
     passthrough = ["-C", str(args.C), "--tol", str(args.tol), "--max-iter", str(args.max_iter),
                    "--check-every", str(args.check_every), "--ssg-passes", str(args.ssg_passes),
                    "--min-count", str(args.min_count), "--crf-c2", str(args.crf_c2),
-                   "--crf-iter", str(args.crf_iter)] + ([] if args.iobes else ["--no-iobes"])
+                   "--crf-iter", str(args.crf_iter), "--weights", args.weights] + (
+                       [] if args.iobes else ["--no-iobes"])
     for task in args.tasks.split(","):
         for run in args.runs.split(","):
             if run == "crfsuite":

@@ -143,6 +143,10 @@ class Progress:
         return left * per_pass
 
     def __call__(self, estimator, record):
+        info = getattr(estimator, "weights_info_", None)
+        if info and not getattr(self, "_weights_shown", False):
+            print(info, file=self.out, flush=True)
+            self._weights_shown = True
         if not math.isnan(record.relative_gap):
             self.checks.append((record.passes, record.relative_gap))
         elapsed = time.perf_counter() - self.start
@@ -368,6 +372,7 @@ def cmd_train(args, out):
         _refuse_changed_settings(args, {
             "solver": fitted.solver, "C": fitted.C, "rescaling": fitted.rescaling,
             "slack_search": fitted.slack_search, "check_every": fitted.check_every,
+            "weights": fitted.weights, "weights_min_count": fitted.weights_min_count,
             "seed": fitted.random_state, "window": feats.window,
             "min_count": feats.min_count, "hashing": feats.hashing,
             "tag_scheme": tagger.tag_scheme or "none"}, args.resume)
@@ -380,7 +385,8 @@ def cmd_train(args, out):
                             slack_search=args.slack_search,
                             max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, fit_intercept=False,
-                            random_state=args.seed)
+                            random_state=args.seed, weights=args.weights,
+                            weights_min_count=args.weights_min_count)
         feats = TokenFeatures(window=args.window, min_count=args.min_count,
                               hashing=args.hashing)
         scheme = None if args.tag_scheme == "none" else args.tag_scheme
@@ -595,6 +601,11 @@ def build_parser():
     t.add_argument("--rescaling", choices=("margin", "slack"), default="margin")
     t.add_argument("--slack-search", choices=("exact", "angular", "bisecting", "binary"),
                    default="exact", help="how the slack-rescaled oracle is computed")
+    t.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
+                   help="unary weights: every (feature, label) pair, or only those met in "
+                        "training (auto: observed when the dense matrix would exceed 1 GiB)")
+    t.add_argument("--weights-min-count", type=int, default=1,
+                   help="observed weights: occurrences a (feature, label) pair needs")
     t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     t.add_argument("--tol", type=float, default=0.01,
                    help="stop at this relative duality gap (default 0.01)")

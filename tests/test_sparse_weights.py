@@ -31,7 +31,7 @@ def _full_support(d, K):
 
 def test_observed_support_lists_the_pairs_met_in_training():
     data = _data(1)
-    indptr, labels = observed_support(data, 3)
+    indptr, labels = observed_support(data, 3, full_rows_from=1.0)
     X = data.X.toarray()
     met = {(f, int(data.labels[t])) for t in range(X.shape[0]) for f in np.flatnonzero(X[t])}
     got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f]:indptr[f + 1]]}
@@ -41,9 +41,13 @@ def test_observed_support_lists_the_pairs_met_in_training():
     for t in range(X.shape[0]):
         for f in np.flatnonzero(X[t]):
             counts[f, int(data.labels[t])] = counts.get((f, int(data.labels[t])), 0) + 1
-    indptr, labels = observed_support(data, 3, min_count=2)
+    indptr, labels = observed_support(data, 3, min_count=2, full_rows_from=1.0)
     got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f]:indptr[f + 1]]}
     assert got == {pair for pair, c in counts.items() if c >= 2}
+    # a feature that met 2 of the 3 labels gets all 3 (a contiguous row)
+    indptr2, labels2 = observed_support(data, 3, full_rows_from=0.6)
+    per_feature = np.diff(observed_support(data, 3, full_rows_from=1.0)[0])
+    assert np.array_equal(np.diff(indptr2), np.where(per_feature >= 2, 3, per_feature))
 
 
 @pytest.mark.parametrize("solver", [BCFW, SSG, CuttingPlane])
@@ -62,9 +66,10 @@ def test_full_support_is_the_dense_model(solver):
 
 
 def test_sparse_oracles_match_brute_force():
-    data = _data(3, n=8, K=3, d=6, density=0.3)
+    data = _data(4, n=8, K=3, d=6, density=0.25)
     K, d = 3, data.n_features
-    support = observed_support(data, K)
+    support = observed_support(data, K, full_rows_from=1.0)  # full rows and lists
+    assert 0 < np.sum(np.diff(support[0]) == K) < data.n_features
     model = ChainModel(K, d, support=support)
     w = np.random.default_rng(4).normal(size=model.size)
     hinge, yhat = model.hinge(w, data)
@@ -95,7 +100,7 @@ def test_sparse_oracles_match_brute_force():
 def test_sparse_solvers_agree_and_keep_w_in_step(rescaling):
     data = _data(5, n=10)
     K, d = 3, data.n_features
-    model = ChainModel(K, d, support=observed_support(data, K))
+    model = ChainModel(K, d, support=observed_support(data, K, full_rows_from=0.6))
     assert model.size < ChainModel(K, d).size
     kw = dict(rescaling=rescaling, random_state=0)
     cp = CuttingPlane(model, 1.0, max_iter=3000, tol=1e-8, **kw).fit(data)
@@ -134,3 +139,37 @@ def test_support_errors():
     model = ChainModel(3, data.n_features, support=observed_support(data, 3))
     with pytest.raises(ValueError, match="dense feature-label weights"):
         GDMM(model, 1.0, max_iter=1).fit(data)
+
+
+def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
+    import dualstruct
+    from dualstruct.estimators import structured
+
+    rng = np.random.default_rng(7)
+    names = np.array(list("ABCDEF"))
+    codes = [rng.integers(0, 6, 4) for _ in range(15)]
+    X = []
+    for c in codes:  # features j and j + 6 belong to label j (plus some noise on j)
+        x = np.zeros((4, 12))
+        x[np.arange(4), c] = 1.0 + rng.random(4)
+        x[np.arange(4), c + 6] = 1.0
+        X.append(sp.csr_matrix(x))
+    y = [names[c] for c in codes]
+    dense = dualstruct.StructuredSVM(max_iter=20, random_state=0).fit(X, y)
+    assert dense.model_.support is None  # auto: a small matrix stays dense
+    sparse = dualstruct.StructuredSVM(max_iter=20, random_state=0, weights="observed").fit(X, y)
+    assert sparse.model_.support is not None and sparse.model_.size < dense.model_.size
+    assert sparse.unigram_weights_.shape == dense.unigram_weights_.shape
+    # auto goes sparse once the dense matrix would be large (the limit lowered for the test)
+    monkeypatch.setattr(structured, "AUTO_DENSE_MAX_BYTES", 0)
+    auto = dualstruct.StructuredSVM(max_iter=20, random_state=0,
+                                    verbose=1).fit(X, y)
+    assert auto.model_.support is not None
+    np.testing.assert_array_equal(auto.coef_, sparse.coef_)
+    auto.save(tmp_path / "m.npz")
+    back = dualstruct.load(tmp_path / "m.npz")
+    assert back.model_.support is not None
+    np.testing.assert_array_equal(back.model_.support[1], sparse.model_.support[1])
+    assert [list(p) for p in back.predict(X)] == [list(p) for p in sparse.predict(X)]
+    with pytest.raises(ValueError, match="weights must be one of"):
+        dualstruct.StructuredSVM(weights="sparse").fit(X, y)

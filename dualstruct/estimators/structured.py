@@ -11,6 +11,7 @@ from sklearn.exceptions import NotFittedError
 from .. import io
 from ..metrics import token_accuracy
 from ..models import ChainModel
+from ..models.chain import observed_support
 from ..sequences import PackedSequences, pack_sequences
 from ..solvers import solver_class, solver_names
 from .base import (
@@ -20,6 +21,7 @@ from .base import (
     _plain_labels,
     add_training_record,
     changed_params,
+    check_integer,
     check_real,
     check_training_params,
     continue_solver,
@@ -35,6 +37,12 @@ from .base import (
 )
 
 MODELS = ("chain",)
+WEIGHTS = ("auto", "dense", "observed")
+#: "auto" keeps the observed (feature, label) pairs only when they are fewer than this share
+#: of the dense matrix
+AUTO_SPARSE_FRACTION = 0.5
+#: and only when the dense matrix would take more than this many bytes per copy
+AUTO_DENSE_MAX_BYTES = 2**30
 
 
 class StructuredSVM(SolverResults, BaseEstimator):
@@ -89,6 +97,16 @@ class StructuredSVM(SolverResults, BaseEstimator):
     solver_options : dict, optional
         Extra keyword arguments of the solver class, e.g. ``{"step": "fw"}`` for the classic
         BCFW step (see :class:`~dualstruct.solvers.BCFW`).
+    weights : {"auto", "dense", "observed"}
+        The unary (feature, label) weights: ``"dense"`` all d × K of them; ``"observed"``
+        only the pairs met in the training data at least ``weights_min_count`` times
+        (:func:`~dualstruct.models.chain.observed_support`, CRFsuite's default), which makes
+        memory, model files and the unary scores follow the data on large label sets;
+        ``"auto"`` the observed pairs when the dense matrix would take over 1 GiB per copy,
+        the observed pairs are under half of it and the solver is not GDMM (which needs dense
+        weights), else dense (on a few dozen labels the dense rows are read faster).
+    weights_min_count : int
+        With observed weights, how often a pair must occur to get a weight.
 
     Attributes
     ----------
@@ -103,7 +121,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
                  check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
                  start_end=True, loss_weights=None, random_state=None, verbose=0,
                  callback=None, warm_start=False, solver_options=None, rescaling="margin",
-                 slack_search="exact"):
+                 slack_search="exact", weights="auto", weights_min_count=1):
         self.model = model
         self.solver = solver
         self.C = C
@@ -122,6 +140,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
         self.solver_options = solver_options
         self.rescaling = rescaling
         self.slack_search = slack_search
+        self.weights = weights
+        self.weights_min_count = weights_min_count
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
@@ -134,12 +154,15 @@ class StructuredSVM(SolverResults, BaseEstimator):
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
+        check_integer("weights_min_count", self.weights_min_count, 1)
 
     #: parameters that define the optimization problem and the solver state; a warm start
     #: continues only if none of them changed
     _STATE_PARAMS = ("model", "solver", "C", "averaging", "fit_intercept", "intercept_scaling",
                      "start_end", "loss_weights", "solver_options", "rescaling",
-                     "slack_search")
+                     "slack_search", "weights", "weights_min_count")
 
     def _encode_labels(self, y, fit):
         try:
@@ -197,7 +220,26 @@ class StructuredSVM(SolverResults, BaseEstimator):
                                    data.labels)
         return data
 
-    def _make_model(self, n_features):
+    def _support(self, data):
+        """The support of the unary weights for training on ``data`` (None: dense), by the
+        ``weights`` rule; says what it chose when verbose."""
+        K, d = len(self.classes_), data.n_features
+        if self.weights == "dense" or (self.weights == "auto" and (
+                self.solver == "gdmm" or 8 * d * K <= AUTO_DENSE_MAX_BYTES)):
+            support = None
+        else:
+            support = observed_support(data, K, self.weights_min_count)
+            if self.weights == "auto" and len(support[1]) >= AUTO_SPARSE_FRACTION * d * K:
+                support = None
+        n = d * K if support is None else len(support[1])
+        kind = "dense" if support is None else "observed pairs"
+        self.weights_info_ = (f"weights: {kind}, {n:,} unary weights of {d * K:,} "
+                              f"({n / (d * K):.2%}), {8 * n / 2**20:.1f} MiB per copy")
+        if self.verbose:
+            print(self.weights_info_)
+        return support
+
+    def _make_model(self, n_features, support=None):
         K = len(self.classes_)
         lw = None
         if self.loss_weights is not None:
@@ -207,7 +249,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 if len(pos) == 0:
                     raise ValueError(f"loss_weights names label {label!r}, not in the data")
                 lw[pos[0]] = float(weight)
-        return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw)
+        return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw,
+                          support=support)
 
     # -- training -----------------------------------------------------------------------------
     @restore_on_error
@@ -249,7 +292,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             solver = self.solver_
         else:
             data = self._pack(X, y, fit=True)
-            self.model_ = self._make_model(data.n_features)
+            self.model_ = self._make_model(data.n_features, self._support(data))
             solver = None
             resume = None
         validation = None
@@ -367,6 +410,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
             "final": final_summary(self.history_),
         }
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
+        if self.model_.support is not None:
+            arrays["support_indptr"], arrays["support_labels"] = self.model_.support
         add_training_record(self, header, arrays, include_solver_state)
         return header, arrays
 
@@ -388,8 +433,11 @@ class StructuredSVM(SolverResults, BaseEstimator):
             est.classes_ = _classes_from_json(header["classes"], header["classes_type"])
             est.n_features_in_ = int(header["n_features_in"])
             m = header["model"]
+            support = None
+            if m.get("sparse", False):
+                support = (arrays["support_indptr"], arrays["support_labels"])
             est.model_ = ChainModel(m["n_labels"], m["n_features"], start_end=m["start_end"],
-                                    loss_weights=arrays["loss_weights"])
+                                    loss_weights=arrays["loss_weights"], support=support)
             if len(est.classes_) != est.model_.n_labels:
                 raise ValueError("the number of classes does not match the model")
             if est.model_.n_features != est.n_features_in_ + int(bool(est.fit_intercept)):

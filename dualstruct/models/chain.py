@@ -115,7 +115,7 @@ class ChainModel:
 
     def params(self) -> dict:
         return {"n_labels": self.n_labels, "n_features": self.n_features,
-                "start_end": self.start_end}
+                "start_end": self.start_end, "sparse": self.support is not None}
 
     # -- oracles ------------------------------------------------------------------------------
     def _check_data(self, data: PackedSequences):
@@ -274,10 +274,16 @@ def _check_support(support, n_features, n_labels):
                                                                               dtype=np.int32)
 
 
-def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1):
+def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1,
+                     full_rows_from: float = 0.25):
     """The (feature, label) pairs met in labelled ``data`` at least ``min_count`` times (a
     token with feature f active and gold label a meets (f, a)), as a support
-    ``(indptr, labels)``: CRFsuite's default of a weight only where a feature met a label."""
+    ``(indptr, labels)``: CRFsuite's default of a weight only where a feature met a label.
+
+    A feature that met at least ``full_rows_from`` × K labels gets all K (a frequent feature:
+    the bias, a common word or suffix): its row is then read as one contiguous block, which
+    the unary scores and updates do faster than a scattered list. 1.0 keeps the pairs met
+    only."""
     if data.labels is None:
         raise ValueError("the observed support needs labelled data")
     X = data.X.tocsr()
@@ -287,6 +293,16 @@ def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1):
     keys, counts = np.unique(keys, return_counts=True)
     keys = keys[counts >= int(min_count)]
     features, labels = np.divmod(keys, n_labels)
+    per_feature = np.bincount(features, minlength=d)
+    full = per_feature >= max(2.0, float(full_rows_from) * n_labels)
+    if full.any():
+        keep = ~full[features]
+        extra_f = np.repeat(np.flatnonzero(full), n_labels)
+        extra_l = np.tile(np.arange(n_labels), int(full.sum()))
+        order = np.lexsort((np.concatenate([labels[keep], extra_l]),
+                            np.concatenate([features[keep], extra_f])))
+        features = np.concatenate([features[keep], extra_f])[order]
+        labels = np.concatenate([labels[keep], extra_l])[order]
     indptr = np.zeros(d + 1, dtype=np.int64)
     np.cumsum(np.bincount(features, minlength=d), out=indptr[1:])
     return indptr, labels.astype(np.int32)

@@ -92,21 +92,31 @@ def _prepare(k, i, w, ws):
 def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_indptr,
                           support_labels, w, out):
     """``out[t, a] = Σ_f x_tf w[f, a]`` over the supported pairs (f, a) only: each active
-    feature costs its allowed-label count, not K."""
+    feature costs its allowed-label count, not K (a feature allowed every label is read as a
+    contiguous row)."""
+    K = out.shape[1]
     for t in range(row_stop - row_start):
         row = row_start + t
         out[t, :] = 0.0
         for p in range(indptr[row], indptr[row + 1]):
             f = indices[p]
             v = values[p]
-            for q in range(support_indptr[f], support_indptr[f + 1]):
-                out[t, support_labels[q]] += v * w[q]
+            q0, q1 = support_indptr[f], support_indptr[f + 1]
+            if q1 - q0 == K:
+                for a in range(K):
+                    out[t, a] += v * w[q0 + a]
+            else:
+                for q in range(q0, q1):
+                    out[t, support_labels[q]] += v * w[q]
 
 
 @njit(cache=True)
-def support_position(support_indptr, support_labels, f, a):
-    """The position of the pair (f, a) in the support, or −1 (binary search in f's row)."""
+def support_position(support_indptr, support_labels, K, f, a):
+    """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
+    direct for a row of all K labels)."""
     lo, hi = support_indptr[f], support_indptr[f + 1]
+    if hi - lo == K:
+        return lo + a
     while lo < hi:
         mid = (lo + hi) // 2
         if support_labels[mid] < a:
@@ -188,8 +198,8 @@ def _add_difference(k, i, ya, yb, c, w):
         for p in range(indptr[row], indptr[row + 1]):
             x = c * values[p]
             if k.sparse:  # a pair outside the support has no weight: its feature is dropped
-                pa = support_position(k.support_indptr, k.support_labels, indices[p], a)
-                pb = support_position(k.support_indptr, k.support_labels, indices[p], b)
+                pa = support_position(k.support_indptr, k.support_labels, K, indices[p], a)
+                pb = support_position(k.support_indptr, k.support_labels, K, indices[p], b)
                 if pa >= 0:
                     w[pa] += x
                 if pb >= 0:
@@ -223,8 +233,8 @@ def _sparse_unary_sq_norm(k, i, ws, ya, yb):
         row = s0 + t
         for p in range(k.indptr[row], k.indptr[row + 1]):
             f, v = k.indices[p], k.values[p]
-            pa = support_position(k.support_indptr, k.support_labels, f, ya[t])
-            pb = support_position(k.support_indptr, k.support_labels, f, yb[t])
+            pa = support_position(k.support_indptr, k.support_labels, k.n_labels, f, ya[t])
+            pb = support_position(k.support_indptr, k.support_labels, k.n_labels, f, yb[t])
             if pa >= 0:
                 acc[pa] += v
                 touched[n] = pa
