@@ -80,15 +80,14 @@ def test_sparse_oracles_match_brute_force():
         x, gold = data.X[s0:s1], data.labels[s0:s1]
         gold_score = w @ model.joint_feature(x, gold)
         best = best_slack = -np.inf
-        best_plain, arg_plain = -np.inf, None
+        best_plain = -np.inf
         for y in itertools.product(range(K), repeat=s1 - s0):
             y = np.array(y)
             score = w @ model.joint_feature(x, y)
             loss = model.loss(gold, y)
             best = max(best, loss + score - gold_score)
             best_slack = max(best_slack, loss * (1 + score - gold_score))
-            if score > best_plain:
-                best_plain, arg_plain = score, y
+            best_plain = max(best_plain, score)
         assert hinge[i] == pytest.approx(best, abs=1e-9)
         assert slack[i] == pytest.approx(best_slack, abs=1e-9)
         assert w @ model.joint_feature(x, pred[s0:s1]) == pytest.approx(best_plain, abs=1e-9)
@@ -173,3 +172,27 @@ def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
     assert [list(p) for p in back.predict(X)] == [list(p) for p in sparse.predict(X)]
     with pytest.raises(ValueError, match="weights must be one of"):
         dualstruct.StructuredSVM(weights="sparse").fit(X, y)
+
+
+def test_memory_estimate_refuses_before_training(monkeypatch):
+    import dualstruct
+    from dualstruct.memory import check_memory, parse_bytes
+
+    assert parse_bytes("512M") == 512 * 2**20 and parse_bytes("2.5G") == int(2.5 * 2**30)
+    assert parse_bytes("1500") == 1500 and parse_bytes("3GiB") == 3 * 2**30
+    with pytest.raises(ValueError, match="DUALSTRUCT_MEMORY_LIMIT"):
+        parse_bytes("lots")
+    data = _data(8)
+    X = [data.X[data.offsets[i]:data.offsets[i + 1]] for i in range(data.n_sequences)]
+    y = [data.labels[data.offsets[i]:data.offsets[i + 1]] for i in range(data.n_sequences)]
+    monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "2K")
+    est = dualstruct.StructuredSVM(max_iter=5)
+    with pytest.raises(MemoryError, match=r"BlockBCFW on ChainModel would need about .* "
+                                          r"DUALSTRUCT_MEMORY_LIMIT is 2.0 KiB.*observed"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")  # nothing was trained
+    with pytest.raises(MemoryError, match="working set"):
+        dualstruct.StructuredSVM(solver="cutting_plane", max_iter=5).fit(X, y)
+    monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "1G")
+    dualstruct.StructuredSVM(max_iter=5).fit(X, y)
+    assert check_memory("x", {"a": 10}) == 10

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..memory import check_memory
 from .history import History, Record, format_header, format_record
 from .objective import RESCALINGS, dual_objective, duality_gap, primal_objective
 
@@ -166,6 +167,11 @@ class PassSolver:
         """The best dual value the solver can certify (NaN without a dual)."""
         return math.nan
 
+    def memory_parts(self, data) -> dict:
+        """The large arrays training on ``data`` will hold, name -> bytes (an estimate made
+        before anything is allocated; subclasses add their state)."""
+        return {"weights and their copies": 8 * 4 * _model_size(self.model)}
+
     def diagnostics(self, check: bool) -> dict:
         """Solver-specific figures for a record's ``extra`` (computed as monitoring)."""
         return {}
@@ -272,6 +278,8 @@ class PassSolver:
         """Set up the state for training on ``data`` (a labelled :class:`PackedSequences`), once;
         :meth:`fit` calls it. A set-up that fails leaves the solver unstarted."""
         if self.data is None:
+            check_memory(f"{type(self).__name__} on {type(self.model).__name__}",
+                         self.memory_parts(data), MEMORY_ADVICE)
             self.data = data
             try:
                 self._init_state()
@@ -395,6 +403,17 @@ class PassSolver:
 
     def _primal(self, w):
         return primal_objective(self.model, self.data, w, self.C, self.rescaling)
+
+
+MEMORY_ADVICE = ("Lower it with weights='observed' (sparse feature-label weights), a larger "
+                 "feature min_count, feature hashing or a smaller window, or train a subset.")
+
+
+def _model_size(model) -> int:
+    size = getattr(model, "size", None)
+    if size is None:
+        size = getattr(model, "size_joint_feature", 0)
+    return int(size)
 
 
 def data_fingerprint(data) -> str:

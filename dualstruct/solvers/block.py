@@ -109,6 +109,15 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
         return "fw" if relaxed else "pairwise"
 
+    def memory_parts(self, data):
+        parts = super().memory_parts(data)
+        n, entries = data.n_sequences, data.n_tokens
+        if self.resolved_step == "fw":
+            parts["blocks' shares of w (classic step)"] = 8 * n * _size(self.model)
+        else:  # the pool starts at 4 atoms a block and doubles when a block needs more
+            parts["atoms (4 per example)"] = 4 * (4 * entries) + 8 * 4 * n
+        return parts
+
     def _init_state(self):
         self._init_blocks()
         blocks = self.blocks
@@ -161,6 +170,11 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             if done < len(order):
                 self._grow_atoms(self.blocks.label_offsets)
         return int(calls[0])
+
+
+def _size(model):
+    size = getattr(model, "size", None)
+    return int(size if size is not None else model.size_joint_feature)
 
 
 class BlockSSG(SubgradientAverage, _BlockPasses):

@@ -55,6 +55,12 @@ class CuttingPlane(KernelBlocks, PassSolver):
         self.max_constraints = int(max_constraints)
         self.qp_tol = float(qp_tol)
 
+    def memory_parts(self, data):
+        parts = super().memory_parts(data)
+        size = kernel_model(self.model).size
+        parts["working set (max_constraints × weights)"] = 8 * size * (self.max_constraints + 1)
+        return parts
+
     def _init_state(self):
         model, data = self.model, self.data
         kmodel = kernel_model(model)
