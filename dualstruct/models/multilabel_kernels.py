@@ -62,6 +62,8 @@ class _Workspace(NamedTuple):
     best: np.ndarray     # (L + 1,) slack oracle: best score per loss
     best_y: np.ndarray   # (L + 1, L) int64
     dv: np.ndarray       # (4,) pair feature differences
+    gold: np.ndarray     # (L,) the block's gold labels as floats (oracle corners)
+    gold_pair: np.ndarray  # (E,) their (1, 1) pair indicators
 
 
 @base.implements(base.workspace, MultiLabelKernel)
@@ -69,7 +71,8 @@ def _workspace(k):
     L, E = k.n_labels, k.edges.shape[0]
     return _Workspace(np.empty(L), np.zeros((L, 2)), np.zeros((L, 2)), np.zeros((E, 2, 2)),
                       np.empty(L), np.empty(E), np.zeros(L, dtype=np.int64), np.empty(L + 1),
-                      np.zeros((L + 1, L), dtype=np.int64), np.empty(4))
+                      np.zeros((L + 1, L), dtype=np.int64), np.empty(4), np.empty(L),
+                      np.empty(E))
 
 
 @base.implements(base.prepare, MultiLabelKernel)
@@ -222,12 +225,12 @@ def _difference_sq_norm(k, i, ws, ya, yb):
 @base.implements(base.add_oracle_difference, MultiLabelKernel)
 def _add_oracle_difference(k, i, ws, y, c, w):
     s0 = k.label_offsets[i]
-    gold = k.labels[s0:s0 + k.n_labels]
-    gold_pair = np.empty(k.edges.shape[0])
+    gold, gold_pair = ws.gold, ws.gold_pair
+    for l in range(k.n_labels):
+        gold[l] = k.labels[s0 + l]
     for e in range(k.edges.shape[0]):
         gold_pair[e] = gold[k.edges[e, 0]] * gold[k.edges[e, 1]]
-    _add_point_difference(k, i, gold.astype(np.float64), ws.mu, gold_pair, ws.mu_pair, c, w,
-                          ws.dv)
+    _add_point_difference(k, i, gold, ws.mu, gold_pair, ws.mu_pair, c, w, ws.dv)
 
 
 @base.implements(base.oracle_loss, MultiLabelKernel)

@@ -108,8 +108,6 @@ class PassSolver:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
         if rescaling not in RESCALINGS:
             raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
-        if rescaling == "slack":
-            model.check_slack()
         from ..inference.slack_search import SEARCHES
 
         if slack_search not in SEARCHES:
@@ -118,10 +116,15 @@ class PassSolver:
         self.rescaling = rescaling
         self.slack_search = slack_search
         self.search_code = SEARCHES[slack_search]
-        if (rescaling == "slack" and slack_search != "exact"
-                and getattr(model, "kind", None) == "multilabel"):
-            raise ValueError("multi-label slack rescaling uses the exact oracle "
-                             "(slack_search='exact'); the λ-searches are written for chains")
+        if rescaling == "slack":
+            from .block import kernel_model
+
+            kmodel = kernel_model(model)
+            kmodel.check_slack()
+            if slack_search not in kmodel.slack_searches:
+                raise ValueError(f"slack_search={slack_search!r} is not available for "
+                                 f"{type(model).__name__}; choose one of "
+                                 f"{kmodel.slack_searches}")
         self.model = model
         self.C = float(C)
         self.max_iter = int(max_iter)

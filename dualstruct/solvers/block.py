@@ -58,18 +58,11 @@ class KernelBlocks:
 
 
 class _BlockPasses(KernelBlocks, PassSolver):
-    """The set-up shared by the block solvers: the model's kernel and block data, and the
-    rescaling and slack search the kernel offers."""
+    """The set-up shared by the block solvers: the model's kernel and block data (the
+    rescaling and slack search were checked against the kernel at construction)."""
 
     def _init_blocks(self):
-        kmodel = kernel_model(self.model)
-        if self.rescaling == "slack":
-            kmodel.check_slack()
-            if self.slack_search not in kmodel.slack_searches:
-                raise ValueError(f"slack_search={self.slack_search!r} is not available for "
-                                 f"{type(self.model).__name__}; choose one of "
-                                 f"{kmodel.slack_searches}")
-        self._make_blocks(kmodel)
+        self._make_blocks(kernel_model(self.model))
         self._slack = self.rescaling == "slack"
 
 

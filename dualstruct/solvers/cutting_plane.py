@@ -64,8 +64,6 @@ class CuttingPlane(KernelBlocks, PassSolver):
     def _init_state(self):
         model, data = self.model, self.data
         kmodel = kernel_model(model)
-        if self.rescaling == "slack":
-            kmodel.check_slack()
         size = kmodel.size
         bytes_needed = 8 * size * (self.max_constraints + 1)
         if bytes_needed > 4 * 2**30:
