@@ -66,6 +66,11 @@ Three more are optional (a default serves kernels that do not register them):
 With a fractional μ̂ the classic BCFW step and SSG train the relaxed structural SVM over the
 model's outer polytope, whose hinge is the relaxation's bound: its gap then closes.
 
+Speed: a call from an implementation to a compiled helper makes numba count references on
+every array of the kernel and the workspace (twice per call); small helpers of the hot
+functions (``score``, ``oracle_value``, ``loss``, ``difference_sq_norm``, ``add_difference``)
+are therefore written ``@njit(inline="always")`` so that they compile into their caller.
+
 numba's cache keys a compiled solver on the solver's own source file only: after editing a
 model's kernel implementations, delete the solvers' cached code
 (``dualstruct/solvers/__pycache__/_block_kernels.*.nb*``) or it may run the old code.
@@ -237,7 +242,7 @@ _register_default(add_oracle_difference, _labelling_difference)
 _register_default(oracle_loss, _labelling_loss)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def weighted_hamming(gold, loss_weights, y):
     """``Σ_t loss_weights[ȳ_t] [y_t ≠ ȳ_t]``: the loss of the chain and graph kernels."""
     total = 0.0

@@ -55,7 +55,7 @@ class _Workspace(NamedTuple):
     touched: np.ndarray  # sparse: int64 positions of acc in use
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _chain_views(k, w, zeros):
     """(W_B, start, end) as views of w: what Viterbi reads besides the unigram scores."""
     K = k.n_labels
@@ -110,7 +110,7 @@ def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_
                     out[t, support_labels[q]] += v * w[q]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def support_position(support_indptr, support_labels, K, f, a):
     """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
     direct for a row of all K labels)."""
@@ -160,7 +160,7 @@ def _oracle_value(k, i, w, ws, y):
     return _flat_score(k, w, ws.aug, y)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _flat_score(k, w, scores, y):
     """The score of y from its unigram ``scores`` and the flat w (no views: this runs once
     per atom and step, where building the 2-D views cost more than the sum)."""
@@ -270,7 +270,7 @@ def _difference_sq_norm(k, i, ws, ya, yb):
     return sq + _transition_sq_norm(k, ya, yb)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _transition_sq_norm(k, ya, yb):
     """The transition and start/end part of ``‖φ(a) − φ(b)‖²``."""
     T = ya.shape[0]
@@ -300,7 +300,7 @@ def _transition_sq_norm(k, ya, yb):
     return sq
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pair_product(a, b, c, d):
     """⟨e_a − e_b, e_c − e_d⟩."""
     e = 0.0
