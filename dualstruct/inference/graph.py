@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # compiled into the kernels' score functions
 def labelling_score(theta, edges, pot, x):
     """s(x)."""
     s = 0.0

@@ -427,7 +427,6 @@ def round_lp(a, edges, V, mu, out):
     theirs raises the score. Returns the labelling's score and whether ``mu`` was
     integral."""
     L = a.shape[0]
-    start, incident, _ = _incidence(L, edges)
     integral = True
     for l in range(L):
         if mu[l] > 0.75:
@@ -437,6 +436,7 @@ def round_lp(a, edges, V, mu, out):
             if mu[l] > 0.25:
                 integral = False
     if not integral:
+        start, incident, _ = _incidence(L, edges)
         for _sweep in range(L + 1):
             changed = False
             for l in range(L):

@@ -142,7 +142,7 @@ def _decode(k, i, w, ws, y):
     return value
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pair_delta(d_l, d_k, d_lk, P, out):
     """The P pair features of one edge from the differences of ``y_l``, ``y_k`` and
     ``y_l y_k``: P = 1 the (1, 1) indicator, P = 4 the 2×2 indicators 00, 01, 10, 11."""
@@ -155,7 +155,7 @@ def _pair_delta(d_l, d_k, d_lk, P, out):
         out[3] = d_lk
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _add_point_difference(k, i, ma, mb, pa, pb, c, w, dv):
     """``w += c (φ(x_i, a) − φ(x_i, b))`` for points with unary parts ``ma``, ``mb`` and
     pair parts ``pa``, ``pb`` (the (1, 1) entries)."""

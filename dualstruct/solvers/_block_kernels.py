@@ -298,12 +298,12 @@ def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses,
         (w_i, ℓ_i) ← (w_i, ℓ_i) + γ (w_s − w_i, ℓ_s − ℓ_i),  and w, ℓ by the same change.
 
     ``g_i`` is the block's Frank-Wolfe gap (``block_gaps[i]``). O(dim w) per block; memory
-    n × dim w. Averaging and ``scalars = [ℓ, m, R_ℓ]`` as :func:`pairwise_bcfw_pass`.
+    n × dim w; ``corner`` is scratch of dim w, zero on entry. Averaging and
+    ``scalars = [ℓ, m, R_ℓ]`` as :func:`pairwise_bcfw_pass`.
     Returns the number of blocks done (fewer when a Python model's callback failed)."""
     offs = k.label_offsets
     ws = workspace(k)
     yhat = np.empty(_max_block(offs), dtype=np.int32)
-    d = w.shape[0]
     done = order.shape[0]
     for idx in range(order.shape[0]):
         i = order[idx]
@@ -312,7 +312,6 @@ def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses,
         gold = k.labels[s0:s0 + T]
         y = yhat[:T]
         prepare(k, i, w, ws)
-        corner[:] = 0.0
         if slack:
             y[:] = gold
             _, nc = slack_oracle(k, i, w, ws, 1.0, search, gold, y)
@@ -329,35 +328,51 @@ def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses,
             done = idx
             break
         w_i = block_weights[i]
-        inner = 0.0
-        norm2 = 0.0
-        for j in range(d):
-            diff = corner[j] - w_i[j]
-            corner[j] = diff
-            inner += w[j] * diff
-            norm2 += diff * diff
+        inner, norm2 = _direction_products(corner, w_i, w)
         dl = loss_s - block_losses[i]
         gap = dl - inner
         block_gaps[i] = gap
         m = scalars[1]
         scalars[1] = m + 1.0
         if gap <= 0.0:
+            corner[:] = 0.0  # zero for the next block's corner
             continue
         # a block that does not move w (e.g. an all-zero x without bias) goes to the corner
         gamma = min(1.0, gap / norm2) if norm2 > 0.0 else 1.0
-        A_prev = 0.5 * m * (m + 1.0)
-        for j in range(d):
-            step = gamma * corner[j]
-            if step != 0.0:
-                w[j] += step
-                w_i[j] += step
-                if averaging:
-                    R[j] += A_prev * step
+        _take_step(corner, gamma, w, w_i, R, 0.5 * m * (m + 1.0) if averaging else 0.0)
         block_losses[i] += gamma * dl
         scalars[0] += gamma * dl
         if averaging:
-            scalars[2] += A_prev * gamma * dl
+            scalars[2] += 0.5 * m * (m + 1.0) * gamma * dl
     return done
+
+
+@njit(cache=True, fastmath=True)
+def _direction_products(corner, w_i, w):
+    """``corner ← corner − w_i`` (the step direction); returns ``(⟨w, corner⟩, ‖corner‖²)``
+    (a vectorized reduction: its summation order is the compiler's)."""
+    inner = 0.0
+    norm2 = 0.0
+    for j in range(w.shape[0]):
+        diff = corner[j] - w_i[j]
+        corner[j] = diff
+        inner += w[j] * diff
+        norm2 += diff * diff
+    return inner, norm2
+
+
+@njit(cache=True)
+def _take_step(direction, gamma, w, w_i, R, A_prev):
+    """``w, w_i += γ·direction`` and ``R += A_prev·γ·direction`` (when ``A_prev > 0``);
+    zeroes ``direction`` for the next block's corner."""
+    for j in range(w.shape[0]):
+        if direction[j] != 0.0:
+            step = gamma * direction[j]
+            direction[j] = 0.0
+            w[j] += step
+            w_i[j] += step
+            if A_prev > 0.0:
+                R[j] += A_prev * step
 
 
 @njit(cache=True)

@@ -147,7 +147,7 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         calls = np.zeros(1, dtype=np.int64)
         k = self.blocks.kernel
         if self.resolved_step == "fw":
-            corner = np.empty_like(self.w)
+            corner = np.zeros_like(self.w)
             kern.classic_bcfw_pass(k, order, self.C, self.w, self.R, self.averaging,
                                    self.block_weights, self.block_losses, corner, self.scalars,
                                    self.block_gaps, self._slack, self.search_code, calls)
