@@ -121,7 +121,7 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
         out["best_dual"] = max(duals)
     if not timing:
         out.update(est.evaluate(ds["Xt"], ds["Yt"]))
-        out["lp_integral"] = float(np.mean(est.lp_integral_))
+        out["lp_integral"] = out.pop("lp_integral_fraction")
         extra = est.history_.records[-1].extra if est.history_.records else {}
         out["active_labels"] = extra.get("active_labels", math.nan)
         out["active_pairs"] = extra.get("active_pairs", math.nan)

@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0.dev0"
 
-from .estimators import SSVM, MultiLabelSVM, StructuredSVM, load  # noqa: E402
+from .estimators import SSVM, MultiClassSVM, MultiLabelSVM, StructuredSVM, load  # noqa: E402
 from .sequences import PackedSequences, pack_sequences  # noqa: E402
 
-__all__ = ["StructuredSVM", "SSVM", "MultiLabelSVM", "load", "PackedSequences", "pack_sequences",
-           "__version__"]
+__all__ = ["StructuredSVM", "SSVM", "MultiLabelSVM", "MultiClassSVM", "load", "PackedSequences",
+           "pack_sequences", "__version__"]

@@ -311,7 +311,6 @@ def cmd_multilabel_evaluate(args, out):
     svm = _load_multilabel(args.model)
     X, Y = read_multilabel(args.test, args.labels, svm.n_features_in_, svm.n_labels_)
     scores = svm.evaluate(X, Y)
-    scores["lp_integral_fraction"] = float(np.mean(svm.lp_integral_))
     if args.json:
         json.dump(scores, out, indent=1)
         out.write("\n")

@@ -9,6 +9,7 @@ import pytest
 import dualstruct
 from dualstruct import MultiLabelSVM
 from dualstruct.cli import main
+from dualstruct.metrics import multilabel_scores
 from dualstruct.solvers import primal_objective
 
 
@@ -81,10 +82,14 @@ def test_gdmm_penalty_schedule():
 
 def test_estimator_input_errors(tmp_path):
     X, Y = _data()
-    with pytest.raises(ValueError, match="only 0 and 1"):
-        MultiLabelSVM().fit(X, Y * 2)
-    with pytest.raises(ValueError, match="indicator matrix"):
-        MultiLabelSVM().fit(X, Y[:, 0])
+    Y3 = Y.copy()
+    Y3[0, 1] = 2
+    with pytest.raises(ValueError, match=r"Y\[:, 1\] holds 3 different values"):
+        MultiLabelSVM().fit(X, Y3)
+    with pytest.raises(ValueError, match="Only binary classification is supported"):
+        MultiLabelSVM().fit(X, Y[:, 0] + Y[:, 1])
+    with pytest.raises(ValueError, match="Unknown label type: continuous"):
+        MultiLabelSVM().fit(X, Y + 0.5)
     with pytest.raises(ValueError, match="edges must be"):
         MultiLabelSVM(edges="ring").fit(X, Y)
     with pytest.raises(ValueError, match="solver must be"):
@@ -94,18 +99,18 @@ def test_estimator_input_errors(tmp_path):
     m = MultiLabelSVM(max_iter=2).fit(X, Y)
     with pytest.raises(ValueError, match="5 labels, the model was trained on 4"):
         m.evaluate(X, np.zeros((len(X), 5), dtype=int))
-    with pytest.raises(ValueError, match="7 features, the model was trained on 6"):
+    with pytest.raises(ValueError, match="X has 7 features, but MultiLabelSVM is expecting 6"):
         m.predict(np.zeros((2, 7)))
     Xnan = X.copy()
     Xnan[3, 2] = np.nan
-    with pytest.raises(ValueError, match="NaN or infinite"):
+    with pytest.raises(ValueError, match="Input X contains NaN"):
         m.predict(Xnan)
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="Expected 2D array"):
         m.predict(X[0])
-    with pytest.raises(ValueError, match="no rows"):
+    with pytest.raises(ValueError, match="0 sample"):
         MultiLabelSVM().fit(np.zeros((0, 6)), np.zeros((0, 4)))
     # a failed refit leaves the model as it was
-    with pytest.raises(ValueError, match="indicator matrix"):
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         m.fit(X[:, :3], Y[:5])
     assert m.n_features_in_ == 6 and m.predict(X).shape == Y.shape
     # lists are accepted by a warm start as by a first fit
@@ -233,4 +238,44 @@ def test_yeast_full_graph_hamming_loss(data_dir):
     scores = m.evaluate(Xt, Yt)
     assert scores["hamming_loss"] <= 0.200
     assert scores["micro_f1"] > 0.6
-    assert m.lp_integral_.mean() > 0.95
+    assert scores["lp_integral_fraction"] > 0.95
+    _, integral = m.predict(Xt, return_integral=True)
+    assert integral.mean() == scores["lp_integral_fraction"]
+
+
+def test_label_values_and_single_label(tmp_path):
+    """Y may be any matrix with two values per column (here −1/+1, and strings), predicted
+    back in those values; a 1-D Y is one binary label with 1-D predictions; both survive a
+    model file."""
+    X, Y = _data()
+    ref = MultiLabelSVM(max_iter=5, random_state=0).fit(X, Y)
+    pm = MultiLabelSVM(max_iter=5, random_state=0).fit(X, 2 * Y - 1)
+    np.testing.assert_array_equal(pm.predict(X), 2 * ref.predict(X) - 1)
+    assert pm.score(X, 2 * Y - 1) == ref.score(X, Y)
+    names = np.where(Y == 1, "yes", "no")
+    sm = MultiLabelSVM(max_iter=5, random_state=0).fit(X, names)
+    np.testing.assert_array_equal(sm.predict(X), np.where(ref.predict(X) == 1, "yes", "no"))
+    sm.save(tmp_path / "s.npz")
+    np.testing.assert_array_equal(dualstruct.load(tmp_path / "s.npz").predict(X), sm.predict(X))
+    one = MultiLabelSVM(max_iter=5, random_state=0).fit(X, Y[:, 0])
+    assert one.predict(X).shape == (len(X),) and list(one.classes_) == [0, 1]
+    one.save(tmp_path / "one.npz")
+    np.testing.assert_array_equal(dualstruct.load(tmp_path / "one.npz").predict(X),
+                                  one.predict(X))
+
+
+def test_multilabel_scores_match_scikit_learn():
+    from sklearn.metrics import accuracy_score, f1_score, hamming_loss, jaccard_score
+
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        T = rng.integers(0, 2, (int(rng.integers(1, 15)), int(rng.integers(2, 5))))
+        P = rng.integers(0, 2, T.shape)
+        T[:, 0] = P[:, 0] = 0  # a label with no positive at all
+        s = multilabel_scores(T, P)
+        ref = {"hamming_loss": hamming_loss(T, P), "subset_accuracy": accuracy_score(T, P),
+               "jaccard": jaccard_score(T, P, average="samples", zero_division=1),
+               "micro_f1": f1_score(T, P, average="micro", zero_division=0),
+               "macro_f1": f1_score(T, P, average="macro", zero_division=1)}
+        for key, value in ref.items():
+            assert s[key] == pytest.approx(value, abs=1e-12), key

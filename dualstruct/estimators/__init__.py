@@ -1,16 +1,18 @@
 """Estimators: HOW a model is used (the scikit-learn API), and reading model files."""
 
 from .. import io
+from .multiclass import MultiClassSVM
 from .multilabel import MultiLabelSVM
 from .ssvm import SSVM
 from .structured import StructuredSVM
 
-__all__ = ["StructuredSVM", "MultiLabelSVM", "SSVM", "load"]
+__all__ = ["StructuredSVM", "MultiLabelSVM", "MultiClassSVM", "SSVM", "load"]
 
 
 def load(path, model=None):
     """Load a model file: a :class:`StructuredSVM`, a
-    :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM` or a
+    :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM`, a
+    :class:`~dualstruct.MultiClassSVM` or a
     :class:`~dualstruct.SSVM` (of a built-in model, or of a user-defined Python model, which
     must then be given as ``model``: files never hold code), whichever the file holds."""
     header, arrays = io.load_arrays(path)
@@ -25,4 +27,6 @@ def load(path, model=None):
         return SequenceTagger.from_arrays(header, arrays, path)
     if header.get("model_type") == "multilabel":
         return MultiLabelSVM.from_arrays(header, arrays, path)
+    if header.get("model_type") == "multiclass":
+        return MultiClassSVM.from_arrays(header, arrays, path)
     return StructuredSVM.from_arrays(header, arrays, path)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import validate_data
 
 from .. import io
 from ..metrics import multilabel_scores
@@ -20,6 +22,9 @@ from ..models.multilabel import (
 from ..solvers import solver_class, solver_names
 from .base import (
     SolverResults,
+    _classes_from_json,
+    _classes_to_json,
+    _plain_labels,
     add_training_record,
     changed_params,
     check_real,
@@ -37,7 +42,7 @@ from .base import (
 )
 
 
-class MultiLabelSVM(SolverResults, BaseEstimator):
+class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     """Structural SVM over L binary labels with pairwise label interactions.
 
     Parameters
@@ -126,41 +131,63 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
 
     # -- input handling -----------------------------------------------------------------------
-    def _features(self, X):
-        """``X`` as CSR with the intercept column; X must be 2-D, non-empty and finite."""
-        if not sp.issparse(X):
-            try:
-                X = np.asarray(X, dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"X must be a numeric (n_samples, n_features) matrix ({exc})"
-                                 ) from None
-            if X.ndim != 2:
-                raise ValueError(f"X must be a 2-D (n_samples, n_features) matrix, got "
-                                 f"{X.ndim}-D (one sample is X.reshape(1, -1))")
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if X.shape[0] == 0:
-            raise ValueError("X has no rows")
-        if not np.all(np.isfinite(X.data)):
-            raise ValueError("X holds a NaN or infinite value")
-        if hasattr(self, "n_features_in_") and X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was trained on "
-                             f"{self.n_features_in_}")
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.multi_output = True  # Y is (n, L); a 1-D Y is one label
+        tags.classifier_tags.multi_class = False  # every label is binary
+        tags.classifier_tags.multi_label = True
+        return tags
+
+    def _features(self, X, reset=False):
+        """``X`` (checked by scikit-learn's ``validate_data``: numeric, finite, non-empty, the
+        fitted width) as CSR with the intercept column."""
+        X = validate_data(self, X, reset=reset, accept_sparse=("csr", "csc", "coo"),
+                          dtype=np.float64)
+        X = sp.csr_matrix(X)
         if self.fit_intercept:
             X = sp.hstack([X, np.full((X.shape[0], 1), float(self.intercept_scaling))],
                           format="csr")
         return X
 
-    def _labels(self, Y, n):
+    def _labels(self, Y, n, fit=False):
+        """``Y`` (n × L) as 0/1 codes: an indicator matrix, or any matrix whose every column
+        holds two values (e.g. −1/+1), the larger one meaning "on" (``label_values_``). A
+        1-D ``Y`` is one binary label (L = 1; predictions are then 1-D too)."""
         Y = np.asarray(Y)
+        if Y.dtype == object:
+            Y = _plain_labels(Y.ravel()).reshape(Y.shape)
+        if fit:
+            kind = type_of_target(Y, input_name="Y", raise_unknown=True)
+            if kind.startswith("continuous"):
+                raise ValueError(f"Unknown label type: {kind}. Y must hold labels (0/1, or "
+                                 "two values per label), not continuous values")
+            if kind == "multiclass":
+                raise ValueError(
+                    "Only binary classification is supported. The type of the target is "
+                    "multiclass: a 1-D Y is one binary label (use an (n, L) matrix for L "
+                    "labels, or MultiClassSVM for one class out of many)")
+            self.outputs_2d_ = Y.ndim == 2
+        if Y.ndim == 1 and not self.outputs_2d_:
+            Y = Y.reshape(-1, 1)
         if Y.ndim != 2 or Y.shape[0] != n:
-            raise ValueError(f"Y must be an ({n}, n_labels) 0/1 indicator matrix, got shape "
-                             f"{Y.shape}")
-        if hasattr(self, "n_labels_") and Y.shape[1] != self.n_labels_:
+            raise ValueError(f"Y must be an ({n}, n_labels) matrix (0/1 indicators, or two "
+                             f"values per column), got shape {Y.shape}")
+        if fit:
+            self.label_values_ = _label_values(Y)
+            self.classes_ = (list(self.label_values_) if self.outputs_2d_
+                             else self.label_values_[0])
+        elif Y.shape[1] != self.n_labels_:
             raise ValueError(f"Y has {Y.shape[1]} labels, the model was trained on "
                              f"{self.n_labels_}")
-        if not np.all((Y == 0) | (Y == 1)):
-            raise ValueError("Y must hold only 0 and 1 (an indicator matrix)")
-        return Y.astype(np.int64)
+        off, on = self.label_values_[:, 0], self.label_values_[:, 1]
+        is_on = Y == on
+        bad = ~(is_on | (Y == off))
+        if np.any(bad):
+            i, j = np.argwhere(bad)[0]
+            raise ValueError(f"Y[{i}, {j}] = {Y[i, j]!r} is neither of label {j}'s values "
+                             f"{off[j]!r} (off) and {on[j]!r} (on)")
+        return is_on.astype(np.int64)
 
     def _inference(self):
         """What "auto" resolves to: the LP for GDMM (it solves the LP relaxation); exact for
@@ -198,11 +225,12 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
                     raise ValueError("warm_start continues only on the same training data")
                 data = old
         else:
-            for attr in ("n_features_in_", "n_labels_"):
+            for attr in ("n_features_in_", "feature_names_in_", "n_labels_"):
                 self.__dict__.pop(attr, None)
+            validate_data(self, X, Y, multi_output=True, accept_sparse=("csr", "csc", "coo"),
+                          dtype=np.float64, y_numeric=False)  # scikit-learn's input checks
             Xf = self._features(X)
-            self.n_features_in_ = Xf.shape[1] - int(bool(self.fit_intercept))
-            Y = self._labels(Y, Xf.shape[0])
+            Y = self._labels(Y, Xf.shape[0], fit=True)
             self.n_labels_ = Y.shape[1]
             data = MultiLabelDataset(Xf, Y)
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
@@ -249,23 +277,35 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
         if not hasattr(self, "coef_"):
             raise NotFittedError("this MultiLabelSVM is not fitted yet; call fit first")
 
-    def predict(self, X):
-        """The (n, L) 0/1 label matrix of the rows of ``X`` (the rounded LP solution where the
-        model uses the LP; ``lp_integral_`` then flags rows whose LP optimum was integral)."""
+    def predict(self, X, return_integral=False):
+        """The (n, L) label matrix of the rows of ``X``, in the values of the training labels
+        (0/1 for an indicator matrix): the rounded LP solution where the model uses the LP.
+        ``return_integral=True`` returns ``(Y, integral)`` as well, ``integral[i]`` telling
+        whether row i's LP optimum was integral (its prediction then certified exact)."""
+        codes, integral = self._predict_codes(X)
+        pred = np.where(codes == 1, self.label_values_[:, 1], self.label_values_[:, 0])
+        if not self.outputs_2d_:
+            pred = pred.ravel()
+        return (pred, integral) if return_integral else pred
+
+    def _predict_codes(self, X):
         self._check_fitted()
         pred = self.model_.predict(self.coef_, self._features(X)).astype(np.int64)
-        self.lp_integral_ = self.model_.last_integral_.copy()
-        return pred
+        return pred, self.model_.last_integral_.copy()
 
-    def score(self, X, Y):
-        """Subset accuracy (scikit-learn's convention for multi-label classifiers)."""
-        pred = self.predict(X)
-        return multilabel_scores(self._labels(Y, pred.shape[0]), pred)["subset_accuracy"]
+    def score(self, X, y):
+        """Subset accuracy on ``(X, y)`` (scikit-learn's convention for multi-label
+        classifiers)."""
+        pred, _ = self._predict_codes(X)
+        return multilabel_scores(self._labels(y, pred.shape[0]), pred)["subset_accuracy"]
 
     def evaluate(self, X, Y) -> dict:
-        """Hamming loss, subset accuracy, Jaccard accuracy, micro and macro F1 on (X, Y)."""
-        pred = self.predict(X)
-        return multilabel_scores(self._labels(Y, pred.shape[0]), pred)
+        """Hamming loss, subset accuracy, Jaccard accuracy, micro and macro F1 on (X, Y), and
+        the fraction of rows whose LP optimum was integral (1 for exact inference)."""
+        pred, integral = self._predict_codes(X)
+        scores = multilabel_scores(self._labels(Y, pred.shape[0]), pred)
+        scores["lp_integral_fraction"] = float(np.mean(integral)) if len(integral) else 1.0
+        return scores
 
     @property
     def unary_weights_(self):
@@ -304,6 +344,9 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
             "n_iter": int(self.n_iter_), "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
         }
+        header["label_values"], header["label_kind"] = _classes_to_json(
+            self.label_values_.ravel())
+        header["outputs_2d"] = bool(self.outputs_2d_)
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights,
                   "edges": self.model_.edges}
         add_training_record(self, header, arrays, include_solver_state)
@@ -328,6 +371,15 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
             est._validate_params()
             est.n_labels_ = int(header["n_labels"])
             est.n_features_in_ = int(header["n_features_in"])
+            est.outputs_2d_ = bool(header.get("outputs_2d", True))
+            if "label_values" in header:
+                values = _classes_from_json(header["label_values"], header["label_kind"])
+                est.label_values_ = values.reshape(est.n_labels_, 2)
+            else:  # files written before the label values were stored: 0/1 indicators
+                est.label_values_ = np.tile(np.array([0, 1], dtype=np.int64),
+                                            (est.n_labels_, 1))
+            est.classes_ = (list(est.label_values_) if est.outputs_2d_
+                            else est.label_values_[0])
             d = est.n_features_in_ + int(bool(est.fit_intercept))
             est.model_ = MultiLabelModel(est.n_labels_, d, edges=edges,
                                          loss_weights=arrays["loss_weights"],
@@ -346,3 +398,22 @@ class MultiLabelSVM(SolverResults, BaseEstimator):
                 est._saved_state = (header["solver_state"], state)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
         return est
+
+
+def _label_values(Y):
+    """(L, 2) array of each label's (off, on) values: 0/1 (in Y's dtype) when Y holds only
+    0 and 1, else each column's two values in sorted order."""
+    L = Y.shape[1]
+    values = np.unique(Y)
+    if Y.dtype.kind in "biuf" and np.all(np.isin(values, (0, 1))):
+        return np.tile(np.array([0, 1], dtype=Y.dtype), (L, 1))
+    out = np.empty((L, 2), dtype=Y.dtype)
+    for j in range(L):
+        column = np.unique(Y[:, j])
+        if len(column) != 2:
+            raise ValueError(
+                f"Y[:, {j}] holds {len(column)} different values ({column[:3].tolist()}); a "
+                "label matrix is 0/1, or has two values in every column (one class alone "
+                "cannot say which value is 'on')")
+        out[j] = column
+    return out

@@ -1,0 +1,245 @@
+"""``MultiClassSVM``: the Crammer–Singer multi-class SVM as a scikit-learn classifier, trained
+by the block solvers over :class:`~dualstruct.models.multiclass.MultiClassModel`."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .. import io
+from ..models.multiclass import MultiClassModel
+from ..solvers import solver_class, solver_names
+from .base import (
+    SolverResults,
+    _classes_from_json,
+    _classes_to_json,
+    add_training_record,
+    check_real,
+    check_training_params,
+    final_summary,
+    model_file_errors,
+    read_coef,
+    read_history,
+    restore_on_error,
+    seed_to_json,
+    train,
+)
+
+
+class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
+    """Multi-class linear SVM of Crammer and Singer (2001), solved in the dual with a
+    duality-gap certificate:
+
+        min_W ½‖W‖² + C Σ_i max(0, max_{y ≠ y_i} δ(y_i) + ⟨W_y − W_{y_i}, x_i⟩)
+
+    the structural SVM of the one-node model (its ``δ(y_i)`` is ``loss_weights`` of the true
+    class, 1 by default). Same objective as ``LinearSVC(multi_class="crammer_singer")``, whose
+    ``C`` it shares; the intercept column is regularized as in LIBLINEAR.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Regularization constant.
+    solver : {"bcfw", "ssg", "cutting_plane"}, default "bcfw"
+        Block-coordinate Frank-Wolfe (exact steps on one example's dual block at a time),
+        stochastic subgradient, or the 1-slack cutting plane.
+    fit_intercept : bool, default True
+        Append a constant feature (value ``intercept_scaling``) so every class has a bias.
+    intercept_scaling : float, default 1.0
+    loss_weights : dict class -> float, optional
+        The margin demanded of an example of that class (default 1 for every class).
+    max_iter, tol, check_every, averaging, random_state, verbose, callback, solver_options :
+        as :class:`~dualstruct.StructuredSVM` (passes, relative duality-gap tolerance,
+        passes between exact checks, weighted averaging, seed, progress lines, a per-pass
+        ``callback(estimator, record) -> stop``, extra solver arguments).
+
+    Attributes
+    ----------
+    classes_ : array of the class labels (sorted)
+    coef_ : (n_classes, n_features_in_) weights; ``intercept_`` : (n_classes,)
+    n_features_in_, feature_names_in_ (when X has column names), history_, n_iter_
+    """
+
+    def __init__(self, C=1.0, solver="bcfw", fit_intercept=True, intercept_scaling=1.0,
+                 loss_weights=None, max_iter=200, tol=1e-3, check_every=5, averaging=True,
+                 random_state=None, verbose=0, callback=None, solver_options=None):
+        self.C = C
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.loss_weights = loss_weights
+        self.max_iter = max_iter
+        self.tol = tol
+        self.check_every = check_every
+        self.averaging = averaging
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.solver_options = solver_options
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _validate_params(self):
+        names = solver_names(MultiClassModel)
+        if self.solver not in names:
+            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
+        check_training_params(self)
+        check_real("intercept_scaling", self.intercept_scaling, 0, False)
+        if self.loss_weights is not None and not isinstance(self.loss_weights, dict):
+            raise ValueError(f"loss_weights must be a dict class -> weight, got "
+                             f"{type(self.loss_weights).__name__}")
+
+    def _design(self, X):
+        """CSR rows of ``X`` with the intercept column."""
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if self.fit_intercept:
+            X = sp.hstack([X, np.full((X.shape[0], 1), float(self.intercept_scaling))],
+                          format="csr")
+        return X
+
+    def _class_loss_weights(self):
+        weights = np.ones(len(self.classes_))
+        for label, value in (self.loss_weights or {}).items():
+            where = np.flatnonzero(self.classes_ == label)
+            if where.size == 0:
+                raise ValueError(f"loss_weights names the class {label!r}, which is not in "
+                                 f"the training labels {self.classes_.tolist()}")
+            check_real(f"loss_weights[{label!r}]", value, 0, False)
+            weights[where[0]] = float(value)
+        return weights
+
+    @restore_on_error
+    def fit(self, X, y, validation_data=None):
+        """Train on ``X`` (n × d, dense or sparse) and class labels ``y`` (n,).
+
+        ``validation_data=(X_val, y_val)`` adds the accuracy on it to every check of the
+        history. Ctrl-C stops training after the current pass and keeps the model."""
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"),
+                             dtype=np.float64)
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"MultiClassSVM needs at least two classes; the training labels "
+                             f"hold only one class ({classes[0]!r})")
+        self.classes_ = classes
+        design = self._design(X)
+        model = MultiClassModel(len(classes), design.shape[1],
+                                loss_weights=self._class_loss_weights())
+        data = model.block_data(design, codes)
+        validation = None
+        if validation_data is not None:
+            X_val, y_val = validation_data
+            X_val = self._design(validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"),
+                                               dtype=np.float64, reset=False))
+            y_val = np.asarray(y_val)
+
+            def validation(w):
+                return float(np.mean(classes[model.predict(w, X_val)] == y_val))
+
+        callback = None
+        if self.callback is not None:
+            def callback(record):
+                self._set_weights(solver)
+                return bool(self.callback(self, record))
+
+        solver = solver_class(self.solver, model)(
+            model, C=self.C, max_iter=self.max_iter, tol=self.tol,
+            check_every=self.check_every, averaging=self.averaging,
+            random_state=self.random_state, verbose=self.verbose, callback=callback,
+            validation=validation, **(self.solver_options or {}))
+        self.model_ = model
+        return train(self, solver, data, state=None)
+
+    def _set_weights(self, solver):
+        super()._set_weights(solver)
+        self._set_coef(self.coef_)
+
+    def _set_coef(self, weights):
+        """``coef_`` and ``intercept_`` from the model's flat weights (kept as ``weights_``)."""
+        self.weights_ = weights
+        W = self.model_.coef(weights)
+        d = W.shape[0] - int(bool(self.fit_intercept))
+        self.coef_ = np.ascontiguousarray(W[:d].T)
+        self.intercept_ = (W[d] * self.intercept_scaling if self.fit_intercept
+                           else np.zeros(W.shape[1]))
+
+    def decision_function(self, X):
+        """Class scores ``⟨W_y, x⟩ + b_y``: (n, n_classes), or (n,) for two classes (the
+        second class's score minus the first's, scikit-learn's convention)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
+                          reset=False)
+        scores = np.asarray(X @ self.coef_.T) + self.intercept_
+        if len(self.classes_) == 2:
+            return scores[:, 1] - scores[:, 0]
+        return scores
+
+    def predict(self, X):
+        """The highest-scoring class of every row of ``X`` (the first on ties)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(np.int64)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path):
+        """Write the fitted model to ``path`` (``.npz`` arrays and a JSON header, no pickle);
+        :func:`dualstruct.load` reads it back."""
+        return io.save_arrays(path, *self.to_arrays())
+
+    def to_arrays(self):
+        """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
+        check_is_fitted(self)
+        params = {k: v for k, v in self.get_params().items()
+                  if k not in ("callback", "loss_weights")}
+        params["random_state"] = seed_to_json(params["random_state"])
+        classes, kind = _classes_to_json(self.classes_)
+        header = {
+            "model_type": "multiclass",
+            "estimator_params": params,
+            "classes": classes, "class_kind": kind,
+            "n_features_in": int(self.n_features_in_),
+            "n_iter": int(self.n_iter_), "stop_reason": self.history_.stop_reason,
+            "final": final_summary(self.history_),
+        }
+        arrays = {"coef": np.asarray(self.weights_, dtype=np.float64),
+                  "loss_weights": self.model_.loss_weights}
+        add_training_record(self, header, arrays)
+        return header, arrays
+
+    @classmethod
+    def load(cls, path):
+        header, arrays = io.load_arrays(path)
+        return cls.from_arrays(header, arrays, path)
+
+    @classmethod
+    def from_arrays(cls, header, arrays, path="model file"):
+        with model_file_errors(path):
+            if header.get("model_type") != "multiclass":
+                raise ValueError(f"not a multi-class model ({header.get('model_type')!r})")
+            est = cls(**header["estimator_params"])
+            est._validate_params()
+            est.classes_ = _classes_from_json(header["classes"], header["class_kind"])
+            n_features = header["n_features_in"]
+            if not isinstance(n_features, numbers.Integral) or n_features < 1:
+                raise ValueError(f"invalid n_features_in {n_features!r}")
+            est.n_features_in_ = int(n_features)
+            loss_weights = np.asarray(arrays["loss_weights"], dtype=np.float64)
+            est.loss_weights = {c.item(): float(v) for c, v in zip(est.classes_, loss_weights)
+                                if v != 1.0} or None
+            est.model_ = MultiClassModel(len(est.classes_),
+                                         est.n_features_in_ + int(bool(est.fit_intercept)),
+                                         loss_weights=loss_weights)
+            est._set_coef(read_coef(arrays, est.model_.size))
+            est.history_ = read_history(header, arrays)
+            est.n_iter_ = int(header["n_iter"])
+        return est
