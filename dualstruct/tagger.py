@@ -66,6 +66,8 @@ class SequenceTagger(BaseEstimator):
                              f"{self.tag_scheme!r}")
         if len(sentences) != len(labels):
             raise ValueError(f"{len(sentences)} sentences but {len(labels)} label sequences")
+        if len(sentences) == 0:
+            raise ValueError("no sentences to train on")
         if self.tag_scheme is not None and not is_chunk_tagset(
                 np.concatenate([np.asarray(lab) for lab in labels]).tolist()):
             raise ValueError(f"tag_scheme={self.tag_scheme!r} needs chunk tags (B-/I-/O); "

@@ -111,6 +111,8 @@ class EdgeFeatureGraphCRF(KernelModel):
             if nodes.shape[1] != self.n_features:
                 raise ValueError(f"X[{i}] has {nodes.shape[1]} node features, the model "
                                  f"{self.n_features}")
+            if not np.all(np.isfinite(nodes.data)):
+                raise ValueError(f"X[{i}] contains NaN or infinite node features")
             edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
             if len(edges) and (edges.min() < 0 or edges.max() >= n):
                 raise ValueError(f"X[{i}]: edges must name nodes 0 … {n - 1}")
