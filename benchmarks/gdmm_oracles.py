@@ -49,7 +49,7 @@ def unigram_calls(mode, W_U, indptr, indices, values, offsets, start, end, act, 
             _, th = kern.unigram_fmo(mode, W_U, indptr, indices, values, row, row == first,
                                      row == last, start, end, act[row], n_act[row], theta,
                                      mark, stamp, 0, n_groups, perm, fl_start, fl_cap,
-                                     fl_label, fl_len, score, touched)
+                                     fl_label, fl_len, score, touched, False, np.zeros(0))
             total += th
     return total
 

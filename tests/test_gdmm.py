@@ -1,6 +1,8 @@
 """GDMM: every factorwise oracle against brute force, the max-trees, and the solver against
 the BCFW optimum (the LP relaxation is tight on chains)."""
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -202,6 +204,15 @@ def test_unigram_oracles_match_brute_force(K, density, ties, common):
     d = 6
     W_U, start, end, first, room, lab, length = _unigram_state(rng, K, d, density, ties)
     perm = np.arange(K, dtype=np.int64)
+    # sparse weights: a support holding W_U's non-zeros and some zeros, as the label lists
+    support = (W_U != 0) | (rng.random((d, K)) < 0.3)
+    sup_indptr = np.concatenate([[0], np.cumsum(support.sum(axis=1))]).astype(np.int64)
+    sup_labels = np.nonzero(support)[1].astype(np.int32)
+    w_s = W_U[support]
+    all_k = np.arange(K, dtype=np.int32)
+    sup_len = np.concatenate([np.diff(sup_indptr), [K, K]])
+    sparse_lists = (np.concatenate([sup_indptr[:-1], [sup_indptr[-1], sup_indptr[-1] + K]]),
+                    sup_len.copy(), np.concatenate([sup_labels, all_k, all_k]), sup_len)
     u_feat = d - 1
     for _trial in range(30):
         x = sp.random(1, d, density=rng.uniform(0.2, 1.0), format="csr", random_state=rng)
@@ -224,14 +235,23 @@ def test_unigram_oracles_match_brute_force(K, density, ties, common):
             expected = (-1, 0.0)
         n_groups = int(rng.integers(1, K + 1))
         results = {}
-        for mode in (kern.UNIGRAM_BRUTE, kern.UNIGRAM_SPARSE, kern.UNIGRAM_SAMPLED):
+        groups = {}
+        for mode, sparse_w in itertools.product(
+                (kern.UNIGRAM_BRUTE, kern.UNIGRAM_SPARSE, kern.UNIGRAM_SAMPLED), (False, True)):
             mark = _marks(K, act)
             theta = np.zeros(K)
-            group = int(rng.integers(n_groups))
-            results[mode] = kern.unigram_fmo(
+            group = groups.setdefault(mode, int(rng.integers(n_groups)))
+            lists = sparse_lists if sparse_w else (first, room, lab, length)
+            got = kern.unigram_fmo(
                 mode, W_U, indptr, indices, values, 0, at_start, at_end, start, end, act,
-                len(act), theta, mark, 7, group, n_groups, perm, first, room, lab, length,
-                np.zeros(K), np.zeros(K, dtype=np.int64))
+                len(act), theta, mark, 7, group, n_groups, perm, lists[0], lists[1],
+                lists[2], lists[3], np.zeros(K), np.zeros(K, dtype=np.int64), sparse_w,
+                w_s if sparse_w else np.zeros(0))
+            if sparse_w:  # the same answer as on the dense weights
+                assert got[0] == results[mode][0]
+                assert got[1] == pytest.approx(results[mode][1], abs=1e-12)
+                continue
+            results[mode] = got
             assert np.allclose(theta[:len(act)], scores[act], rtol=0, atol=1e-12)
             assert np.array_equal(mark, _marks(K, act))  # scratch marks are cleaned up
             if mode == kern.UNIGRAM_SAMPLED:  # the best inactive label of the drawn group

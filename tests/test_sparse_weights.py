@@ -132,12 +132,37 @@ def test_support_errors():
         ChainModel(3, 2, support=(np.array([0, 1, 2]), np.array([1, 3])))
     with pytest.raises(ValueError, match="3 entries"):
         ChainModel(3, 2, support=(np.array([0, 2]), np.array([1, 2])))
+
+
+@pytest.mark.parametrize("oracle", ["brute", "sparse", "sampled"])
+def test_gdmm_full_support_takes_the_dense_steps(oracle):
+    """GDMM on the full support walks the dense model's path (same weights after every
+    pass), whichever unigram oracle it uses."""
     from dualstruct.solvers import GDMM
 
-    data = _data(6)
-    model = ChainModel(3, data.n_features, support=observed_support(data, 3))
-    with pytest.raises(ValueError, match="dense feature-label weights"):
-        GDMM(model, 1.0, max_iter=1).fit(data)
+    data = _data(7, n=20, K=4)
+    K, d = 4, data.n_features
+    kw = dict(max_iter=15, tol=0.0, check_every=5, random_state=3, unigram_oracle=oracle)
+    dense = GDMM(ChainModel(K, d), 1.0, **kw).fit(data)
+    full = GDMM(ChainModel(K, d, support=_full_support(d, K)), 1.0, **kw).fit(data)
+    np.testing.assert_allclose(full.w, dense.w, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(full.weights(), dense.weights(), rtol=0, atol=1e-12)
+
+
+def test_gdmm_reaches_the_sparse_models_optimum():
+    """On a restricted support GDMM and BCFW minimize the same (restricted) objective."""
+    from dualstruct.solvers import GDMM
+
+    data = _data(8, n=10, K=5)
+    model = ChainModel(5, data.n_features, support=observed_support(data, 5,
+                                                                    full_rows_from=1.0))
+    assert len(model.support[1]) < 5 * data.n_features
+    bcfw = BCFW(model, 1.0, max_iter=3000, tol=1e-8, check_every=50, random_state=0).fit(data)
+    gdmm = GDMM(model, 1.0, max_iter=3000, tol=1e-4, check_every=25, random_state=0).fit(data)
+    p_b = bcfw.history.last_checked().primal
+    p_g = gdmm.history.last_checked().primal
+    assert gdmm.history.last_checked().relative_gap <= 1e-4
+    assert p_g == pytest.approx(p_b, rel=2e-4)
 
 
 def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
@@ -193,6 +218,8 @@ def test_memory_estimate_refuses_before_training(monkeypatch):
     assert not hasattr(est, "coef_")  # nothing was trained
     with pytest.raises(MemoryError, match="working set"):
         dualstruct.StructuredSVM(solver="cutting_plane", max_iter=5).fit(X, y)
+    with pytest.raises(MemoryError, match="GDMM on ChainModel.*active sets"):
+        dualstruct.StructuredSVM(solver="gdmm", max_iter=5).fit(X, y)
     monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "1G")
     dualstruct.StructuredSVM(max_iter=5).fit(X, y)
     assert check_memory("x", {"a": 10}) == 10

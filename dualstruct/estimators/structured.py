@@ -102,9 +102,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         only the pairs met in the training data at least ``weights_min_count`` times
         (:func:`~dualstruct.models.chain.observed_support`, CRFsuite's default), which makes
         memory, model files and the unary scores follow the data on large label sets;
-        ``"auto"`` the observed pairs when the dense matrix would take over 1 GiB per copy,
-        the observed pairs are under half of it and the solver is not GDMM (which needs dense
-        weights), else dense (on a few dozen labels the dense rows are read faster).
+        ``"auto"`` the observed pairs when the dense matrix would take over 1 GiB per copy
+        and the observed pairs are under half of it, else dense (on a few dozen labels the
+        dense rows are read faster).
     weights_min_count : int
         With observed weights, how often a pair must occur to get a weight.
 
@@ -224,8 +224,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
         """The support of the unary weights for training on ``data`` (None: dense), by the
         ``weights`` rule; says what it chose when verbose."""
         K, d = len(self.classes_), data.n_features
-        if self.weights == "dense" or (self.weights == "auto" and (
-                self.solver == "gdmm" or 8 * d * K <= AUTO_DENSE_MAX_BYTES)):
+        if self.weights == "dense" or (self.weights == "auto"
+                                       and 8 * d * K <= AUTO_DENSE_MAX_BYTES):
             support = None
         else:
             support = observed_support(data, K, self.weights_min_count)

@@ -502,10 +502,38 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
 
 
 @njit(cache=True, inline="always")
-def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, end):
+def _support_position(fl_start, fl_len, fl_label, K, j, k):
+    """Sparse weights: the position of the pair (feature j, label k) in the support, which
+    is also its entry in j's label list (the lists are the support's sorted rows), or −1."""
+    lo = fl_start[j]
+    n = fl_len[j]
+    if n == K:
+        return lo + k
+    hi = lo + n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fl_label[mid] < k:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < fl_start[j] + n and fl_label[lo] == k:
+        return lo
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, end,
+                 sparse_w, w_s, fl_start, fl_len, fl_label):
     s = 0.0
-    for p in range(indptr[row], indptr[row + 1]):
-        s += values[p] * W_U[indices[p], k]
+    if sparse_w:
+        K = start.shape[0]
+        for p in range(indptr[row], indptr[row + 1]):
+            q = _support_position(fl_start, fl_len, fl_label, K, indices[p], k)
+            if q >= 0:
+                s += values[p] * w_s[q]
+    else:
+        for p in range(indptr[row], indptr[row + 1]):
+            s += values[p] * W_U[indices[p], k]
     if at_start:
         s += start[k]
     if at_end:
@@ -533,7 +561,7 @@ def _wins_label(s, k, best_s, best):
 @njit(cache=True, inline="always")
 def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start, end,
                 act_row, n_act, theta, mark, stamp, group, n_groups, perm, fl_start, fl_cap,
-                fl_label, fl_len, score, touched):
+                fl_label, fl_len, score, touched, sparse_w, w_s):
     """Scores ``theta[s] = <W_U[:, act_row[s]], x_t>`` (+ start/end) of the active labels and
     the best-scoring label outside the active set: ``(label, score)``, or ``(-1, 0)`` when
     every label is active (or the sampled group holds only active labels). Active labels
@@ -543,8 +571,11 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
     and reads the answer off it. The sparse oracle walks the label lists of the token's
     features; features with long lists (more than K/16 labels, e.g. a bias) are added densely
     instead, since a list walk reads W_U at random while the sweep streams it.
+
+    With sparse weights (``sparse_w``) the unary weights are ``w_s`` on the support and the
+    label lists are the support's rows: a list entry's position is its weight's position.
     """
-    K = W_U.shape[1]
+    K = start.shape[0]
     best, best_s = -1, 0.0
     sweep = mode == UNIGRAM_BRUTE
     if mode == UNIGRAM_SPARSE:
@@ -563,7 +594,11 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
             score[k] = 0.0
         for p in range(indptr[row], indptr[row + 1]):
             j, v = indices[p], values[p]
-            if mode == UNIGRAM_SPARSE and 16 * fl_len[j] <= K:
+            if sparse_w:
+                base = fl_start[j]
+                for r in range(fl_len[j]):
+                    score[fl_label[base + r]] += v * w_s[base + r]
+            elif mode == UNIGRAM_SPARSE and 16 * fl_len[j] <= K:
                 base = fl_start[j]
                 for r in range(fl_len[j]):
                     k = fl_label[base + r]
@@ -585,7 +620,7 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
         return best, best_s
     for s in range(n_act):
         theta[s] = _label_score(W_U, indptr, indices, values, row, act_row[s], at_start,
-                                at_end, start, end)
+                                at_end, start, end, sparse_w, w_s, fl_start, fl_len, fl_label)
     if n_act >= K:
         return best, best_s
     if mode == UNIGRAM_SAMPLED:
@@ -595,13 +630,13 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
             if mark[k] == stamp:
                 continue
             s = _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start,
-                             end)
+                             end, sparse_w, w_s, fl_start, fl_len, fl_label)
             if _wins_label(s, k, best_s, best):
                 best, best_s = k, s
         return best, best_s
     # sparse exact search: accumulate scores over the label lists of the token's features
     n_touched = 0
-    d = W_U.shape[0]
+    d = fl_start.shape[0] - 2  # the lists of the d features, then start and end
     n_feat = indptr[row + 1] - indptr[row]
     for q in range(n_feat + 2):
         if q < n_feat:
@@ -623,7 +658,9 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
                 score[k] = 0.0
                 touched[n_touched] = k
                 n_touched += 1
-            if j < d:
+            if sparse_w and j < d:
+                score[k] += v * w_s[base + r]
+            elif j < d:
                 score[k] += v * W_U[j, k]
             elif j == d:
                 score[k] += start[k]
@@ -751,7 +788,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
               pos_col, pos_row, cpos_ptr, cpos_idx, top, top_at, fl_start, fl_cap, fl_label,
               fl_member, fl_len, fl_used, seed,
               counters, eta, idle, patience, max_T, support_steps, R_U, R_B, R_start, R_end,
-              avg_weight):
+              avg_weight, sparse_w, w_s, R_s):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
@@ -763,13 +800,16 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
     pairs added]; ``support_steps`` is the number of extra pairwise steps inside a bigram
     factor's support after its oracle step. Every change of the weights also goes into the
     averaging accumulators ``R_*`` scaled by ``avg_weight`` (module docstring; 0 = off).
+    With sparse weights (``sparse_w``) the unary weights and their accumulator are ``w_s``
+    and ``R_s`` on the support, whose rows are the (fixed) label lists; ``W_U``, ``R_U`` are
+    then unused.
     """
-    K = W_U.shape[1]
-    d = W_U.shape[0]
+    K = start.shape[0]
+    d = fl_start.shape[0] - 2 if sparse_w else W_U.shape[0]
     cap = act.shape[1]
     cap_pairs = q_b.shape[1]
     pool_size = fl_label.shape[0]
-    sparse_lists = unigram_mode == UNIGRAM_SPARSE
+    sparse_lists = unigram_mode == UNIGRAM_SPARSE and not sparse_w  # lists that grow
     grad = np.empty(cap)
     pair_w = np.empty(cap_pairs)  # W_B of the current bigram factor's support pairs
     mu_a = np.empty(cap)
@@ -835,7 +875,8 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                                             theta, mark_a, stamp,
                                             _random_below(seed, i, n_f + t, n_groups),
                                             n_groups, perm,
-                                            fl_start, fl_cap, fl_label, fl_len, score, touched)
+                                            fl_start, fl_cap, fl_label, fl_len, score, touched,
+                                            sparse_w, w_s)
                 for s in range(nA):
                     grad[s] = -C * (theta[s] + (lw if s > 0 else 0.0))
                 n_edges = 0
@@ -882,6 +923,14 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                         n_changed += 1
                 for p in range(indptr[row], indptr[row + 1]):  # row-major: W_U[j] is contiguous
                     j, v = indices[p], values[p]
+                    if sparse_w:  # a pair outside the support has no weight
+                        for r in range(n_changed):
+                            q = _support_position(fl_start, fl_len, fl_label, K, j, changed[r])
+                            if q >= 0:
+                                w_s[q] += step[r] * v
+                                if avg_weight > 0.0:
+                                    R_s[q] += avg_weight * step[r] * v
+                        continue
                     for r in range(n_changed):
                         W_U[j, changed[r]] += step[r] * v
                     if avg_weight > 0.0:
@@ -1186,11 +1235,11 @@ def transport_rounding(offsets, C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair,
 def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
                 act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
                 perm, bigram_sorted_search, tree, vals, pos_ptr, pos_col, pos_row, cpos_ptr,
-                cpos_idx, top, fl_start, fl_cap, fl_label, fl_len, seed):
+                cpos_idx, top, fl_start, fl_cap, fl_label, fl_len, seed, sparse_w, w_s):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
     away."""
-    K = W_U.shape[1]
+    K = start.shape[0]
     cap = act.shape[1]
     mu_a = np.empty(cap)
     mu_b = np.empty(cap)
@@ -1217,7 +1266,7 @@ def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, s
                                 start_end and t == 0, start_end and t == T - 1, start, end,
                                 act[row], n_act[row], theta, mark_a, stamp,
                                 _random_below(seed, i, t, n_groups), n_groups, perm, fl_start,
-                                fl_cap, fl_label, fl_len, score, touched)
+                                fl_cap, fl_label, fl_len, score, touched, sparse_w, w_s)
             total += th
             if t == T - 1:
                 continue

@@ -143,13 +143,30 @@ class GDMM(PassSolver):
             self.R[:] = 0.5 * m * (m + 1.0) * (self.w - np.asarray(arrays["w_avg"]))
             self._avg_cache = None
 
+    def memory_parts(self, data):
+        """Besides the weights: the active-set state (4 label slots per token and 4 pairs per
+        edge at the start; the slots double where a token needs more), the K × K transition
+        bookkeeping and, for the sparse unigram oracle on dense weights, the label lists
+        (a (d + 2) × K membership table and their pool)."""
+        parts = super().memory_parts(data)
+        model = self.model
+        K, d = model.n_labels, model.n_features
+        n_tok, nnz = data.n_tokens, data.X.nnz
+        slots = min(K, 4)
+        parts["active sets (4 slots per token, 4 pairs per edge)"] = (
+            48 * slots * n_tok + 16 * 4 * (n_tok - data.n_sequences))
+        parts["transition bookkeeping (K x K)"] = K * K
+        if model.support is not None:
+            parts["label lists (the support's rows)"] = 4 * (len(model.support[1]) + 2 * K)
+        elif self.unigram_oracle == "sparse":
+            parts["label lists ((d + 2) x K membership, pool)"] = (
+                (d + 2) * K + 4 * (3 * (nnz + 2 * n_tok) + 4 * (d + 2) + 16 * nnz))
+        return parts
+
     def _init_state(self):
         model, data = self.model, self.data
         if model.kind != "chain":
             raise ValueError(f"GDMM supports chain models here, got {model.kind!r}")
-        if model.support is not None:
-            raise ValueError("GDMM trains chain models with dense feature-label weights; "
-                             "this model has a support (sparse weights)")
         K = model.n_labels
         n_tok, n_seq = data.n_tokens, data.n_sequences
         cap = min(K, 4)
@@ -243,6 +260,20 @@ class GDMM(PassSolver):
         self.top_at = np.full((2, K), -1, dtype=np.int64)
         kern.tops_build(self.listed_vals, self.pos_ptr, self.cpos_ptr, self.cpos_idx, self.top,
                         self.top_at)
+        self.sparse_weights = model.support is not None
+        if self.sparse_weights:  # the lists are the support's rows, then start and end
+            indptr_s, labels_s = model.support
+            K_all = np.arange(K, dtype=np.int32)
+            self.fl_label = np.concatenate([labels_s.astype(np.int32), K_all, K_all])
+            self.fl_start = np.concatenate([indptr_s[:-1], [indptr_s[-1], indptr_s[-1] + K]]
+                                           ).astype(np.int64)
+            self.fl_len = np.concatenate([np.diff(indptr_s), [K, K]]).astype(np.int64)
+            self.fl_cap = self.fl_len.copy()
+            self.fl_member = np.zeros((1, 1), dtype=np.uint8)
+            self.fl_used = np.array([len(self.fl_label)], dtype=np.int64)
+            self._W_U = self._R_U = np.zeros((0, K))  # unused: the weights are W.unigram
+            return
+        self._W_U, self._R_U = self.W.unigram, self.RW.unigram
         lists = self.unigram_oracle == "sparse"
         # the label lists: per feature (start, end = features d, d + 1) a segment
         # fl_label[fl_start[j] : fl_start[j] + fl_len[j]] of room fl_cap[j] in one pool
@@ -290,8 +321,16 @@ class GDMM(PassSolver):
         # different widths, which the kernels index without bounds checks
         self.__dict__.update(grown)
 
+    def _sparse_args(self):
+        """(sparse weights?, their flat weights, their averaging accumulator)."""
+        if self.sparse_weights:
+            return True, self.W.unigram, self.RW.unigram
+        return False, self._no_weights, self._no_weights
+
+    _no_weights = np.zeros(0)
+
     def _kernel_args(self):
-        return (self.model.start_end, self.W.unigram, self.W.transition, self._start,
+        return (self.model.start_end, self._W_U, self.W.transition, self._start,
                 self._end, self.act, self.n_act, self.q_u, self.lam_in, self.sum_in,
                 self.lam_out, self.sum_out)
 
@@ -321,8 +360,8 @@ class GDMM(PassSolver):
                     *self._oracle_args(), self.fl_start, self.fl_cap, self.fl_label,
                     self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
                     self.idle, self.shrink_after, self.max_length, self.support_steps,
-                    self.RW.unigram, self.RW.transition, self._R_start, self._R_end,
-                    avg_weight)
+                    self._R_U, self.RW.transition, self._R_start, self._R_end,
+                    avg_weight, *self._sparse_args())
                 if need:
                     self._grow(need)
         if self.fl_used[0] > self.fl_label.shape[0]:  # gdmm_pass checks the room first
@@ -378,7 +417,8 @@ class GDMM(PassSolver):
             t0 = time.perf_counter()
             kern.oracle_pass(indptr, indices, values, offsets, self.C, self.rho,
                              *self._kernel_args(), *self._oracle_args()[:-1], self.fl_start,
-                             self.fl_cap, self.fl_label, self.fl_len, 0)
+                             self.fl_cap, self.fl_label, self.fl_len, 0,
+                             *self._sparse_args()[:2])
             extra["oracle_time"] = time.perf_counter() - t0
         if self._sample is not None:
             extra["sampled_primal"] = sampled_primal_objective(
