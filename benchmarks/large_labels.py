@@ -35,6 +35,8 @@ slope of log(s/pass) against log(K) per method, fitted over the OCR and syntheti
         --no-czech --methods bcfw --budget 20
     DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --sizes "" --czech \\
         --methods gdmm,bcfw --C 0.1
+    DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --sizes "" --no-czech \
+        --czech-pooled --methods gdmm --max-iter 40 --check-every 20 --budget 3600
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ import json
 import math
 import os
 import platform
+import resource
+import tempfile
 import time
 
 import numpy as np
@@ -73,7 +77,8 @@ GDMM_TUNING = {"ocr": {"rho": 3.0, "eta": 3.0}, "chain100": {"rho": 3.0, "eta": 
                "chain1000": {"rho": [(0, 1.0), (100, 1.0), (250, 10.0), (350, 30.0)],
                              "eta": [(0, 0.1), (100, 0.1), (250, 0.3)], "averaging": False},
                "chain3000": {"rho": 0.1, "eta": 0.01},
-               "czech": {"rho": 0.1, "eta": 0.1, "averaging": False}}
+               "czech": {"rho": 0.1, "eta": 0.1, "averaging": False},
+               "czech_pooled": {"rho": 0.1, "eta": 0.1, "averaging": False}}
 #: certified brackets [lower, upper] of the optimum from long runs (BENCHMARKS.md, issue 4):
 #: the lower bound is a BCFW dual, the upper a primal. "Within 1%" means primal <= 1.01 ×
 #: lower, which certainly is within 1% of the optimum. Without a bracket the benchmark falls
@@ -83,6 +88,9 @@ REFERENCES = {"ocr": (13225.2, 13237.78), "chain1000": (170.404, 171.343),
 GDMM_TUNING_DEFAULT = {"rho": 1.0, "eta": 0.1}  # other synthetic sizes
 CZECH_TRAIN = ("cs_cltt-ud-train", "cs_cltt-ud-dev", "cs_cac-ud-dev")
 CZECH_TEST = ("cs_cltt-ud-test", "cs_cac-ud-test")
+#: the pooled split of the data README: 971 XPOS tags
+CZECH_POOLED_TRAIN = ("cs_cltt-ud-train", "cs_cac-ud-dev", "cs_fictree-ud-dev")
+CZECH_POOLED_TEST = ("cs_cac-ud-test", "cs_fictree-ud-test")
 
 
 def nan_to_dash(value, fmt):
@@ -113,25 +121,45 @@ def chain_dataset(K, n_train=600):
                 Xtr=X[:n_train], ytr=y[:n_train], Xte=X[n_train:], yte=y[n_train:], d=d)
 
 
-def czech_dataset(min_count):
+def _read_czech(names, forms_only):
     from dualstruct.datasets import find_data_file
     from dualstruct.datasets.conll import load_conllu
+
+    sentences, labels = [], []
+    for name in names:
+        rel = f"ud_czech/{name}.conllu.gz"
+        path = find_data_file(rel)
+        if path is None:
+            raise FileNotFoundError(f"{rel} not found under $DUALSTRUCT_DATA or the cache")
+        s, lab = load_conllu(path, "xpos")
+        sentences += [[tok[:1] for tok in sent] for sent in s] if forms_only else s
+        labels += lab
+    return sentences, labels
+
+
+def czech_pooled_dataset(min_count):
+    """The pooled Czech split (``--czech-pooled``): every CoNLL-U column but XPOS as input,
+    the default token features (what ``dualstruct train --format conllu --label xpos`` uses)."""
     from dualstruct.features import TokenFeatures
 
-    def read(names):
-        sentences, labels = [], []
-        for name in names:
-            rel = f"ud_czech/{name}.conllu.gz"
-            path = find_data_file(rel)
-            if path is None:
-                raise FileNotFoundError(f"{rel} not found under $DUALSTRUCT_DATA or the cache")
-            s, lab = load_conllu(path, "xpos")
-            sentences += [[tok[:1] for tok in sent] for sent in s]  # the word forms only
-            labels += lab
-        return sentences, labels
+    Str, ytr = _read_czech(CZECH_POOLED_TRAIN, forms_only=False)
+    Ste, yte = _read_czech(CZECH_POOLED_TEST, forms_only=False)
+    t0 = time.perf_counter()
+    feats = TokenFeatures(min_count=min_count)
+    Xtr = feats.fit_transform(Str)
+    Xte = feats.transform(Ste)
+    print(f"czech_pooled: default features, min_count={min_count}: d = {feats.n_features_} "
+          f"({time.perf_counter() - t0:.1f} s); "
+          f"{len(set(np.concatenate(ytr).tolist()))} XPOS tags in training")
+    return dict(name="czech_pooled", kind="czech", fit=False, fit_intercept=False,
+                Xtr=Xtr, ytr=ytr, Xte=Xte, yte=yte, d=feats.n_features_)
 
-    Str, ytr = read(CZECH_TRAIN)
-    Ste, yte = read(CZECH_TEST)
+
+def czech_dataset(min_count):
+    from dualstruct.features import TokenFeatures
+
+    Str, ytr = _read_czech(CZECH_TRAIN, forms_only=True)  # the word forms only
+    Ste, yte = _read_czech(CZECH_TEST, forms_only=True)
     t0 = time.perf_counter()
     feats = TokenFeatures(min_count=min_count)
     Xtr = feats.fit_transform(Str)
@@ -225,6 +253,7 @@ def train(ds, method, args, timing):
         kwargs["solver_options"] = options
     est = StructuredSVM(C=ds["C"], max_iter=max_iter, check_every=check_every, tol=0,
                         fit_intercept=ds["fit_intercept"], random_state=0, callback=stop,
+                        weights=args.weights, weights_min_count=args.weights_min_count,
                         **kwargs)
     t0 = time.perf_counter()
     try:
@@ -247,6 +276,12 @@ def train(ds, method, args, timing):
         out["best_dual"] = max(duals)
     if not timing:
         out["test_accuracy"] = est.score(ds["Xte"], ds["yte"])
+    out["weights"] = est.weights_info_
+    with tempfile.TemporaryDirectory() as folder:
+        est.save(os.path.join(folder, "model.npz"))
+        out["model_file_mb"] = os.path.getsize(os.path.join(folder, "model.npz")) / 1e6
+    # the process's peak so far (run one method per invocation for a per-method figure)
+    out["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return out
 
 
@@ -368,7 +403,14 @@ def main(argv=None):
                     help="run these methods (on datasets with K >= KMIN) for --timing-passes "
                          "passes only, to measure seconds per pass")
     ap.add_argument("--timing-passes", type=int, default=5)
+    ap.add_argument("--czech-pooled", action="store_true",
+                    help="the pooled Czech split (971 XPOS tags, default features)")
+    ap.add_argument("--pooled-min-count", type=int, default=1,
+                    help="feature cut-off of the pooled Czech split (3 makes dense fit)")
     ap.add_argument("--min-count", type=int, default=2, help="Czech feature cut-off")
+    ap.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
+                    help="unary weights (StructuredSVM's weights)")
+    ap.add_argument("--weights-min-count", type=int, default=1)
     ap.add_argument("--gdmm-option", action="append", default=[], metavar="KEY=VALUE",
                     help="extra GDMM option for both GDMM methods, e.g. shrink_after=5, "
                          "rho=0:1,100:1,300:10 (a schedule) or averaging=0 (repeatable; "
@@ -403,6 +445,8 @@ def main(argv=None):
                for K in sizes]
     if args.czech:
         loaders.append(lambda: czech_dataset(args.min_count))
+    if args.czech_pooled:
+        loaders.append(lambda: czech_pooled_dataset(args.pooled_min_count))
 
     results = []
     for load in loaders:
@@ -418,6 +462,10 @@ def main(argv=None):
             timing = method in timing_only and ds["K"] >= timing_only[method]
             run = train(ds, method, args, timing)
             runs.append(run)
+            if run["status"] == "ok":
+                print(f"  {method:<11} {run['weights']}; model file "
+                      f"{run['model_file_mb']:.1f} MB; peak RSS so far "
+                      f"{run['peak_rss_gb']:.2f} GB")
             print(f"  {method:<11} {run['status']:<6} {run['passes']:>6} passes, "
                   f"{nan_to_dash(run['train_seconds'], '.1f')} s train + "
                   f"{nan_to_dash(run['monitor_seconds'], '.1f')} s monitoring "
