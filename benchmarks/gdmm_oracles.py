@@ -1,4 +1,4 @@
-"""GDMM's factorwise oracles alone, on the state GDMM reaches after some passes (issue 4).
+"""GDMM's factorwise oracles alone, on the state GDMM reaches after some passes.
 
 Trains GDMM (sublinear oracles, the benchmark tuning of ``large_labels.py``) on a synthetic
 chain and, after each pass count in ``--after``, times one call of an oracle on every factor

@@ -1,4 +1,4 @@
-"""Large label sets: seconds per pass against the number of labels K (issue 4).
+"""Large label sets: seconds per pass against the number of labels K.
 
 GDMM with the sublinear factorwise oracles (sparse unigram oracle, sorted bigram oracle) should
 cost per pass sublinearly in K; GDMM with brute-force oracles and BCFW (Viterbi, O(T K²) per
@@ -65,13 +65,13 @@ METHODS = {
 OCR_K = 26
 C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
 #: GDMM penalty ρ and multiplier step η per dataset (used by both GDMM variants), the best of
-#: the settings tried in BENCHMARKS.md (issue 4): the best ρ falls as K grows, and the best η
+#: the settings tried in BENCHMARKS.md: the best ρ falls as K grows, and the best η
 #: is ρ/10 on the larger synthetic chains (C = 1) but ρ itself on Czech (C = 0.1)
 #: on chain1000 the penalty grows tenfold over passes 100-250 and threefold more up to pass
 #: 350 (eta threefold up to pass 250), which cuts the slow tail where consistency is what is
 #: left; there and on Czech the averaged iterate never beat the last one, so GDMM runs
 #: without averaging, which saves the accumulator's writes (14% of a late pass at K = 954;
-#: BENCHMARKS.md, issue 4)
+#: BENCHMARKS.md)
 GDMM_TUNING = {"ocr": {"rho": 3.0, "eta": 3.0}, "chain100": {"rho": 3.0, "eta": 1.0},
                "chain300": {"rho": 1.0, "eta": 0.1},
                "chain1000": {"rho": [(0, 1.0), (100, 1.0), (250, 10.0), (350, 30.0)],
@@ -79,7 +79,7 @@ GDMM_TUNING = {"ocr": {"rho": 3.0, "eta": 3.0}, "chain100": {"rho": 3.0, "eta": 
                "chain3000": {"rho": 0.1, "eta": 0.01},
                "czech": {"rho": 0.1, "eta": 0.1, "averaging": False},
                "czech_pooled": {"rho": 0.1, "eta": 0.1, "averaging": False}}
-#: certified brackets [lower, upper] of the optimum from long runs (BENCHMARKS.md, issue 4):
+#: certified brackets [lower, upper] of the optimum from long runs (BENCHMARKS.md):
 #: the lower bound is a BCFW dual, the upper a primal. "Within 1%" means primal <= 1.01 ×
 #: lower, which certainly is within 1% of the optimum. Without a bracket the benchmark falls
 #: back on the lowest primal of the runs (an upper estimate, so "1%" is then an estimate).

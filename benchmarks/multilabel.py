@@ -1,4 +1,4 @@
-"""Multi-label structural SVMs with pairwise label interactions (issue 6).
+"""Multi-label structural SVMs with pairwise label interactions.
 
 Part 1, **quality** (``--datasets``): for every data set (MULAN yeast, scene, bibtex from the
 data folder, their train/test split), edge set (``--edges``: independent, Chow–Liu tree, full
@@ -126,7 +126,7 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
         out["active_labels"] = extra.get("active_labels", math.nan)
         out["active_pairs"] = extra.get("active_pairs", math.nan)
     solver = est.solver_
-    if method == "gdmm":  # the pair state's pool (BENCHMARKS.md, issue 6: memory)
+    if method == "gdmm":  # the pair state's pool (BENCHMARKS.md: memory)
         out["state_mb"] = sum(getattr(solver, k).nbytes for k in ("pair_edge", "q", "lam")) / 1e6
     return out
 
