@@ -220,7 +220,7 @@ def _add_difference(k, i, ya, yb, c, w):
         w[e0 + K + yb[T - 1]] -= c
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sparse_unary_sq_norm(k, i, ws, ya, yb):
     """‖Σ_t x_t ⊗ (e_{a_t} − e_{b_t})‖² over the support: the difference accumulated by
     support position in ``ws.acc`` (zeroed again before returning)."""
