@@ -10,6 +10,8 @@ import numbers
 
 import numpy as np
 
+from .. import io
+
 
 def frozen_params(est, names) -> dict:
     """A deep, immutable snapshot of the parameters ``names`` of ``est``, in a form that
@@ -191,12 +193,19 @@ def continue_solver(est, solver, callback, validation):
 
 
 class SolverResults:
-    """``_set_weights``: the estimator's fitted attributes from its solver."""
+    """``_set_weights``: the estimator's fitted attributes from its solver; ``load``: the
+    estimator from a model file its ``save`` wrote (through the class's ``from_arrays``)."""
 
     def _set_weights(self, solver):
         self.coef_ = solver.weights()
         self.history_ = solver.history
         self.n_iter_ = solver.passes
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`; the file's contents are validated."""
+        header, arrays = io.load_arrays(path)
+        return cls.from_arrays(header, arrays, path)
 
 
 @contextlib.contextmanager

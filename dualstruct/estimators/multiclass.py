@@ -217,11 +217,6 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         return header, arrays
 
     @classmethod
-    def load(cls, path):
-        header, arrays = io.load_arrays(path)
-        return cls.from_arrays(header, arrays, path)
-
-    @classmethod
     def from_arrays(cls, header, arrays, path="model file"):
         with model_file_errors(path):
             if header.get("model_type") != "multiclass":

@@ -353,11 +353,6 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         return header, arrays
 
     @classmethod
-    def load(cls, path):
-        header, arrays = io.load_arrays(path)
-        return cls.from_arrays(header, arrays, path)
-
-    @classmethod
     def from_arrays(cls, header, arrays, path="model file"):
         with model_file_errors(path):
             if header["model_type"] != "multilabel":

@@ -416,12 +416,6 @@ class StructuredSVM(SolverResults, BaseEstimator):
         return header, arrays
 
     @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`; the file's contents are validated."""
-        header, arrays = io.load_arrays(path)
-        return cls.from_arrays(header, arrays, path)
-
-    @classmethod
     def from_arrays(cls, header, arrays, path="model file"):
         with model_file_errors(path):
             if header["model_type"] not in MODELS:

@@ -113,7 +113,9 @@ def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_
 @njit(cache=True, inline="always")
 def support_position(support_indptr, support_labels, K, f, a):
     """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
-    direct for a row of all K labels)."""
+    direct for a row of all K labels). Any sorted CSR structure: GDMM's label lists, whose
+    rows are the support's (``fl_start`` ends where the next row starts), and its listed
+    transitions (``K = −1``: no shortcut)."""
     lo, hi = support_indptr[f], support_indptr[f + 1]
     if hi - lo == K:
         return lo + a

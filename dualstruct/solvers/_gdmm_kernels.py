@@ -131,6 +131,7 @@ K = 954 a pass is bound by reading W_U (BENCHMARKS.md).
 import numpy as np
 from numba import njit
 
+from ..models.chain_kernels import support_position
 from ._simplex import project_to_simplex
 
 UNIGRAM_BRUTE = 0
@@ -149,14 +150,7 @@ NEED_LIST_ROOM = 4
 def listed_position(pos_ptr, pos_col, a, b):
     """The position of (a, b) among the listed transitions ``pos_col[pos_ptr[a]:pos_ptr[a +
     1]]`` (sorted: bisection), or −1 if the pair is not listed."""
-    lo, hi = pos_ptr[a], pos_ptr[a + 1]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pos_col[mid] < b:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < pos_ptr[a + 1] and pos_col[lo] == b else -1
+    return support_position(pos_ptr, pos_col, -1, a, b)  # (no row holds −1 entries)
 
 
 @njit(cache=True)
@@ -502,33 +496,13 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
 
 
 @njit(cache=True, inline="always")
-def _support_position(fl_start, fl_len, fl_label, K, j, k):
-    """Sparse weights: the position of the pair (feature j, label k) in the support, which
-    is also its entry in j's label list (the lists are the support's sorted rows), or −1."""
-    lo = fl_start[j]
-    n = fl_len[j]
-    if n == K:
-        return lo + k
-    hi = lo + n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fl_label[mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < fl_start[j] + n and fl_label[lo] == k:
-        return lo
-    return -1
-
-
-@njit(cache=True, inline="always")
 def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, end,
                  sparse_w, w_s, fl_start, fl_len, fl_label):
     s = 0.0
     if sparse_w:
         K = start.shape[0]
         for p in range(indptr[row], indptr[row + 1]):
-            q = _support_position(fl_start, fl_len, fl_label, K, indices[p], k)
+            q = support_position(fl_start, fl_label, K, indices[p], k)
             if q >= 0:
                 s += values[p] * w_s[q]
     else:
@@ -925,7 +899,7 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                     j, v = indices[p], values[p]
                     if sparse_w:  # a pair outside the support has no weight
                         for r in range(n_changed):
-                            q = _support_position(fl_start, fl_len, fl_label, K, j, changed[r])
+                            q = support_position(fl_start, fl_label, K, j, changed[r])
                             if q >= 0:
                                 w_s[q] += step[r] * v
                                 if avg_weight > 0.0:
