@@ -21,9 +21,11 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from . import __version__
 from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
@@ -284,7 +286,9 @@ def cmd_multilabel_train(args, out):
           f"({args.train}); model -> {model_path}", file=out, flush=True)
     t0 = time.perf_counter()
     try:
-        svm.fit(X, Y, validation_data=dev)
+        with warnings.catch_warnings():  # said below in the command line's own terms
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            svm.fit(X, Y, validation_data=dev)
     except (MemoryError, ValueError, NotImplementedError) as exc:
         raise CLIError(str(exc)) from None
     svm.set_params(callback=None, warm_start=False)
@@ -304,6 +308,7 @@ def cmd_multilabel_train(args, out):
               f"resume with --resume {model_path}", file=out, flush=True)
         return 130
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
+    _say_if_not_converged(svm, args, out)
     return 0
 
 
@@ -401,7 +406,9 @@ def cmd_train(args, out):
           f"({args.train}); model -> {model_path}", file=out, flush=True)
     t0 = time.perf_counter()
     try:
-        tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume))
+        with warnings.catch_warnings():  # said below in the command line's own terms
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume))
     except (MemoryError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     svm = tagger.svm_
@@ -423,7 +430,19 @@ def cmd_train(args, out):
               f"{model_path} ...", file=out, flush=True)
         return 130
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
+    _say_if_not_converged(svm, args, out)
     return 0
+
+
+def _say_if_not_converged(svm, args, out):
+    """The ConvergenceWarning of the estimators, as advice for the command line."""
+    last = svm.history_.last_checked()
+    if (svm.history_.stop_reason == "max_iter" and last is not None and args.tol > 0
+            and not math.isnan(last.relative_gap) and last.relative_gap > args.tol):
+        print(f"note: not converged: the relative gap {last.relative_gap:.3%} is above --tol "
+              f"{args.tol:g} after --max-iter {args.max_iter} passes; train with a larger "
+              "--max-iter (--save-state keeps what --resume needs to continue)", file=out,
+              flush=True)
 
 
 def _load_model(path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -45,17 +46,49 @@ def save_arrays(path, header: dict, arrays: dict, compress: bool = True) -> Path
     full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **header, "arrays": meta}
     text = json.dumps(full, allow_nan=True, default=_json_scalar)
     blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    # write a temporary file and rename it: an interrupted save never leaves a broken model
-    tmp = path.with_name(path.name + ".tmp")
+    # write a temporary file of this process's own and rename it over the target: an
+    # interrupted save never leaves a broken model, and two processes saving to one path at
+    # once each rename a complete file (the last one wins)
+    _remove_stale_temporaries(path)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.{os.getpid()}.",
+                                    suffix=".tmp")
+    tmp = Path(tmp_name)
     try:
-        with open(tmp, "wb") as fh:  # a file object: np.savez must not append ".npz"
+        with os.fdopen(fd, "wb") as fh:  # a file object: np.savez must not append ".npz"
             writer = np.savez_compressed if compress else np.savez
             writer(fh, **{_HEADER_KEY: blob}, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's file is private; a model file is not
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete the temporary files of saves to ``path`` whose process no longer runs (a save
+    killed before its rename); those of running processes are left alone."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            pid = int(tmp.name[len(path.name) + 2:].split(".", 1)[0])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except (PermissionError, OSError):
+            pass  # the process exists (another user's) or cannot be asked: keep the file
 
 
 def load_arrays(path):

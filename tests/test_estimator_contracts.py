@@ -209,3 +209,21 @@ def test_tagger_errors_are_clear():
         tagger.fit(sents, tags[:-1])
     with pytest.raises(ValueError, match="no sentences"):
         tagger.fit([], [])
+
+
+def test_convergence_warning_when_max_iter_stops_above_tol():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _sequences()
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=2 passes .* above tol=1e-06"):
+        StructuredSVM(max_iter=2, tol=1e-6, check_every=1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        StructuredSVM(max_iter=2, tol=0.0).fit(X, y)  # tol=0 asks for exactly max_iter passes
+        StructuredSVM(max_iter=500, tol=0.5).fit(X, y)  # stops on tol
+        StructuredSVM(solver="ssg", max_iter=2, tol=1e-6).fit(X, y)  # no certificate
+    Xg, Yg = _graphs()
+    with pytest.warns(ConvergenceWarning):
+        SSVM(GraphCRF(3, 4), max_iter=1, tol=1e-9).fit(Xg, Yg)

@@ -371,3 +371,12 @@ def test_conllu_with_comments_read_as_conll_gets_a_hint(tmp_path):
     p.write_text(CONLLU)
     with pytest.raises(ValueError, match="looks like CoNLL-U"):
         load_conll(p)
+
+
+def test_cli_says_when_training_did_not_converge(conll_file, tmp_path, recwarn):
+    model = tmp_path / "m.npz"
+    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2",
+                      "--check-every", "1", "--tol", "1e-9"])
+    assert code == 0 and "note: not converged: the relative gap" in out
+    assert "--max-iter 2 passes" in out
+    assert not [w for w in recwarn if "ConvergenceWarning" in type(w.message).__name__]

@@ -7,8 +7,10 @@ import contextlib
 import functools
 import math
 import numbers
+import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from .. import io
 
@@ -88,7 +90,23 @@ def train(est, solver, data, state):
         solver.fit(data, max_iter=est.max_iter)
     finally:
         est._set_weights(solver)
+    warn_if_not_converged(est, solver.history)
     return est
+
+
+def warn_if_not_converged(est, history):
+    """scikit-learn's ``ConvergenceWarning`` when training stopped at ``max_iter`` with the
+    certified relative gap still above ``tol`` (not with ``tol=0``, which asks for exactly
+    ``max_iter`` passes, nor for solvers without a certificate)."""
+    last = history.last_checked()
+    if (history.stop_reason != "max_iter" or last is None or est.tol <= 0
+            or math.isnan(last.relative_gap) or last.relative_gap <= est.tol):
+        return
+    warnings.warn(
+        f"{type(est).__name__} stopped after max_iter={est.max_iter} passes with a relative "
+        f"duality gap of {last.relative_gap:.3%}, above tol={est.tol:g}: the model is not "
+        "at the optimum yet. Raise max_iter, or continue training with warm_start=True.",
+        ConvergenceWarning, stacklevel=3)
 
 
 def seed_to_json(seed):

@@ -1,0 +1,64 @@
+"""Model files are written atomically: concurrent saves to one path, interrupted saves and
+their leftovers never leave a broken or misleading file."""
+
+import multiprocessing
+import os
+import stat
+
+import numpy as np
+
+from dualstruct import io
+
+
+def _save_many(path, seed, times):
+    rng = np.random.default_rng(seed)
+    for _ in range(times):
+        io.save_arrays(path, {"writer": seed}, {"coef": rng.normal(size=20_000)})
+
+
+def _context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def test_two_processes_saving_to_one_path(tmp_path):
+    """Two processes save 20 times each to one path while this one reads it: every read
+    finds a whole file (the last rename wins), and no temporary is left."""
+    path = tmp_path / "same.npz"
+    procs = [_context().Process(target=_save_many, args=(str(path), seed, 20))
+             for seed in (1, 2)]
+    for p in procs:
+        p.start()
+    reads = 0
+    while any(p.is_alive() for p in procs):
+        if path.exists():
+            header, arrays = io.load_arrays(path)
+            assert header["writer"] in (1, 2) and arrays["coef"].shape == (20_000,)
+            reads += 1
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    header, _ = io.load_arrays(path)
+    assert header["writer"] in (1, 2)
+    assert [f.name for f in tmp_path.iterdir()] == ["same.npz"]
+
+
+def test_stale_temporaries_are_removed_and_live_ones_kept(tmp_path):
+    path = tmp_path / "m.npz"
+    dead = _context().Process(target=int)
+    dead.start()
+    dead.join()
+    stale = tmp_path / f".m.npz.{dead.pid}.abc.tmp"  # a save killed before its rename
+    stale.write_bytes(b"PK\x03\x04 partial")
+    live = tmp_path / f".m.npz.{os.getppid()}.def.tmp"  # a save still running elsewhere
+    live.write_bytes(b"PK\x03\x04 in progress")
+    io.save_arrays(path, {}, {"coef": np.zeros(3)})
+    assert not stale.exists() and live.exists()
+    io.load_arrays(path)
+
+
+def test_saved_file_has_the_usual_permissions(tmp_path):
+    path = io.save_arrays(tmp_path / "m.npz", {}, {"coef": np.zeros(3)})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
