@@ -252,8 +252,8 @@ def cmd_multilabel_train(args, out):
     from .estimators import MultiLabelSVM
 
     model_path = Path(args.output)
-    if not model_path.parent.is_dir():
-        raise CLIError(f"cannot write {model_path}: folder {model_path.parent} does not exist")
+    _check_model_output(model_path, {"training": args.train, "--dev": args.dev,
+                                     "--labels": args.labels})
     checkpoint = Path(str(model_path) + ".ckpt")
     if args.resume:
         svm = _load_multilabel(args.resume)
@@ -294,9 +294,13 @@ def cmd_multilabel_train(args, out):
     svm.set_params(callback=None, warm_start=False)
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
-    svm.save(model_path, include_solver_state=interrupted or args.save_state)
-    if checkpoint.exists():
+    saved = _save_model(
+        lambda p: svm.save(p, include_solver_state=interrupted or args.save_state),
+        model_path, out)
+    if checkpoint.exists() and saved:
         checkpoint.unlink()
+    if not saved:
+        return 1
     last = svm.history_.last_checked()
     summary = f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}"
     if last is not None:
@@ -326,6 +330,7 @@ def cmd_multilabel_evaluate(args, out):
 
 
 def cmd_multilabel_predict(args, out):
+    _refuse_overwriting_model(args)
     svm = _load_multilabel(args.model)
     X, _ = read_multilabel(args.input, args.labels, svm.n_features_in_, svm.n_labels_)
     pred = svm.predict(X)
@@ -360,8 +365,7 @@ def cmd_train(args, out):
         ds, dl, _ = read_tagged(args.dev, fmt, args.label_column, args.label, n_columns)
         dev = (ds, dl)
     model_path = Path(args.output)
-    if not model_path.parent.is_dir():
-        raise CLIError(f"cannot write {model_path}: folder {model_path.parent} does not exist")
+    _check_model_output(model_path, {"training": args.train, "--dev": args.dev})
     checkpoint = Path(str(model_path) + ".ckpt")
     if args.resume:
         tagger = _load_tagger(args.resume)
@@ -415,9 +419,13 @@ def cmd_train(args, out):
     svm.set_params(callback=None)
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
-    tagger.save(model_path, include_solver_state=interrupted or args.save_state)
-    if checkpoint.exists():
+    saved = _save_model(
+        lambda p: tagger.save(p, include_solver_state=interrupted or args.save_state),
+        model_path, out)
+    if checkpoint.exists() and saved:
         checkpoint.unlink()
+    if not saved:
+        return 1
     last = svm.history_.last_checked()
     summary = (f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}")
     if last is not None:
@@ -476,6 +484,49 @@ def _read_for_model(tagger, path, need_labels):
                        need_labels=need_labels)
 
 
+def _check_model_output(model_path, inputs, out_flag="-o"):
+    """Refuse, before any training, a model path that is a folder, lies in a folder that
+    cannot be written, or is one of the ``inputs`` (name -> path; symbolic links count)."""
+    model_path = Path(model_path)
+    if model_path.is_dir():
+        raise CLIError(f"cannot write the model to {model_path}: it is a folder")
+    folder = model_path.parent
+    if not folder.is_dir():
+        raise CLIError(f"cannot write {model_path}: folder {folder} does not exist")
+    for name, path in inputs.items():
+        if path and model_path.exists() and Path(str(path)).exists() and os.path.samefile(
+                model_path, path):
+            raise CLIError(f"{out_flag} {model_path} is the {name} file {path}: writing the "
+                           "model would overwrite it")
+    try:  # a read-only folder (or one we may not write) fails here, not after training
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{model_path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CLIError(f"cannot write {model_path}: {exc.strerror or exc}") from None
+
+
+def _save_model(save, model_path, out):
+    """``save(path)`` to ``model_path``; if that fails (full disk, removed folder), save a
+    rescue copy in the working folder, the temporary folder or the home folder, say where,
+    and return False."""
+    try:
+        save(model_path)
+        return True
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    for folder in (Path.cwd(), Path(tempfile.gettempdir()), Path.home()):
+        rescue = folder / f"{Path(model_path).name}.rescued-{os.getpid()}.npz"
+        try:
+            save(rescue)
+        except OSError:
+            continue
+        print(f"error: cannot write {model_path} ({reason}); the trained model is saved to "
+              f"{rescue}", file=out, flush=True)
+        return False
+    raise CLIError(f"cannot write {model_path} ({reason}), nor a rescue copy of the model")
+
+
 def _write_output(path, write, source=None):
     """Call ``write(fh)`` on the output file ``path``. If ``path`` is the file ``source``
     that ``write`` streams from, the output goes to a temporary file beside it that then
@@ -499,7 +550,15 @@ def _write_output(path, write, source=None):
         raise
 
 
+def _refuse_overwriting_model(args):
+    if args.output and Path(args.output).exists() and os.path.samefile(args.output,
+                                                                        args.model):
+        raise CLIError(f"-o {args.output} is the model file {args.model}: the predictions "
+                       "would overwrite it")
+
+
 def cmd_predict(args, out):
+    _refuse_overwriting_model(args)
     tagger = _load_tagger(args.model)
     sentences, _, lines = _read_for_model(tagger, args.input, need_labels=False)
     pred = tagger.predict(sentences)

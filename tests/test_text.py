@@ -380,3 +380,55 @@ def test_cli_says_when_training_did_not_converge(conll_file, tmp_path, recwarn):
     assert code == 0 and "note: not converged: the relative gap" in out
     assert "--max-iter 2 passes" in out
     assert not [w for w in recwarn if "ConvergenceWarning" in type(w.message).__name__]
+
+
+def test_cli_checks_the_model_path_before_training(conll_file, tmp_path, capsys):
+    """A folder, a training or dev file, or a model given as the output is refused before
+    any training, naming both paths (also through a symbolic link)."""
+    import shutil
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    code, _ = _run(["train", str(conll_file), "-o", str(folder)])
+    assert code != 0 and "it is a folder" in capsys.readouterr().err
+    dev = tmp_path / "dev.txt.gz"
+    shutil.copy(conll_file, dev)
+    before = dev.read_bytes()
+    link = tmp_path / "link.npz"
+    link.symlink_to(dev)
+    for target in (dev, link):
+        code, _ = _run(["train", str(conll_file), "--dev", str(dev), "-o", str(target)])
+        assert code != 0 and "is the --dev file" in capsys.readouterr().err
+    code, _ = _run(["train", str(conll_file), "-o", str(conll_file)])
+    assert code != 0 and "is the training file" in capsys.readouterr().err
+    assert dev.read_bytes() == before
+    model = tmp_path / "m.npz"
+    assert _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2"])[0] == 0
+    saved = model.read_bytes()
+    code, _ = _run(["predict", str(model), str(conll_file), "-o", str(model)])
+    assert code != 0 and "is the model file" in capsys.readouterr().err
+    assert model.read_bytes() == saved
+
+
+def test_cli_rescues_the_model_when_the_save_fails(conll_file, tmp_path, monkeypatch):
+    """A save that fails after training (a full disk) keeps the model in a rescue file,
+    says where, and exits non-zero."""
+    import errno
+
+    from dualstruct import io as model_io
+
+    model = tmp_path / "m.npz"
+    real_save = model_io.save_arrays
+
+    def full_disk(path, *args, **kwargs):
+        if str(path) == str(model):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(path, *args, **kwargs)
+
+    monkeypatch.setattr(model_io, "save_arrays", full_disk)
+    monkeypatch.chdir(tmp_path)
+    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2"])
+    assert code == 1 and "No space left on device" in out
+    rescued = [p for p in tmp_path.iterdir() if ".rescued-" in p.name]
+    assert len(rescued) == 1 and f"saved to {rescued[0]}" in out.replace("\n", " ")
+    assert dualstruct.load(rescued[0]).predict([[("Confidence", "NN")]])
