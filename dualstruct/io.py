@@ -105,25 +105,35 @@ def load_arrays(path):
     if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # model files are .npz (zip) archives
         raise ValueError(f"{path}: not a dualstruct model file (not an .npz archive)")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            if _HEADER_KEY not in npz.files:
-                raise ValueError(f"{path}: not a dualstruct model file (no header)")
+        with zipfile.ZipFile(path) as archive:
+            sizes = {info.filename: info.file_size for info in archive.infolist()}
+        member = _HEADER_KEY + ".npy"
+        if member not in sizes:
+            raise ValueError(f"{path}: not a dualstruct model file (no header)")
+        if sizes[member] > MAX_HEADER_BYTES:
+            raise ValueError(f"{path}: the header member claims {sizes[member]:,} bytes "
+                             f"(at most {MAX_HEADER_BYTES:,})")
+        with np.load(path, allow_pickle=False) as npz:  # members are read one by one
             header = json.loads(npz[_HEADER_KEY].tobytes().decode("utf-8"))
+            if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+                raise ValueError(f"{path}: not a dualstruct model file")
+            version = header.get("format_version")
+            if version != FORMAT_VERSION:
+                raise ValueError(
+                    f"{path}: model file format version {version} is not supported by this "
+                    f"version of dualstruct (supports {FORMAT_VERSION})")
+            # members, shapes and sizes against the header before any array is read
+            _check_members(header.get("arrays"), sizes)
             arrays = {k: npz[k] for k in npz.files if k != _HEADER_KEY}
+    except RecursionError:
+        raise ValueError(f"{path}: the header's JSON is nested too deeply") from None
     except ValueError as exc:
         if str(exc).startswith(str(path)):
             raise
         raise ValueError(f"{path}: not a valid dualstruct model file ({exc})") from None
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, KeyError,
-            UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: corrupt or truncated model file ({exc})") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise ValueError(f"{path}: not a dualstruct model file")
-    version = header.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ValueError(
-            f"{path}: model file format version {version} is not supported by this version of "
-            f"dualstruct (supports {FORMAT_VERSION})")
+            UnicodeDecodeError, MemoryError) as exc:
+        raise ValueError(f"{path}: corrupt or truncated model file ({exc!r})") from None
     try:
         _check_arrays(header["arrays"], arrays)
     except (KeyError, TypeError, AttributeError) as exc:
@@ -131,6 +141,45 @@ def load_arrays(path):
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return header, arrays
+
+
+#: the JSON header of a model file is small (tens of KB; the arrays hold everything large)
+MAX_HEADER_BYTES = 64 * 2**20
+_NPY_HEADER_ROOM = 1 << 16  # the .npy format's own header, at most 64 KiB
+
+
+def _check_members(meta, sizes: dict) -> None:
+    """The archive's members are exactly the header's arrays, each of the size its shape and
+    dtype give, and all of them fit in memory: checked from the zip directory, so a
+    decompression bomb or a member claiming terabytes is refused before it is read."""
+    if not isinstance(meta, dict):
+        raise ValueError("the header has no array table")
+    members = {name[:-4] for name in sizes if name.endswith(".npy")} - {_HEADER_KEY}
+    other = sorted(name for name in sizes if not name.endswith(".npy"))
+    if other or members != set(meta):
+        unknown = sorted(members - set(meta)) + other
+        raise ValueError(f"the archive's members do not match the header's arrays (unknown: "
+                         f"{unknown}, missing: {sorted(set(meta) - members)})")
+    total, largest = 0, (0, "")
+    for name, m in meta.items():
+        dtype, shape = m.get("dtype"), m.get("shape")
+        if dtype not in _ALLOWED_DTYPES:
+            raise ValueError(f"array {name!r} has the unsupported dtype {dtype!r}")
+        if not isinstance(shape, list) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise ValueError(f"array {name!r} has an invalid shape {shape!r}")
+        nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+        if sizes[name + ".npy"] > nbytes + _NPY_HEADER_ROOM:
+            raise ValueError(f"array {name!r}: its member unpacks to {sizes[name + '.npy']:,} "
+                             f"bytes, its shape {tuple(shape)} {dtype} needs {nbytes:,}")
+        total += nbytes
+        largest = max(largest, (nbytes, name))
+    from .memory import available_bytes
+
+    room = available_bytes()
+    if room is not None and total > room:
+        raise ValueError(f"its arrays would take {total:,} bytes (array {largest[1]!r} "
+                         f"{largest[0]:,}), more than the {room:,} bytes of memory available")
 
 
 def _check_arrays(meta: dict, arrays: dict) -> None:

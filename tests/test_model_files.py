@@ -62,3 +62,67 @@ def test_saved_file_has_the_usual_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def _model_file(tmp_path):
+    return io.save_arrays(tmp_path / "m.npz", {"note": "x"}, {"coef": np.arange(5.0)})
+
+
+def test_decompression_bomb_is_refused_before_reading(tmp_path):
+    """An extra member of zeros that unpacks to far more than its compressed size is refused
+    from the zip directory, quickly and without unpacking it."""
+    import time
+    import zipfile
+
+    import pytest
+
+    path = _model_file(tmp_path)
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("bomb.npy", "w", force_zip64=True) as fh:
+            block = bytes(2**24)
+            for _ in range(2**26 // 2**24):  # the size does not matter: it is never read
+                fh.write(block)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"m\.npz: .*members do not match .*unknown: \['bomb'\]"):
+        io.load_arrays(path)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def _rewrite_header(path, change):
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    import io as stdio
+
+    raw = np.load(stdio.BytesIO(members["__header__.npy"]))
+    header = json.loads(raw.tobytes().decode())
+    text = change(header)
+    blob = np.frombuffer(text.encode(), dtype=np.uint8)
+    buf = stdio.BytesIO()
+    np.save(buf, blob)
+    members["__header__.npy"] = buf.getvalue()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_claims_of_terabytes_and_nested_json_give_value_errors(tmp_path):
+    import json
+
+    import pytest
+
+    path = _model_file(tmp_path)
+
+    def huge(header):
+        header["arrays"]["coef"]["shape"] = [2**40]
+        return json.dumps(header)
+
+    _rewrite_header(path, huge)
+    with pytest.raises(ValueError, match=r"m\.npz: .*coef"):
+        io.load_arrays(path)
+    path = _model_file(tmp_path)
+    _rewrite_header(path, lambda header: "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"m\.npz: .*nested too deeply"):
+        io.load_arrays(path)
