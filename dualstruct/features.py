@@ -176,6 +176,11 @@ class TokenFeatures(BaseEstimator):
                 if len(t) != width:
                     raise ValueError(
                         f"sentence {i}, token {j}: {len(t)} columns, expected {width}")
+                for c, value in enumerate(t):
+                    if not isinstance(value, str):
+                        raise TypeError(f"sentence {i}, token {j}, column {c}: a column must "
+                                        f"be a string, got {type(value).__name__} "
+                                        f"({value!r})")
         return width
 
     # -- fit / transform ----------------------------------------------------------------------

@@ -227,3 +227,19 @@ def test_convergence_warning_when_max_iter_stops_above_tol():
     Xg, Yg = _graphs()
     with pytest.warns(ConvergenceWarning):
         SSVM(GraphCRF(3, 4), max_iter=1, tol=1e-9).fit(Xg, Yg)
+
+
+def test_label_and_token_errors_are_clear():
+    from dualstruct.features import TokenFeatures
+
+    X = [np.ones((2, 3)), np.ones((2, 3))]
+    with pytest.raises(TypeError, match=r"y\[0\] mixes label types \['int', 'str'\]"):
+        StructuredSVM(max_iter=2).fit(X, [["a", 1], ["b", "c"]])
+    with pytest.raises(TypeError, match=r"y\[0\] holds strings, y\[1\] numbers"):
+        StructuredSVM(max_iter=2).fit(X, [["a", "b"], [1, 2]])
+    with pytest.raises(ValueError, match=r"y\[1\] holds a NaN label"):
+        StructuredSVM(max_iter=2).fit(X, [[1.0, 0.0], [np.nan, 1.0]])
+    with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
+        StructuredSVM(max_iter=0).fit(X, [["a", "b"], ["b", "a"]])
+    with pytest.raises(TypeError, match=r"sentence 0, token 1, column 0: .* got NoneType"):
+        TokenFeatures().fit_transform([[("a",), (None,)]])

@@ -61,7 +61,7 @@ def check_training_params(est):
     callback and solver_options."""
     check_real("C", est.C, 0, False)
     check_real("tol", est.tol, 0, True)
-    check_integer("max_iter", est.max_iter, 0)
+    check_integer("max_iter", est.max_iter, 1)  # 0 passes would return an untrained model
     check_integer("check_every", est.check_every, 1)
     check_integer("verbose", est.verbose, 0)
     if est.callback is not None and not callable(est.callback):

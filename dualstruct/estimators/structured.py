@@ -166,13 +166,25 @@ class StructuredSVM(SolverResults, BaseEstimator):
 
     def _encode_labels(self, y, fit):
         try:
-            y = [np.asarray(yi) for yi in y]
-        except TypeError:
+            y = [_label_sequence(yi, i) for i, yi in enumerate(y)]
+        except TypeError as exc:
+            if "y[" in str(exc):
+                raise
             raise TypeError("y must be a list of label sequences") from None
         for i, yi in enumerate(y):
             if yi.ndim != 1:
                 raise ValueError(f"y[{i}] must be a 1-D sequence of labels, got {yi.ndim}-D")
+        kinds = {yi.dtype.kind for yi in y if len(yi)} - {"O"}
+        if "U" in kinds and kinds & set("biuf"):
+            first = next(i for i, yi in enumerate(y) if yi.dtype.kind == "U")
+            other = next(i for i, yi in enumerate(y) if yi.dtype.kind in "biuf" and len(yi))
+            raise TypeError(f"labels must be all str or all numbers: y[{first}] holds strings, "
+                            f"y[{other}] numbers")
         flat = _plain_labels(np.concatenate(y) if y else np.array([]))
+        if flat.dtype.kind == "f" and np.isnan(flat).any():
+            where = next(i for i, yi in enumerate(y) if yi.dtype.kind == "f"
+                         and np.isnan(yi).any())
+            raise ValueError(f"y[{where}] holds a NaN label")
         if fit:
             self.classes_ = np.unique(flat)
         classes = self.classes_
@@ -450,3 +462,15 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 est._saved_state = (header["solver_state"], state)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
         return est
+
+
+def _label_sequence(yi, i):
+    """One label sequence as an array; a list mixing strings and numbers is refused (NumPy
+    would turn the numbers into strings)."""
+    if isinstance(yi, (list, tuple)) and yi:
+        has_str = any(isinstance(v, str) for v in yi)
+        if has_str and not all(isinstance(v, str) for v in yi):
+            kinds = sorted({type(v).__name__ for v in yi})
+            raise TypeError(f"y[{i}] mixes label types {kinds}; labels must be all str or all "
+                            "numbers")
+    return np.asarray(yi)
