@@ -527,23 +527,27 @@ def _save_model(save, model_path, out):
     raise CLIError(f"cannot write {model_path} ({reason}), nor a rescue copy of the model")
 
 
-def _write_output(path, write, source=None):
-    """Call ``write(fh)`` on the output file ``path``. If ``path`` is the file ``source``
-    that ``write`` streams from, the output goes to a temporary file beside it that then
-    replaces it (with its mode), so the input is not emptied before it is read."""
+def _write_output(path, write):
+    """Call ``write(fh)`` on a temporary file beside ``path`` that then replaces it: a full
+    disk or an interrupt never leaves a truncated output, and when ``path`` is a file that
+    ``write`` streams from (predictions written over their input), it is read whole first.
+    An existing file keeps its mode (a symbolic link is followed to the file itself)."""
     path = Path(path)
+    if path.is_dir():
+        raise CLIError(f"cannot write {path}: it is a folder")
     if not path.parent.is_dir():
         raise CLIError(f"cannot write {path}: its folder does not exist")
-    if source is None or not path.is_file() or not os.path.samefile(path, source):
-        with open(path, "w", encoding="utf-8") as fh:
-            write(fh)
-        return
-    target = Path(os.path.realpath(path))  # through a symbolic link, to the file itself
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
+    target = Path(os.path.realpath(path)) if path.exists() else path
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
-        shutil.copymode(target, tmp)
+        if target.exists():
+            shutil.copymode(target, tmp)
+        else:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -565,7 +569,7 @@ def cmd_predict(args, out):
     f = tagger.input_format or {"format": "conll"}
     if args.output:
         _write_output(args.output, lambda fh: write_predictions(
-            args.input, fh, f["format"], pred, lines, f.get("label")), source=args.input)
+            args.input, fh, f["format"], pred, lines, f.get("label")))
         print(f"wrote {sum(len(p) for p in pred)} predicted labels to {args.output}", file=out)
     else:
         write_predictions(args.input, out, f["format"], pred, lines, f.get("label"))

@@ -432,3 +432,22 @@ def test_cli_rescues_the_model_when_the_save_fails(conll_file, tmp_path, monkeyp
     rescued = [p for p in tmp_path.iterdir() if ".rescued-" in p.name]
     assert len(rescued) == 1 and f"saved to {rescued[0]}" in out.replace("\n", " ")
     assert dualstruct.load(rescued[0]).predict([[("Confidence", "NN")]])
+
+
+def test_cli_predict_output_is_written_atomically(conll_file, tmp_path, monkeypatch):
+    """A failure while writing predictions (a full disk) leaves the old output whole."""
+    import dualstruct.cli as cli
+
+    model = tmp_path / "m.npz"
+    assert _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2"])[0] == 0
+    out_file = tmp_path / "pred.txt"
+    out_file.write_text("previous predictions\n")
+
+    def failing(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "write_predictions", failing)
+    with pytest.raises(OSError):
+        cli.main(["predict", str(model), str(conll_file), "-o", str(out_file)])
+    assert out_file.read_text() == "previous predictions\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "pred.txt", "train.txt.gz"]
