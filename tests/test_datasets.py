@@ -43,6 +43,10 @@ def test_load_ocr_plain_and_gzip(tmp_path, compressed):
     (lambda ls: [ls[0].replace("\t0\t", "\t5\t", 1)] + ls[1:], r":2: fold changes"),
     (lambda ls: [ls[0][:-2] + "2\n"] + ls[1:], r":1: pixel values must be 0 or 1"),
     (lambda ls: [ls[0].replace("\t1\t", "\tx\t", 1)] + ls[1:], r":1: non-numeric"),
+    # a line deleted inside a word, two lines swapped: the next-id chain breaks
+    (lambda ls: ls[:1] + ls[2:], r":2: letter id 3, but the previous letter's next id is 2"),
+    (lambda ls: [ls[1], ls[0]] + ls[2:], r":1: position 2 in word 1, expected 1"),
+    (lambda ls: [ls[0], ls[2], ls[1]] + ls[3:], r":2: letter id 3, but the previous"),
 ])
 def test_load_ocr_malformed(tmp_path, edit, match):
     lines = edit(_tiny_ocr_text(np.random.default_rng(1)))

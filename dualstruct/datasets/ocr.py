@@ -32,12 +32,14 @@ def load_ocr(path):
     folds : ndarray of int, (n_words,) — the cross-validation fold of each word
 
     Raises ``ValueError`` naming the file and line for a malformed line (wrong number of
-    fields, a non-binary pixel, a letter outside a–z, a broken next-id chain, a word whose
-    fold changes, a truncated final word).
+    fields, a non-binary pixel, a letter outside a–z, a broken next-id chain or position
+    count (a deleted line, swapped lines), a word whose fold changes, a truncated final
+    word).
     """
     path = Path(path)
     words_X, words_y, folds = [], [], []
     cur_X, cur_y, cur_fold, cur_word = [], [], None, None
+    expected_id = None
     with open_text(path) as fh:
         lineno = 0
         for lineno, line in enumerate(fh, 1):
@@ -53,8 +55,10 @@ def load_ocr(path):
             if len(letter) != 1 or not ("a" <= letter <= "z"):
                 raise ValueError(f"{path}:{lineno}: letter field {letter!r} is not in a-z")
             try:
+                letter_id = int(fields[0])
                 next_id = int(fields[2])
                 word_id = int(fields[3])
+                position = int(fields[4])
                 fold = int(fields[5])
                 pixels = np.array(fields[6:], dtype=np.float64)
             except ValueError as exc:
@@ -67,6 +71,14 @@ def load_ocr(path):
                     f"{word_id} began")
             if cur_fold is not None and fold != cur_fold:
                 raise ValueError(f"{path}:{lineno}: fold changes inside word {word_id}")
+            if cur_X and letter_id != expected_id:
+                raise ValueError(
+                    f"{path}:{lineno}: letter id {letter_id}, but the previous letter's next id "
+                    f"is {expected_id} (a line deleted or lines out of order?)")
+            if position != len(cur_X) + 1:
+                raise ValueError(f"{path}:{lineno}: position {position} in word {word_id}, "
+                                 f"expected {len(cur_X) + 1}")
+            expected_id = next_id
             cur_X.append(pixels)
             cur_y.append(letter)
             cur_fold, cur_word = fold, word_id
