@@ -14,12 +14,15 @@ multi-label models.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -506,12 +509,33 @@ def _check_model_output(model_path, inputs, out_flag="-o"):
         raise CLIError(f"cannot write {model_path}: {exc.strerror or exc}") from None
 
 
-def _save_model(save, model_path, out):
-    """``save(path)`` to ``model_path``; if that fails (full disk, removed folder), save a
-    rescue copy in the working folder, the temporary folder or the home folder, say where,
-    and return False."""
+@contextlib.contextmanager
+def _finish_despite_signals(what, out):
+    """Ctrl-C and SIGTERM during the block say that ``what`` is still under way instead of
+    interrupting it (a model file half written is a model lost); in the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def wait(signum, frame):
+        print(f"still {what}; please wait", file=out, flush=True)
+
+    previous = {sig: signal.signal(sig, wait) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        save(model_path)
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _save_model(save, model_path, out):
+    """``save(path)`` to ``model_path`` (a Ctrl-C meanwhile does not stop it); if that fails
+    (full disk, removed folder), save a rescue copy in the working folder, the temporary
+    folder or the home folder, say where, and return False."""
+    print(f"saving {model_path} …", file=out, flush=True)
+    try:
+        with _finish_despite_signals(f"saving {model_path}", out):
+            save(model_path)
         return True
     except OSError as exc:
         reason = exc.strerror or str(exc)

@@ -326,8 +326,9 @@ def test_slack_searches_as_training_oracles(search):
         assert bc.history.last.primal == pytest.approx(p, rel=0.05)
 
 
-def _sigint_during_pass(solver, at_pass, times=1):
-    """Make ``solver`` receive ``times`` SIGINTs in the middle of pass ``at_pass``."""
+def _sigint_during_pass(solver, at_pass, times=1, signame="SIGINT"):
+    """Make ``solver`` receive ``times`` SIGINTs (or ``signame``) in the middle of pass
+    ``at_pass``."""
     import os
     import signal
 
@@ -338,7 +339,7 @@ def _sigint_during_pass(solver, at_pass, times=1):
             half = len(order) // 2
             calls = one_pass(order[:half], 1)
             for _ in range(times):
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), getattr(signal, signame))
             return calls + one_pass(order[half:], 1)
         return one_pass(order, chunks)
 
@@ -346,16 +347,23 @@ def _sigint_during_pass(solver, at_pass, times=1):
 
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
-def test_ctrl_c_stops_on_a_pass_boundary_and_resumes_exactly():
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_stops_on_a_pass_boundary_and_resumes_exactly(signame):
+    """A first Ctrl-C, or a SIGTERM (how schedulers stop jobs), ends training after the
+    pass in progress, and the run resumes exactly."""
+    import signal
+
     _, _, data, model = _problem(7)
     full = BCFW(model, 1.0, max_iter=9, check_every=4, random_state=0)
     full.fit(data)
     s = BCFW(model, 1.0, max_iter=9, check_every=4, random_state=0)
-    _sigint_during_pass(s, at_pass=3)
+    before = signal.getsignal(signal.SIGTERM)
+    _sigint_during_pass(s, at_pass=3, signame=signame)
     s.fit(data)
     # the pass in progress is finished and checked, so the last record is the returned model
     assert s.history.stop_reason == "interrupted" and s.passes == 3
     assert not math.isnan(s.history.last.primal) and s.history.last.passes == 3
+    assert signal.getsignal(signal.SIGTERM) is before  # the handlers are put back
     s._one_pass = BCFW._one_pass.__get__(s)
     s.fit(data, max_iter=6)
     assert s.passes == 9

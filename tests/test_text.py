@@ -451,3 +451,22 @@ def test_cli_predict_output_is_written_atomically(conll_file, tmp_path, monkeypa
         cli.main(["predict", str(model), str(conll_file), "-o", str(out_file)])
     assert out_file.read_text() == "previous predictions\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "pred.txt", "train.txt.gz"]
+
+
+def test_cli_finishes_the_save_despite_ctrl_c(conll_file, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from dualstruct import io as model_io
+
+    model = tmp_path / "m.npz"
+    real_save = model_io.save_arrays
+
+    def interrupted_save(path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the file is being written
+        return real_save(path, *args, **kwargs)
+
+    monkeypatch.setattr(model_io, "save_arrays", interrupted_save)
+    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2"])
+    assert code == 0 and f"saving {model}" in out and f"still saving {model}" in out
+    assert dualstruct.load(model).predict([[("Confidence", "NN")]])

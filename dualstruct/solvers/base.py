@@ -27,33 +27,40 @@ CHUNK_TOKENS = 200_000
 
 
 class _DeferredInterrupt:
-    """Holds a first Ctrl-C (SIGINT) until the current pass has ended, so training stops on a
-    pass boundary: the state is then exactly that of an uninterrupted run after as many
-    passes, and resuming continues it bit for bit. A second Ctrl-C raises KeyboardInterrupt
-    at once. Only where Python's default handler is in place (the main thread, no handler of
-    the caller's own); elsewhere Ctrl-C keeps its usual meaning."""
+    """Holds a first Ctrl-C (SIGINT) or SIGTERM (how schedulers stop jobs) until the current
+    pass has ended, so training stops on a pass boundary: the state is then exactly that of
+    an uninterrupted run after as many passes, and resuming continues it bit for bit. A
+    second one raises KeyboardInterrupt at once. Only where the default handler is in place
+    (the main thread, no handler of the caller's own); elsewhere the signals keep their
+    usual meaning."""
+
+    #: signal -> (its default handler, its name in messages)
+    SIGNALS = {signal.SIGINT: (signal.default_int_handler, "Ctrl-C"),
+               signal.SIGTERM: (signal.SIG_DFL, "SIGTERM")}
 
     def __init__(self, name):
         self.name = name
         self.requested = False
-        self._previous = None
+        self._previous = {}
 
     def __enter__(self):
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+        if threading.current_thread() is threading.main_thread():
+            for sig, (default, _) in self.SIGNALS.items():
+                if signal.getsignal(sig) is default:
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"[{self.name}] Ctrl-C: stopping after this pass (Ctrl-C again stops at once)",
+        what = self.SIGNALS[signum][1]
+        print(f"[{self.name}] {what}: stopping after this pass ({what} again stops at once)",
               file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
         return False
 
 
