@@ -236,7 +236,9 @@ class TokenFeatures(BaseEstimator):
             keep = np.flatnonzero(counts >= self.min_count)
             names = np.empty(len(vocab), dtype=object)
             names[list(vocab.values())] = list(vocab.keys())
-            order = keep[np.argsort(names[keep].astype(str), kind="stable")]
+            # sorted as Python strings: a fixed-width string array would cost the number of
+            # features times the longest name (one long token made that gigabytes)
+            order = np.array(sorted(keep.tolist(), key=names.__getitem__), dtype=np.int64)
             self.vocabulary_ = {names[j]: k for k, j in enumerate(order)}
             self.n_features_ = len(order)
             X = X[:, order].tocsr()  # drop rare columns and sort the vocabulary by name

@@ -470,3 +470,24 @@ def test_cli_finishes_the_save_despite_ctrl_c(conll_file, tmp_path, monkeypatch)
     code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2"])
     assert code == 0 and f"saving {model}" in out and f"still saving {model}" in out
     assert dualstruct.load(model).predict([[("Confidence", "NN")]])
+
+
+def test_one_long_token_does_not_cost_memory_per_feature():
+    """Sorting the vocabulary must not build a fixed-width string array (features × the
+    longest name): one 20,000-character token among 2,000 words stays cheap."""
+    import tracemalloc
+
+    from dualstruct.features import TokenFeatures
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(2000)]
+    sents = [[(words[k],) for k in rng.integers(0, 2000, 10)] for _ in range(300)]
+    sents[0][0] = ("x" * 20_000,)
+    tracemalloc.start()
+    feats = TokenFeatures(window=0, conjunctions=False)
+    feats.fit_transform(sents)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    names = sorted(feats.vocabulary_, key=feats.vocabulary_.get)
+    assert names == sorted(names)  # the vocabulary is still ordered by name
