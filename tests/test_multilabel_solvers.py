@@ -422,3 +422,20 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
     model.loss_weights[0] = 2.0
     with pytest.raises(ValueError, match="unit Hamming"):
         BCFW(model, C, rescaling="slack")
+
+
+def test_gdmm_memory_estimate_refuses_before_training(monkeypatch):
+    """The pool of pair factors is estimated up front (rooms doubled once), with advice
+    that fits multi-label problems."""
+    import scipy.sparse as sp
+
+    from dualstruct import MultiLabelSVM
+
+    rng = np.random.default_rng(0)
+    X = sp.random(1000, 50, density=0.2, format="csr", random_state=0)
+    Y = (rng.random((1000, 30)) < 0.3).astype(int)
+    monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "20M")
+    with pytest.raises(MemoryError, match=r"MultiLabelGDMM .* pair factors .*edges='tree'"):
+        MultiLabelSVM(solver="gdmm", max_iter=2).fit(X, Y)
+    monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "1G")
+    MultiLabelSVM(solver="gdmm", max_iter=2).fit(X, Y)

@@ -177,6 +177,9 @@ class PassSolver:
         """The best dual value the solver can certify (NaN without a dual)."""
         return math.nan
 
+    #: what to change when the memory estimate is refused
+    memory_advice = property(lambda self: MEMORY_ADVICE)
+
     def memory_parts(self, data) -> dict:
         """The large arrays training on ``data`` will hold, name -> bytes (an estimate made
         before anything is allocated; subclasses add their state)."""
@@ -289,7 +292,7 @@ class PassSolver:
         :meth:`fit` calls it. A set-up that fails leaves the solver unstarted."""
         if self.data is None:
             check_memory(f"{type(self).__name__} on {type(self.model).__name__}",
-                         self.memory_parts(data), MEMORY_ADVICE)
+                         self.memory_parts(data), self.memory_advice)
             self.data = data
             try:
                 self._init_state()

@@ -91,6 +91,23 @@ class MultiLabelGDMM(_MultiLabelPasses):
             raise ValueError(f"pair_search must be 'tree' or 'brute', got {pair_search!r}")
         self.pair_search = pair_search
 
+    memory_advice = ("Lower it with a sparser label graph (edges='tree' or 'chain'), BCFW "
+                     "(which keeps no pair factors), or a subset of the examples.")
+
+    def memory_parts(self, data):
+        """Besides the weights: μ and the label slots, and the pool of pair factors, which
+        holds room² pairs per example (56 bytes each). An example's room doubles when its
+        active labels outgrow it, so the estimate counts every room doubled once (labels
+        are added in the first passes) and the pool's copy while it grows."""
+        parts = super().memory_parts(data)
+        Y = np.asarray(data.Y)
+        n, L = Y.shape
+        rooms = 2 * np.array([_room_for(k) for k in Y.sum(axis=1)], dtype=np.int64)
+        parts["pair factors (pool of room² pairs per example, rooms doubled once, "
+              "and its copy while it grows)"] = int(2 * 56 * (rooms * rooms).sum())
+        parts["label marginals and slots"] = 8 * n * L + 8 * int(rooms.sum())
+        return parts
+
     def _init_state(self):
         self._check_problem()
         model, data = self.model, self.data
