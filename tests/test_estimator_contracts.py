@@ -243,3 +243,11 @@ def test_label_and_token_errors_are_clear():
         StructuredSVM(max_iter=0).fit(X, [["a", "b"], ["b", "a"]])
     with pytest.raises(TypeError, match=r"sentence 0, token 1, column 0: .* got NoneType"):
         TokenFeatures().fit_transform([[("a",), (None,)]])
+
+
+def test_verbose_prints_the_last_line_once(capsys):
+    X, y = _sequences()
+    StructuredSVM(max_iter=500, tol=0.05, verbose=1, check_every=5, random_state=0).fit(X, y)
+    lines = [ln.split() for ln in capsys.readouterr().out.splitlines()]
+    passes = [ln[0] for ln in lines if ln and ln[0].isdigit()]
+    assert passes and len(passes) == len(set(passes)), passes

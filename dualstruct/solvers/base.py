@@ -348,8 +348,7 @@ class PassSolver:
             final = k == max_iter - 1 or interrupt.requested
             record = self._record(check=checked, final=final)
             converged = self._converged(record)
-            if self.verbose >= 2 or (self.verbose and (checked or final)):
-                print(format_record(record, with_val), file=self.out, flush=True)
+            shown = self.verbose >= 2 or (self.verbose and (checked or final))
             stop = self.callback is not None and bool(self.callback(record))
             if converged:
                 self.history.stop_reason = "tol"
@@ -358,12 +357,14 @@ class PassSolver:
             elif stop:
                 self.history.stop_reason = "callback"
             else:
+                if shown:
+                    print(format_record(record, with_val), file=self.out, flush=True)
                 continue
             if not final:  # check the returned model, in place of the pass's record
                 self.history.records.pop()
                 record = self._record(check=False, final=True)
-                if self.verbose:
-                    print(format_record(record, with_val), file=self.out, flush=True)
+            if self.verbose:  # the last line, once
+                print(format_record(record, with_val), file=self.out, flush=True)
             if interrupt.requested and self.verbose:
                 print(f"[{self.name}] interrupted after {self.passes} passes; keeping the "
                       "current model", file=self.out, flush=True)
