@@ -134,17 +134,25 @@ class Progress:
         self.checkpoint_every, self.checkpoint, self.tagger = checkpoint_every, checkpoint, tagger
         self.start = time.perf_counter()
         self.checks = []
+        self._first = None  # (time, passes) of the first line
 
-    def eta(self, record):
-        # training plus monitoring seconds per pass so far (feature extraction excluded)
-        per_pass = (record.time + record.eval_time) / max(1, record.passes)
+    def eta(self, record, now=None):
+        """Seconds left: the passes left times the wall time per pass since the first line
+        (checks included, feature extraction and compilation not); with ``tol``, the passes
+        left are at most those that the gap needs if it keeps falling as 1 / passes (the
+        rate of BCFW's bound, slower than what a straight line on a log scale promises)."""
+        now = time.perf_counter() if now is None else now
+        if self._first is None:
+            self._first = (now, record.passes)
+        t0, p0 = self._first
+        if record.passes > p0:
+            per_pass = (now - t0) / (record.passes - p0)
+        else:
+            per_pass = (record.time + record.eval_time) / max(1, record.passes)
         left = self.max_iter - record.passes
-        if len(self.checks) >= 2 and self.tol > 0:
-            (p0, g0), (p1, g1) = self.checks[-2], self.checks[-1]
-            if 0 < g1 < g0 and p1 > p0:
-                rate = (math.log(g0) - math.log(g1)) / (p1 - p0)
-                need = max(0.0, (math.log(g1) - math.log(self.tol)) / rate)
-                left = min(left, need)
+        if self.checks and self.tol > 0:
+            p1, g1 = self.checks[-1]
+            left = min(left, max(0.0, p1 * g1 / self.tol - record.passes))
         return left * per_pass
 
     def __call__(self, estimator, record):

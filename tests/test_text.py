@@ -491,3 +491,20 @@ def test_one_long_token_does_not_cost_memory_per_feature():
     assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MiB"
     names = sorted(feats.vocabulary_, key=feats.vocabulary_.get)
     assert names == sorted(names)  # the vocabulary is still ordered by name
+
+
+def test_progress_eta_counts_checks_and_a_sublinear_gap():
+    """The time left uses the wall time per pass (checks included) and a gap falling as
+    1 / passes, not a straight line on a log scale (which promised 2-3x too little)."""
+    from types import SimpleNamespace
+
+    from dualstruct.cli import Progress
+
+    progress = Progress(max_iter=1000, tol=0.01, out=io.StringIO())
+    first = SimpleNamespace(passes=1, time=1.0, eval_time=0.0)
+    assert progress.eta(first, now=100.0) == pytest.approx(999 * 1.0)
+    progress.checks = [(5, 0.2), (10, 0.1)]
+    later = SimpleNamespace(passes=10, time=9.0, eval_time=0.0)
+    # 9 passes took 27 s of wall time (checks too): 3 s a pass; the gap 0.1 at pass 10
+    # reaches 0.01 near pass 100 at a 1 / passes rate: 90 passes left
+    assert progress.eta(later, now=127.0) == pytest.approx(90 * 3.0)
