@@ -144,3 +144,12 @@ def test_real_multilabel_data_arff_and_libsvm_copies_agree(data_dir, name, L, d,
     assert Xt.shape == (n_test, d) and Yt.shape == (n_test, L)
     with pytest.raises(FileNotFoundError, match="multilabel/nope"):
         fetch_multilabel("nope", data_home=data_dir)
+
+
+def test_libsvm_stray_label_index_is_refused_by_line(tmp_path):
+    from dualstruct.datasets import load_libsvm_multilabel
+
+    path = tmp_path / "big.svm"
+    path.write_text("1 1:0.5\n0,2000000000 2:1\n")
+    with pytest.raises(ValueError, match=r"big\.svm:2: label 2000000000 would make a 2 x "):
+        load_libsvm_multilabel(path)

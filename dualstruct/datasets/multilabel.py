@@ -47,6 +47,11 @@ def _number(text, where):
     return value
 
 
+#: the largest (n, L) 0/1 label matrix the LIBSVM reader infers by itself (a stray label
+#: index such as 2e9 would otherwise ask for gigabytes)
+MAX_LABEL_MATRIX_BYTES = 2**31
+
+
 def load_libsvm_multilabel(path, n_features=None, n_labels=None):
     """Read a LIBSVM multi-label file: per line ``l1,l2,... j:v j:v ...`` with 0-based label
     ids and 1-based feature indices (a line starting with a space has no labels).
@@ -57,7 +62,7 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
     """
     path = Path(path)
     rows_idx, rows_val, label_rows = [], [], []
-    max_feature, max_label = 0, -1
+    max_feature, max_label, max_label_line = 0, -1, 0
     blank = None  # the first blank line: allowed only at the end of the file
     with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
@@ -98,7 +103,8 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
             if len(set(idx)) != len(idx):
                 raise ValueError(f"{where}: a feature index is repeated")
             max_feature = max(max_feature, max(idx, default=-1) + 1)  # a row may be all zero
-            max_label = max(max_label, max(labels, default=-1))
+            if labels and max(labels) > max_label:
+                max_label, max_label_line = max(labels), lineno
             rows_idx.append(idx)
             rows_val.append(val)
             label_rows.append(labels)
@@ -106,6 +112,11 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
         raise ValueError(f"{path}: no examples")
     d = max_feature if n_features is None else int(n_features)
     L = max_label + 1 if n_labels is None else int(n_labels)
+    if n_labels is None and len(label_rows) * L > MAX_LABEL_MATRIX_BYTES:
+        raise ValueError(
+            f"{path}:{max_label_line}: label {max_label} would make a {len(label_rows)} x {L} "
+            f"label matrix ({len(label_rows) * L:,} bytes); is the label list right? (pass "
+            "n_labels to allow it)")
     return _csr(rows_idx, rows_val, d), _indicators(label_rows, L)
 
 
