@@ -31,8 +31,10 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from . import __version__
+from . import io as model_io
 from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
 from .estimators import StructuredSVM
+from .estimators.base import unconverged_gap
 from .features import TokenFeatures
 from .metrics import chunk_scores, label_scores, token_accuracy
 from .tagger import SequenceTagger
@@ -455,10 +457,9 @@ def cmd_train(args, out):
 
 def _say_if_not_converged(svm, args, out):
     """The ConvergenceWarning of the estimators, as advice for the command line."""
-    last = svm.history_.last_checked()
-    if (svm.history_.stop_reason == "max_iter" and last is not None and args.tol > 0
-            and not math.isnan(last.relative_gap) and last.relative_gap > args.tol):
-        print(f"note: not converged: the relative gap {last.relative_gap:.3%} is above --tol "
+    gap = unconverged_gap(svm.history_, args.tol)
+    if gap is not None:
+        print(f"note: not converged: the relative gap {gap:.3%} is above --tol "
               f"{args.tol:g} after --max-iter {args.max_iter} passes; train with a larger "
               "--max-iter (--save-state keeps what --resume needs to continue)", file=out,
               flush=True)
@@ -577,9 +578,7 @@ def _write_output(path, write):
         if target.exists():
             shutil.copymode(target, tmp)
         else:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
+            os.chmod(tmp, model_io.new_file_mode())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

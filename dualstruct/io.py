@@ -59,7 +59,7 @@ def save_arrays(path, header: dict, arrays: dict, compress: bool = True) -> Path
             writer(fh, **{_HEADER_KEY: blob}, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's file is private; a model file is not
+        os.chmod(tmp, new_file_mode())  # mkstemp's file is private; a model file is not
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -67,10 +67,12 @@ def save_arrays(path, header: dict, arrays: dict, compress: bool = True) -> Path
     return path
 
 
-def _umask() -> int:
+def new_file_mode() -> int:
+    """The mode ``open`` gives a new file (0o666 less the umask), for a temporary file
+    (private from ``mkstemp``) that replaces the target."""
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 def _remove_stale_temporaries(path: Path) -> None:

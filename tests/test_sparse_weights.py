@@ -184,6 +184,10 @@ def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
     sparse = dualstruct.StructuredSVM(max_iter=20, random_state=0, weights="observed").fit(X, y)
     assert sparse.model_.support is not None and sparse.model_.size < dense.model_.size
     assert sparse.unigram_weights_.shape == dense.unigram_weights_.shape
+    assert sp.issparse(sparse.unigram_weights_)  # the support's pairs only
+    full = sparse.model_.unary_matrix(sparse.coef_).toarray()
+    np.testing.assert_array_equal(sparse.intercept_, full[-1])
+    np.testing.assert_array_equal(sparse.unigram_weights_.toarray(), full[:-1].T)
     # auto goes sparse once the dense matrix would be large (the limit lowered for the test)
     monkeypatch.setattr(structured, "AUTO_DENSE_MAX_BYTES", 0)
     auto = dualstruct.StructuredSVM(max_iter=20, random_state=0,

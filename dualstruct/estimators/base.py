@@ -10,6 +10,7 @@ import numbers
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import io
@@ -94,19 +95,36 @@ def train(est, solver, data, state):
     return est
 
 
-def warn_if_not_converged(est, history):
-    """scikit-learn's ``ConvergenceWarning`` when training stopped at ``max_iter`` with the
-    certified relative gap still above ``tol`` (not with ``tol=0``, which asks for exactly
-    ``max_iter`` passes, nor for solvers without a certificate)."""
+def unconverged_gap(history, tol):
+    """The certified relative gap when training stopped at ``max_iter`` with it still above
+    ``tol``, else None (``tol=0`` asks for exactly ``max_iter`` passes; a solver without a
+    certificate has no gap)."""
     last = history.last_checked()
-    if (history.stop_reason != "max_iter" or last is None or est.tol <= 0
-            or math.isnan(last.relative_gap) or last.relative_gap <= est.tol):
-        return
-    warnings.warn(
-        f"{type(est).__name__} stopped after max_iter={est.max_iter} passes with a relative "
-        f"duality gap of {last.relative_gap:.3%}, above tol={est.tol:g}: the model is not "
-        "at the optimum yet. Raise max_iter, or continue training with warm_start=True.",
-        ConvergenceWarning, stacklevel=3)
+    if (history.stop_reason != "max_iter" or last is None or tol <= 0
+            or math.isnan(last.relative_gap) or last.relative_gap <= tol):
+        return None
+    return last.relative_gap
+
+
+def warn_if_not_converged(est, history):
+    """scikit-learn's ``ConvergenceWarning`` when :func:`unconverged_gap` has a gap."""
+    gap = unconverged_gap(history, est.tol)
+    if gap is not None:
+        warnings.warn(
+            f"{type(est).__name__} stopped after max_iter={est.max_iter} passes with a "
+            f"relative duality gap of {gap:.3%}, above tol={est.tol:g}: the model is not at "
+            "the optimum yet. Raise max_iter, or continue training with warm_start=True.",
+            ConvergenceWarning, stacklevel=3)
+
+
+def with_intercept(X, est):
+    """CSR rows of ``X`` with the constant column ``est.intercept_scaling`` appended when
+    ``est.fit_intercept`` (how every estimator gives each label a bias)."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if est.fit_intercept:
+        X = sp.hstack([X, np.full((X.shape[0], 1), float(est.intercept_scaling))],
+                      format="csr")
+    return X
 
 
 def seed_to_json(seed):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -28,6 +27,7 @@ from .base import (
     restore_on_error,
     seed_to_json,
     train,
+    with_intercept,
 )
 
 
@@ -97,14 +97,6 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             raise ValueError(f"loss_weights must be a dict class -> weight, got "
                              f"{type(self.loss_weights).__name__}")
 
-    def _design(self, X):
-        """CSR rows of ``X`` with the intercept column."""
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if self.fit_intercept:
-            X = sp.hstack([X, np.full((X.shape[0], 1), float(self.intercept_scaling))],
-                          format="csr")
-        return X
-
     def _class_loss_weights(self):
         weights = np.ones(len(self.classes_))
         for label, value in (self.loss_weights or {}).items():
@@ -131,15 +123,15 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             raise ValueError(f"MultiClassSVM needs at least two classes; the training labels "
                              f"hold only one class ({classes[0]!r})")
         self.classes_ = classes
-        design = self._design(X)
+        design = with_intercept(X, self)
         model = MultiClassModel(len(classes), design.shape[1],
                                 loss_weights=self._class_loss_weights())
         data = model.block_data(design, codes)
         validation = None
         if validation_data is not None:
             X_val, y_val = validation_data
-            X_val = self._design(validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"),
-                                               dtype=np.float64, reset=False))
+            X_val = with_intercept(validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"),
+                                                 dtype=np.float64, reset=False), self)
             y_val = np.asarray(y_val)
 
             def validation(w):

@@ -4,7 +4,6 @@ save) over :class:`~dualstruct.models.MultiLabelModel` and the multi-label solve
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import type_of_target
@@ -39,6 +38,7 @@ from .base import (
     restore_on_error,
     seed_to_json,
     train,
+    with_intercept,
 )
 
 
@@ -142,13 +142,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     def _features(self, X, reset=False):
         """``X`` (checked by scikit-learn's ``validate_data``: numeric, finite, non-empty, the
         fitted width) as CSR with the intercept column."""
-        X = validate_data(self, X, reset=reset, accept_sparse=("csr", "csc", "coo"),
-                          dtype=np.float64)
-        X = sp.csr_matrix(X)
-        if self.fit_intercept:
-            X = sp.hstack([X, np.full((X.shape[0], 1), float(self.intercept_scaling))],
-                          format="csr")
-        return X
+        return with_intercept(validate_data(self, X, reset=reset, dtype=np.float64,
+                                            accept_sparse=("csr", "csc", "coo")), self)
 
     def _labels(self, Y, n, fit=False):
         """``Y`` (n × L) as 0/1 codes: an indicator matrix, or any matrix whose every column

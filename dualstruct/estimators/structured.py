@@ -34,6 +34,7 @@ from .base import (
     restore_on_error,
     seed_to_json,
     train,
+    with_intercept,
 )
 
 MODELS = ("chain",)
@@ -166,11 +167,10 @@ class StructuredSVM(SolverResults, BaseEstimator):
 
     def _encode_labels(self, y, fit):
         try:
-            y = [_label_sequence(yi, i) for i, yi in enumerate(y)]
-        except TypeError as exc:
-            if "y[" in str(exc):
-                raise
+            y = list(y)
+        except TypeError:
             raise TypeError("y must be a list of label sequences") from None
+        y = [_label_sequence(yi, i) for i, yi in enumerate(y)]
         for i, yi in enumerate(y):
             if yi.ndim != 1:
                 raise ValueError(f"y[{i}] must be a 1-D sequence of labels, got {yi.ndim}-D")
@@ -227,9 +227,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
         if fit:
             self.n_features_in_ = data.n_features
         if self.fit_intercept:
-            col = sp.csr_matrix(np.full((data.n_tokens, 1), float(self.intercept_scaling)))
-            data = PackedSequences(sp.hstack([data.X, col], format="csr"), data.offsets,
-                                   data.labels)
+            data = PackedSequences(with_intercept(data.X, self), data.offsets, data.labels)
         return data
 
     def _support(self, data):
@@ -372,9 +370,10 @@ class StructuredSVM(SolverResults, BaseEstimator):
     # -- named weights ------------------------------------------------------------------------
     @property
     def unigram_weights_(self):
-        """(K, n_features_in_) per-label token weights (without the intercept column)."""
+        """(K, n_features_in_) per-label token weights (without the intercept column): an
+        array, or a scipy sparse matrix for observed (sparse) weights."""
         self._check_fitted()
-        U = self.model_.dense_unigram(self.coef_).T
+        U = self.model_.unary_matrix(self.coef_).T
         return U[:, :self.n_features_in_]
 
     @property
@@ -383,7 +382,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         self._check_fitted()
         if not self.fit_intercept:
             return np.zeros(len(self.classes_))
-        return self.model_.dense_unigram(self.coef_)[-1] * self.intercept_scaling
+        row = self.model_.unary_matrix(self.coef_)[-1]
+        row = row.toarray().ravel() if sp.issparse(row) else row
+        return row * self.intercept_scaling
 
     @property
     def transition_weights_(self):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..inference import chain as kernels
 from ..sequences import PackedSequences
@@ -134,15 +135,15 @@ class ChainModel:
         return (*data.kernel_arrays(), np.ascontiguousarray(W.unigram),
                 np.ascontiguousarray(W.transition), W.start, W.end)
 
-    def dense_unigram(self, w) -> np.ndarray:
-        """The unary weights as a dense (d, K) matrix (zeros outside the support)."""
+    def unary_matrix(self, w):
+        """The unary weights as a (d, K) matrix: a dense array, or with a support a CSR
+        matrix holding just the support's pairs (a dense copy could take gigabytes)."""
         W = self.unpack(w)
         if self.support is None:
             return np.array(W.unigram)
         indptr, labels = self.support
-        dense = np.zeros((self.n_features, self.n_labels))
-        dense[np.repeat(np.arange(self.n_features), np.diff(indptr)), labels] = W.unigram
-        return dense
+        return sp.csr_matrix((np.array(W.unigram), labels, indptr),
+                             shape=(self.n_features, self.n_labels))
 
     def _through_kernel(self, data, labelled):
         km = self.kernel_model()
@@ -239,12 +240,26 @@ class ChainModel:
         return phi
 
     def _joint_feature_sparse(self, x, y):
-        dense = ChainModel(self.n_labels, self.n_features, start_end=self.start_end)
-        full = dense.joint_feature(x, y)
+        """φ on the support: each token's features add to their pairs with its label (a pair
+        outside the support is dropped), without the dense d × K block."""
+        x = sp.csr_matrix(x, dtype=np.float64)
+        y = np.asarray(y)
         indptr, labels = self.support
-        rows = np.repeat(np.arange(self.n_features), np.diff(indptr))
-        unary = full[:self.n_features * self.n_labels].reshape(self.n_features, self.n_labels)
-        return np.concatenate([unary[rows, labels], full[self.n_features * self.n_labels:]])
+        phi = self.init_weights()
+        for t in range(x.shape[0]):
+            for f, v in zip(x.indices[x.indptr[t]:x.indptr[t + 1]],
+                            x.data[x.indptr[t]:x.indptr[t + 1]]):
+                row = labels[indptr[f]:indptr[f + 1]]
+                q = np.searchsorted(row, y[t])
+                if q < len(row) and row[q] == y[t]:
+                    phi[indptr[f] + q] += v
+        P = self.unpack(phi)
+        for t in range(len(y) - 1):
+            P.transition[y[t], y[t + 1]] += 1.0
+        if self.start_end:
+            P.start[y[0]] += 1.0
+            P.end[y[-1]] += 1.0
+        return phi
 
 
 def _check_support(support, n_features, n_labels):

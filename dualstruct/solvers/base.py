@@ -26,6 +26,12 @@ from .objective import RESCALINGS, dual_objective, duality_gap, primal_objective
 CHUNK_TOKENS = 200_000
 
 
+#: what to change when a chain solver's memory estimate is refused (solvers of other models
+#: give their own ``memory_advice``)
+MEMORY_ADVICE = ("Lower it with weights='observed' (sparse feature-label weights), a larger "
+                 "feature min_count, feature hashing or a smaller window, or train a subset.")
+
+
 class _DeferredInterrupt:
     """Holds a first Ctrl-C (SIGINT) or SIGTERM (how schedulers stop jobs) until the current
     pass has ended, so training stops on a pass boundary: the state is then exactly that of
@@ -178,12 +184,12 @@ class PassSolver:
         return math.nan
 
     #: what to change when the memory estimate is refused
-    memory_advice = property(lambda self: MEMORY_ADVICE)
+    memory_advice = MEMORY_ADVICE
 
     def memory_parts(self, data) -> dict:
         """The large arrays training on ``data`` will hold, name -> bytes (an estimate made
         before anything is allocated; subclasses add their state)."""
-        return {"weights and their copies": 8 * 4 * _model_size(self.model)}
+        return {"weights and their copies": 8 * 4 * model_size(self.model)}
 
     def diagnostics(self, check: bool) -> dict:
         """Solver-specific figures for a record's ``extra`` (computed as monitoring)."""
@@ -419,11 +425,8 @@ class PassSolver:
         return primal_objective(self.model, self.data, w, self.C, self.rescaling)
 
 
-MEMORY_ADVICE = ("Lower it with weights='observed' (sparse feature-label weights), a larger "
-                 "feature min_count, feature hashing or a smaller window, or train a subset.")
-
-
-def _model_size(model) -> int:
+def model_size(model) -> int:
+    """The length of a model's weight vector (kernel or Python model)."""
     size = getattr(model, "size", None)
     if size is None:
         size = getattr(model, "size_joint_feature", 0)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..data import BlockData
 from . import _block_kernels as kern
-from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual
+from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual, model_size
 
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
 CLASSIC_STEP_MAX_BYTES = 8 * 2**30
@@ -106,7 +106,7 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         parts = super().memory_parts(data)
         n, entries = data.n_sequences, data.n_tokens
         if self.resolved_step == "fw":
-            parts["blocks' shares of w (classic step)"] = 8 * n * _size(self.model)
+            parts["blocks' shares of w (classic step)"] = 8 * n * model_size(self.model)
         else:  # the pool starts at 4 atoms a block and doubles when a block needs more
             parts["atoms (4 per example)"] = 4 * (4 * entries) + 8 * 4 * n
         return parts
@@ -163,11 +163,6 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             if done < len(order):
                 self._grow_atoms(self.blocks.label_offsets)
         return int(calls[0])
-
-
-def _size(model):
-    size = getattr(model, "size", None)
-    return int(size if size is not None else model.size_joint_feature)
 
 
 class BlockSSG(SubgradientAverage, _BlockPasses):
