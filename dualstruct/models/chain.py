@@ -224,36 +224,23 @@ class ChainModel:
     def joint_feature(self, x, y) -> np.ndarray:
         """φ(x, y) as a flat vector in the layout of ``w`` (one sequence; x dense or sparse;
         restricted to the support when the model has one)."""
-        if self.support is not None:
-            return self._joint_feature_sparse(x, y)
-        x = x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=np.float64)
         y = np.asarray(y)
         phi = self.init_weights()
         P = self.unpack(phi)
-        for t in range(len(y)):
-            P.unigram[:, y[t]] += x[t]
-        for t in range(len(y) - 1):
-            P.transition[y[t], y[t + 1]] += 1.0
-        if self.start_end:
-            P.start[y[0]] += 1.0
-            P.end[y[-1]] += 1.0
-        return phi
-
-    def _joint_feature_sparse(self, x, y):
-        """φ on the support: each token's features add to their pairs with its label (a pair
-        outside the support is dropped), without the dense d × K block."""
-        x = sp.csr_matrix(x, dtype=np.float64)
-        y = np.asarray(y)
-        indptr, labels = self.support
-        phi = self.init_weights()
-        for t in range(x.shape[0]):
-            for f, v in zip(x.indices[x.indptr[t]:x.indptr[t + 1]],
-                            x.data[x.indptr[t]:x.indptr[t + 1]]):
-                row = labels[indptr[f]:indptr[f + 1]]
-                q = np.searchsorted(row, y[t])
-                if q < len(row) and row[q] == y[t]:
-                    phi[indptr[f] + q] += v
-        P = self.unpack(phi)
+        if self.support is None:
+            x = x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=np.float64)
+            for t in range(len(y)):
+                P.unigram[:, y[t]] += x[t]
+        else:  # each token's features add to their pairs with its label, if supported
+            x = sp.csr_matrix(x, dtype=np.float64)
+            indptr, labels = self.support
+            for t in range(x.shape[0]):
+                for f, v in zip(x.indices[x.indptr[t]:x.indptr[t + 1]],
+                                x.data[x.indptr[t]:x.indptr[t + 1]]):
+                    row = labels[indptr[f]:indptr[f + 1]]
+                    q = np.searchsorted(row, y[t])
+                    if q < len(row) and row[q] == y[t]:
+                        P.unigram[indptr[f] + q] += v
         for t in range(len(y) - 1):
             P.transition[y[t], y[t + 1]] += 1.0
         if self.start_end:
