@@ -19,14 +19,35 @@ class BlockData:
     owner : object, optional
         For a Python model, the adapter whose callbacks may fail: :meth:`raise_status`
         re-raises their error after a compiled loop stopped on it.
+    source : (build, X, Y), optional
+        How the data was made, ``build(X, Y)`` (the model's ``block_data``): :meth:`take`
+        makes the block data of a subset of the examples from it.
     """
 
     kind = "block"
 
-    def __init__(self, kernel, fingerprint=(), owner=None):
+    def __init__(self, kernel, fingerprint=(), owner=None, source=None):
         self.kernel = kernel
         self._fingerprint = tuple(fingerprint)
         self.owner = owner
+        self.source = source
+
+    def take(self, indices) -> BlockData:
+        """The block data of the examples ``indices`` (in that order), made from
+        ``source`` as the full data was."""
+        if self.source is None:
+            raise TypeError("this block data was made without its source (X, Y) and cannot "
+                            "be split; make it with the model's block_data(X, Y)")
+        build, X, Y = self.source
+        return build(take_items(X, indices), take_items(Y, indices))
+
+    def source_part(self, indices):
+        """``(build, X[indices], Y[indices])``: what :meth:`take` builds from, small to
+        ship to another process (which calls ``build(X, Y)`` itself)."""
+        if self.source is None:
+            self.take(indices)  # raises the error
+        build, X, Y = self.source
+        return build, take_items(X, indices), take_items(Y, indices)
 
     @property
     def n_blocks(self) -> int:
@@ -55,3 +76,14 @@ class BlockData:
         """Raise the error a Python model's callback stored, if any."""
         if self.owner is not None:
             self.owner.raise_pending()
+
+
+def take_items(items, indices):
+    """The rows ``indices`` of an array or sparse matrix, or the items of a sequence."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if items is None:
+        return None
+    if hasattr(items, "shape") and hasattr(items, "__getitem__") and not isinstance(items, list):
+        return items[indices]
+    items = list(items)
+    return [items[i] for i in indices]

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import io
+from ..solvers import solver_class
 
 
 def frozen_params(est, names) -> dict:
@@ -85,14 +86,42 @@ def train(est, solver, data, state):
     moved on."""
     est.solver_ = solver
     est._state_params = state
-    solver.start(data)
-    est._committed = True
     try:
-        solver.fit(data, max_iter=est.max_iter)
+        solver.start(data)
+        est._committed = True
+        try:
+            solver.fit(data, max_iter=est.max_iter)
+        finally:
+            est._set_weights(solver)
     finally:
-        est._set_weights(solver)
+        if hasattr(solver, "close"):  # a distributed run: last checkpoint, release Spark
+            solver.close()
     warn_if_not_converged(est, solver.history)
     return est
+
+
+def make_solver(est, model, **kwargs):
+    """The solver ``est.solver`` for ``model``: in process, or on the estimator's
+    distributed ``backend`` with ``est.n_partitions`` partitions."""
+    options = dict(est.solver_options or {})
+    if getattr(est, "backend", "local") == "local":
+        return solver_class(est.solver, model)(model, **kwargs, **options)
+    from ..distributed import distributed_solver
+
+    return distributed_solver(est.solver, model, est.n_partitions, est.backend_options,
+                              **kwargs, **options)
+
+
+def check_backend_params(est):
+    """``backend``, ``n_partitions`` and ``backend_options``; a warm start on Spark resumes
+    from the checkpoint directory instead."""
+    from ..distributed import check_backend
+
+    check_backend(est.backend, est.n_partitions, est.backend_options, est.solver)
+    if est.backend != "local" and est.warm_start:
+        raise ValueError("warm_start does not apply to backend='spark': resume a run from its "
+                         "checkpoint with backend_options={'checkpoint_dir': ..., "
+                         "'resume': True}")
 
 
 def unconverged_gap(history, tol):

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
 from .. import io
+from ..distributed import json_backend_options
 from ..metrics import multilabel_scores
 from ..models.multilabel import (
     EDGE_KINDS,
@@ -18,7 +19,7 @@ from ..models.multilabel import (
     MultiLabelDataset,
     MultiLabelModel,
 )
-from ..solvers import solver_class, solver_names
+from ..solvers import solver_names
 from .base import (
     SolverResults,
     _classes_from_json,
@@ -26,12 +27,14 @@ from .base import (
     _plain_labels,
     add_training_record,
     changed_params,
+    check_backend_params,
     check_real,
     check_training_params,
     continue_solver,
     continues_training,
     final_summary,
     frozen_params,
+    make_solver,
     model_file_errors,
     read_coef,
     read_history,
@@ -78,6 +81,19 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         2×2 table (four weights; same labellings representable, different regularization;
         not with gdmm).
 
+    backend : {"local", "spark"}
+        Where training runs: in this process, or on Apache Spark with CoCoA+ (``solver=
+        "bcfw"``, BCFW as the local solver) or mini-batch SSG (``solver="ssg"``); needs
+        ``pip install "dualstruct[spark]"``. On Spark ``max_iter`` and ``check_every``
+        count rounds (each is ``solver_options["local_passes"]`` passes), and the model is
+        an ordinary model file (:mod:`dualstruct.distributed`).
+    n_partitions : int
+        With ``backend="spark"``, K, the partitions of the training examples.
+    backend_options : dict, optional
+        The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
+        SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
+        ``resume`` (continue the run checkpointed in ``checkpoint_dir``), ``spark_conf``
+        (:class:`~dualstruct.distributed.spark.SparkEngine`).
     Attributes
     ----------
     n_labels_, n_features_in_, edges_ (E, 2), coef_ (flat weights), history_, n_iter_;
@@ -89,7 +105,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                  tol=1e-2, check_every=5, averaging=True, fit_intercept=True,
                  intercept_scaling=1.0, loss_weights=None, random_state=None, verbose=0,
                  callback=None, warm_start=False, solver_options=None, rescaling="margin",
-                 interactions="11"):
+                 interactions="11", backend="local", n_partitions=2,
+                 backend_options=None):
         self.edges = edges
         self.solver = solver
         self.C = C
@@ -108,6 +125,9 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         self.solver_options = solver_options
         self.rescaling = rescaling
         self.interactions = interactions
+        self.backend = backend
+        self.n_partitions = n_partitions
+        self.backend_options = backend_options
 
     _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
                      "intercept_scaling", "solver_options", "rescaling", "interactions",
@@ -128,6 +148,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
         check_training_params(self)
+        check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
 
     # -- input handling -----------------------------------------------------------------------
@@ -253,12 +274,11 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             return bool(self.callback(self, record))
 
         if solver is None:
-            solver = solver_class(self.solver, self.model_)(
-                self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
+            solver = make_solver(
+                self, self.model_, C=self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation, rescaling=self.rescaling,
-                **(self.solver_options or {}))
+                validation=validation, rescaling=self.rescaling)
             if resume is not None:
                 solver.load_state(data, *resume)
                 solver.history = self.history_
@@ -330,6 +350,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         self._check_fitted()
         params = {k: v for k, v in self.get_params().items() if k != "callback"}
         params["random_state"] = seed_to_json(params["random_state"])
+        params["backend_options"] = json_backend_options(params["backend_options"])
         params["edges"] = params["edges"] if isinstance(params["edges"], str) else "explicit"
         params["loss_weights"] = None
         header = {

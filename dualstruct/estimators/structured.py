@@ -9,11 +9,12 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from .. import io
+from ..distributed import json_backend_options
 from ..metrics import token_accuracy
 from ..models import ChainModel
 from ..models.chain import observed_support
 from ..sequences import PackedSequences, pack_sequences
-from ..solvers import solver_class, solver_names
+from ..solvers import solver_names
 from .base import (
     SolverResults,
     _classes_from_json,
@@ -21,6 +22,7 @@ from .base import (
     _plain_labels,
     add_training_record,
     changed_params,
+    check_backend_params,
     check_integer,
     check_real,
     check_training_params,
@@ -28,6 +30,7 @@ from .base import (
     continues_training,
     final_summary,
     frozen_params,
+    make_solver,
     model_file_errors,
     read_coef,
     read_history,
@@ -109,6 +112,19 @@ class StructuredSVM(SolverResults, BaseEstimator):
     weights_min_count : int
         With observed weights, how often a pair must occur to get a weight.
 
+    backend : {"local", "spark"}
+        Where training runs: in this process, or on Apache Spark with CoCoA+ (``solver=
+        "bcfw"``, BCFW as the local solver) or mini-batch SSG (``solver="ssg"``); needs
+        ``pip install "dualstruct[spark]"``. On Spark ``max_iter`` and ``check_every``
+        count rounds (each is ``solver_options["local_passes"]`` passes), and the model is
+        an ordinary model file (:mod:`dualstruct.distributed`).
+    n_partitions : int
+        With ``backend="spark"``, K, the partitions of the training examples.
+    backend_options : dict, optional
+        The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
+        SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
+        ``resume`` (continue the run checkpointed in ``checkpoint_dir``), ``spark_conf``
+        (:class:`~dualstruct.distributed.spark.SparkEngine`).
     Attributes
     ----------
     classes_ : ndarray, the labels, sorted
@@ -122,7 +138,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
                  check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
                  start_end=True, loss_weights=None, random_state=None, verbose=0,
                  callback=None, warm_start=False, solver_options=None, rescaling="margin",
-                 slack_search="exact", weights="auto", weights_min_count=1):
+                 slack_search="exact", weights="auto", weights_min_count=1, backend="local",
+                 n_partitions=2, backend_options=None):
         self.model = model
         self.solver = solver
         self.C = C
@@ -143,6 +160,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         self.slack_search = slack_search
         self.weights = weights
         self.weights_min_count = weights_min_count
+        self.backend = backend
+        self.n_partitions = n_partitions
+        self.backend_options = backend_options
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
@@ -152,6 +172,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             raise ValueError(f"solver must be one of {solver_names(ChainModel)}, got "
                              f"{self.solver!r}")
         check_training_params(self)
+        check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
@@ -327,12 +348,12 @@ class StructuredSVM(SolverResults, BaseEstimator):
             return bool(self.callback(self, record))
 
         if solver is None:
-            solver = solver_class(self.solver, self.model_)(
-                self.model_, self.C, max_iter=self.max_iter, tol=self.tol,
+            solver = make_solver(
+                self, self.model_, C=self.C, max_iter=self.max_iter, tol=self.tol,
                 check_every=self.check_every, averaging=self.averaging,
                 random_state=self.random_state, verbose=self.verbose, callback=callback,
                 validation=validation, rescaling=self.rescaling,
-                slack_search=self.slack_search, **(self.solver_options or {}))
+                slack_search=self.slack_search)
             if resume is not None:
                 solver.load_state(data, *resume)  # the checkpoint is kept if this fails
                 solver.history = self.history_
@@ -408,6 +429,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
         classes, kind = _classes_to_json(self.classes_)
         params = {k: v for k, v in self.get_params().items() if k != "callback"}
         params["random_state"] = seed_to_json(params["random_state"])
+        params["backend_options"] = json_backend_options(params["backend_options"])
         if params["loss_weights"] is not None:
             params["loss_weights"] = [[k.item() if hasattr(k, "item") else k, float(v)]
                                       for k, v in dict(params["loss_weights"]).items()]

@@ -186,7 +186,7 @@ class UserModel(base.KernelModel):
         np.cumsum([f.size for f in flat], out=offsets[1:])
         callbacks = _Callbacks(self, X, shapes, flat)
         kernel = UserKernel(callbacks.handle, np.concatenate(flat), offsets, callbacks.failed)
-        return BlockData(kernel, owner=callbacks)
+        return BlockData(kernel, owner=callbacks, source=(self.block_data, X, Y))
 
     def predict(self, w, X) -> list:
         """``model.inference(x, w)`` for every input of ``X``."""

@@ -123,7 +123,8 @@ def _slack_value(k, i, w, ws, gold_score, y):
 
 @njit(cache=True)
 def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, atom_count,
-                       capacity, scalars, block_gaps, slack, search, calls):
+                       capacity, scalars, block_gaps, slack, search, calls, sigma=1.0,
+                       delta=None):
     """One block-coordinate pairwise Frank-Wolfe pass (Osokin et al. 2016, Alg. 2), C-form.
 
     Block i's dual point is kept as atoms, labellings ``y^a`` with weights ``α_a`` summing to
@@ -143,6 +144,12 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
     Frank-Wolfe gap. Weighted averaging (weights 1, 2, 3, … per visit) keeps
     ``R ← R + A_{m−1} Δw`` and ``R_ℓ ← R_ℓ + A_{m−1} Δℓ`` with ``A_m = m (m+1) / 2``, so that
     ``w̄ = w − R / A_m``. ``scalars = [ℓ, m, R_ℓ]``.
+
+    As the local solver of CoCoA+ (:mod:`dualstruct.distributed`), ``w`` is the local
+    iterate ``w₀ + σ' Δw`` of the subproblem G_k^{σ'} (Ma et al. 2015, eq. 10): the quadratic
+    term of the line search is scaled by ``sigma`` = σ', ``w`` moves by σ' times the step and
+    ``delta`` (when given) accumulates the unscaled change Δw. ``sigma = 1`` without ``delta``
+    is plain BCFW.
 
     Returns the number of blocks done: fewer than ``len(order)`` when a new atom does not fit
     into ``capacity`` (the caller grows the pool and continues) or when a Python model's
@@ -236,6 +243,7 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
                              - loss_y * loss_v * cross)
         else:
             norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
+        norm2 *= sigma
         alpha_v = atom_weights[i, away]
         if norm2 <= 0.0:
             gamma = alpha_v
@@ -246,14 +254,20 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         f = gamma * C
         dl = f * (loss_y - loss_v)
         loss_term += dl
+        fs = f * sigma
         if slack:
-            add_difference(k, i, gold, y, f * loss_y, w)
-            add_difference(k, i, gold, v, -f * loss_v, w)
+            add_difference(k, i, gold, y, fs * loss_y, w)
+            add_difference(k, i, gold, v, -fs * loss_v, w)
+            if delta is not None:
+                add_difference(k, i, gold, y, f * loss_y, delta)
+                add_difference(k, i, gold, v, -f * loss_v, delta)
             if averaging:
                 add_difference(k, i, gold, y, f * loss_y * A_prev, R)
                 add_difference(k, i, gold, v, -f * loss_v * A_prev, R)
         else:
-            add_difference(k, i, v, y, f, w)
+            add_difference(k, i, v, y, fs, w)
+            if delta is not None:
+                add_difference(k, i, v, y, f, delta)
             if averaging:
                 add_difference(k, i, v, y, f * A_prev, R)
         if averaging:
@@ -284,7 +298,7 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
 
 @njit(cache=True)
 def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses, corner,
-                      scalars, block_gaps, slack, search, calls):
+                      scalars, block_gaps, slack, search, calls, sigma=1.0, delta=None):
     """One pass of block-coordinate Frank-Wolfe with the classic step (Lacoste-Julien et al.
     2013, Alg. 3 with exact line search), C-form.
 
@@ -299,8 +313,10 @@ def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses,
 
     ``g_i`` is the block's Frank-Wolfe gap (``block_gaps[i]``). O(dim w) per block; memory
     n × dim w; ``corner`` is scratch of dim w, zero on entry. Averaging and
-    ``scalars = [ℓ, m, R_ℓ]`` as :func:`pairwise_bcfw_pass`.
-    Returns the number of blocks done (fewer when a Python model's callback failed)."""
+    ``scalars = [ℓ, m, R_ℓ]``, and ``sigma``, ``delta`` for the local subproblem of CoCoA+
+    (then ``γ = clip(g_i / (σ' ‖w_s − w_i‖²), 0, 1)`` and ``w`` moves by σ' γ), as
+    :func:`pairwise_bcfw_pass`. Returns the number of blocks done (fewer when a Python
+    model's callback failed)."""
     offs = k.label_offsets
     ws = workspace(k)
     yhat = np.empty(_max_block(offs), dtype=np.int32)
@@ -338,8 +354,11 @@ def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses,
             corner[:] = 0.0  # zero for the next block's corner
             continue
         # a block that does not move w (e.g. an all-zero x without bias) goes to the corner
-        gamma = min(1.0, gap / norm2) if norm2 > 0.0 else 1.0
-        _take_step(corner, gamma, w, w_i, R, 0.5 * m * (m + 1.0) if averaging else 0.0)
+        gamma = min(1.0, gap / (sigma * norm2)) if norm2 > 0.0 else 1.0
+        if delta is not None:
+            _take_local_step(corner, gamma, sigma, w, w_i, delta)
+        else:
+            _take_step(corner, gamma, w, w_i, R, 0.5 * m * (m + 1.0) if averaging else 0.0)
         block_losses[i] += gamma * dl
         scalars[0] += gamma * dl
         if averaging:
@@ -373,6 +392,19 @@ def _take_step(direction, gamma, w, w_i, R, A_prev):
             w_i[j] += step
             if A_prev > 0.0:
                 R[j] += A_prev * step
+
+
+@njit(cache=True)
+def _take_local_step(direction, gamma, sigma, w, w_i, delta):
+    """The CoCoA+ local step: ``w_i, Δw += γ·direction``, ``w += σ' γ·direction``; zeroes
+    ``direction``."""
+    for j in range(w.shape[0]):
+        if direction[j] != 0.0:
+            step = gamma * direction[j]
+            direction[j] = 0.0
+            w[j] += sigma * step
+            w_i[j] += step
+            delta[j] += step
 
 
 @njit(cache=True)
@@ -441,3 +473,94 @@ def ssg_pass(k, order, v, R, scalars, averaging, slack, search, calls):
             break
     scalars[0] = m
     return done
+
+
+@njit(cache=True)
+def subgradient_sum(k, order, w, slack, search, psi, calls):
+    """``psi += Σ_{i ∈ order} g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i))``: the hinge terms' part of a
+    subgradient of the primal at ``w`` over the blocks in ``order`` (μ̂_i the oracle's point,
+    g_i = 1 for margin rescaling; the labelling ŷ and ``g_i = δ(ŷ)`` for slack rescaling), as
+    :func:`ssg_pass` takes it. Returns the number of blocks done (fewer when a Python model's
+    callback failed)."""
+    offs = k.label_offsets
+    ws = workspace(k)
+    yhat = np.empty(_max_block(offs), dtype=np.int32)
+    done = order.shape[0]
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        y = yhat[:offs[i + 1] - offs[i]]
+        gold = k.labels[offs[i]:offs[i + 1]]
+        prepare(k, i, w, ws)
+        if slack:
+            y[:] = gold
+            _, nc = slack_oracle(k, i, w, ws, 1.0, search, gold, y)
+            calls[0] += nc
+        else:
+            oracle(k, i, w, ws, 1.0, y)
+            calls[0] += 1
+        if status(k) != 0:
+            return idx
+        if slack:
+            add_difference(k, i, gold, y, loss(k, i, y), psi)
+        else:
+            add_oracle_difference(k, i, ws, y, 1.0, psi)
+        if status(k) != 0:
+            return idx + 1
+    return done
+
+
+@njit(cache=True)
+def _find_atom(labels, base, count, T, other, other_start):
+    """The slot of the atom among ``count`` at ``labels[base:]`` equal to
+    ``other[other_start:other_start + T]``, or -1."""
+    for a in range(count):
+        same = True
+        for t in range(T):
+            if labels[base + a * T + t] != other[other_start + t]:
+                same = False
+                break
+        if same:
+            return a
+    return -1
+
+
+@njit(cache=True)
+def mix_atoms(label_offsets, old_labels, old_weights, old_count, old_capacity, labels, weights,
+              count, capacity, gamma):
+    """Every block's dual point ← ``γ q + (1 − γ) q_old``, both given as atom pools: the
+    weights of the current atoms are scaled by γ and each old atom adds ``(1 − γ)`` times its
+    weight to its equal atom, or joins as a new one. Returns False, changing nothing, when a
+    block would need more than ``capacity`` atoms (the caller grows the pool and calls
+    again)."""
+    n = label_offsets.shape[0] - 1
+    for i in range(n):
+        s0 = label_offsets[i]
+        T = label_offsets[i + 1] - s0
+        need = count[i]
+        for b in range(old_count[i]):
+            if old_weights[i, b] > 0.0 and _find_atom(labels, s0 * capacity, count[i], T,
+                                                      old_labels,
+                                                      s0 * old_capacity + b * T) < 0:
+                need += 1
+        if need > capacity:
+            return False
+    for i in range(n):
+        s0 = label_offsets[i]
+        T = label_offsets[i + 1] - s0
+        base = s0 * capacity
+        for a in range(count[i]):
+            weights[i, a] *= gamma
+        for b in range(old_count[i]):
+            wb = old_weights[i, b]
+            if wb <= 0.0:
+                continue
+            start = s0 * old_capacity + b * T
+            a = _find_atom(labels, base, count[i], T, old_labels, start)
+            if a < 0:
+                a = count[i]
+                for t in range(T):
+                    labels[base + a * T + t] = old_labels[start + t]
+                weights[i, a] = 0.0
+                count[i] = a + 1
+            weights[i, a] += (1.0 - gamma) * wb
+    return True

@@ -26,7 +26,13 @@ def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "mar
         hinge, _ = model.slack_hinge(w, data)
     else:
         raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
-    return 0.5 * float(w @ w) + C * float(hinge.sum())
+    return primal_value(w, C, float(hinge.sum()))
+
+
+def primal_value(w: np.ndarray, C: float, hinge_total: float) -> float:
+    """``P(w) = ½‖w‖² + C Σ_i H_i(w)`` given the hinge sum (computed elsewhere, e.g. on
+    the partitions of a distributed run)."""
+    return 0.5 * float(w @ w) + C * float(hinge_total)
 
 
 def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray,

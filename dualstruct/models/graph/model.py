@@ -160,7 +160,7 @@ class EdgeFeatureGraphCRF(KernelModel):
             int(np.diff(node_offsets).max()), int(np.diff(edge_offsets).max()),
             self.lp_sweeps, self.lp_tol, np.zeros(2, dtype=np.int64), max_entries)
         return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values, kernel.edges,
-                                  kernel.edge_features))
+                                  kernel.edge_features), source=(self.block_data, X, Y))
 
     def predict(self, w, X) -> list:
         """The MAP labelling of every graph (LP-decoded where the graph needs the LP)."""

@@ -68,7 +68,8 @@ class MultiClassModel(KernelModel):
             X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
             np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel(), labels,
             np.arange(n + 1, dtype=np.int64), self.loss_weights, self.n_classes)
-        return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values))
+        return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values),
+                         source=(self.block_data, X, labels))
 
     def predict(self, w, X) -> np.ndarray:
         """The highest-scoring class code of every row of ``X``."""

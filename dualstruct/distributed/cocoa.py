@@ -1,0 +1,388 @@
+"""Distributed solvers: CoCoA+ with the BCFW local solver, and mini-batch SSG, over an
+engine that runs the partitions (:class:`InProcessEngine` here, the Spark engine in
+:mod:`dualstruct.distributed.spark`). The driver keeps only O(dim w): ``w``, its averages
+and the loss term; each partition's dual state stays with the partition.
+
+CoCoA+ (Ma et al. 2015; Dissolve-struct, Orekondy et al.) in the C-form of
+:mod:`dualstruct.solvers.objective`. The examples are split into K partitions. Each round,
+every partition k starts from the shared ``w`` and runs H passes of BCFW on its local
+subproblem
+
+    G_k^{σ'}(Δq_[k]) = C Σ_{i∈k} ΔE_{q_i} δ_i − ⟨w, Δw_k⟩ − (σ'/2) ‖Δw_k‖²      (Ma et al., eq. 10)
+
+(the line search sees the quadratic term scaled by σ', the local iterate is w + σ' Δw_k);
+then the driver sets ``w ← w + γ Σ_k Δw_k`` and ``ℓ ← ℓ + γ Σ_k Δℓ_k``, and each partition
+keeps ``q_[k] + γ Δq_[k]``. Adding (γ = 1, σ' = K) and averaging (γ = 1/K, σ' = 1) both
+satisfy the safe bound σ' ≥ γ K under which the dual never decreases (Ma et al., Lemma 4);
+γ = 1 with σ' < K can diverge and is refused. Every round's point is dual feasible, so
+``D = ℓ − ½‖w‖²`` and the exact primal give the duality-gap certificate of the
+single-machine solvers. With K = 1 (σ' = 1) a round is H passes of plain BCFW.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from ..solvers.base import PassSolver, WeightedAverageDual, model_size
+from ..solvers.block import kernel_model
+from ..solvers.history import History
+from ..solvers.objective import primal_value
+from .partition import (
+    Partition,
+    PartitionState,
+    assign_examples,
+    build_blocks,
+    split_sources,
+)
+
+AGGREGATIONS = ("adding", "averaging")
+
+
+class Job(NamedTuple):
+    """What every partition needs to know of a run (shipped once)."""
+
+    kmodel: object
+    step: str  # "pairwise" or "fw"
+    size: int  # dim w
+    C: float
+    slack: bool
+    search: int
+    seed: int
+    n_partitions: int
+
+
+class InProcessEngine:
+    """Runs the partitions one after the other in this process: the reference the Spark
+    engine is tested against (same partitions, same seeds, same sums in the same order)."""
+
+    name = "in-process"
+
+    def __init__(self):
+        self.partitions = None
+        self._torn = False
+
+    def start(self, job, sources, states=None):
+        self.job = job
+        self.partitions = []
+        for index, source in enumerate(sources):
+            blocks = build_blocks(source)
+            state = (PartitionState(job.step, blocks, job.size) if states is None
+                     else states[index])
+            self.partitions.append(Partition(blocks, state, index))
+
+    def _each(self, work):
+        if self._torn:
+            raise RuntimeError("a round was interrupted midway and the partitions' dual state "
+                               "no longer matches w; resume from a checkpoint")
+        self._torn = True
+        out = [work(p) for p in self.partitions]
+        self._torn = False
+        return out
+
+    def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
+        j = self.job
+        return self._each(lambda p: p.cocoa_round(w, round_index, j.seed, j.C, local_passes,
+                                                  sigma, gamma, j.slack, j.search))
+
+    def subgradient_round(self, w, round_index, fraction):
+        j = self.job
+        return self._each(lambda p: p.subgradient(w, round_index, j.seed, fraction, j.slack,
+                                                  j.search))
+
+    def hinge_sum(self, w):
+        return sum(p.hinge_sum(self.job.kmodel, w, self.job.slack) for p in self.partitions)
+
+    def state_arrays(self) -> dict:
+        """Every partition's dual state, as ``p<k>/<name>`` arrays (for a checkpoint)."""
+        out = {}
+        for p in self.partitions or ():
+            for name, arr in p.state.arrays().items():
+                out[f"p{p.index}/{name}"] = arr
+        return out
+
+    def load_state_arrays(self, arrays):
+        for p in self.partitions:
+            prefix = f"p{p.index}/"
+            part = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            state = PartitionState.from_arrays(self.job.step, part)
+            if self.job.step == "pairwise":
+                state._check_atoms(p.blocks.label_offsets)
+            elif state.block_weights.shape != p.state.block_weights.shape:
+                raise ValueError("saved partition state does not match its partition")
+            p.state = state
+
+    def stop(self):
+        pass
+
+
+class _DistributedSolver(PassSolver):
+    """The loop of :class:`PassSolver` with a round of the engine as the unit (``passes``
+    counts rounds) and the primal from the partitions' hinge sums."""
+
+    def __init__(self, model, C=1.0, *, n_partitions=2, engine=None, **kwargs):
+        super().__init__(model, C, **kwargs)
+        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)) \
+                or n_partitions < 1:
+            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
+        self.n_partitions = int(n_partitions)
+        self.engine = engine if engine is not None else InProcessEngine()
+        self.seed = int(self.rng.integers(2**62))
+        self.round_log = []  # (wall seconds, slowest partition's compute seconds) per round
+
+    _transient = PassSolver._transient + ("engine",)
+
+    state_scalars = ("seed",)
+
+    def memory_parts(self, data):
+        return {"weights and their copies (driver)": 8 * 4 * model_size(self.model)}
+
+    def _job(self, step):
+        kmodel = kernel_model(self.model)
+        return kmodel, Job(kmodel, step, int(kmodel.size_joint_feature), self.C,
+                           self.rescaling == "slack", self.search_code, self.seed,
+                           self.n_partitions)
+
+    def _start_engine(self, step):
+        kmodel, job = self._job(step)
+        n = self.data.n_sequences
+        if n < self.n_partitions:
+            raise ValueError(f"n_partitions={self.n_partitions} exceeds the {n} examples")
+        parts = assign_examples(n, self.n_partitions, self.seed)
+        self.engine.start(job, split_sources(kmodel, self.data, parts))
+        return kmodel
+
+    def _primal(self, w):
+        return primal_value(w, self.C, self.engine.hinge_sum(np.ascontiguousarray(w)))
+
+    def _timed_round(self, run):
+        t0 = time.perf_counter()
+        results = run()
+        wall = time.perf_counter() - t0
+        compute = max(r.seconds for r in results)
+        self.round_log.append((wall, compute))
+        return results
+
+    def diagnostics(self, check):
+        if not self.round_log:
+            return {}
+        wall, compute = self.round_log[-1]
+        return {"round_time": wall, "compute_time": compute,
+                "overhead_time": max(0.0, wall - compute)}
+
+    # -- checkpoints and the end of a run ------------------------------------------------------
+    def run_params(self) -> dict:
+        """The settings a resumed run must share with the saved one."""
+        return {"C": self.C, "n_partitions": self.n_partitions, "rescaling": self.rescaling,
+                "slack_search": self.slack_search, "averaging": self.averaging}
+
+    def start(self, data):
+        saved = self.engine.saved() if self.data is None and hasattr(self.engine, "saved") \
+            else None
+        if saved is None:
+            return super().start(data)
+        meta = saved["solver_meta"]
+        changed = sorted(k for k, v in self.run_params().items()
+                         if meta.get("run_params", {}).get(k) != v)
+        if changed:
+            raise ValueError(f"the checkpoint in {self.engine.checkpoint_dir!r} belongs to "
+                             f"another run: {', '.join(changed)} differ")
+        arrays = saved["arrays"]
+        history = History.from_arrays(
+            {k[len("history/"):]: v for k, v in arrays.items() if k.startswith("history/")},
+            saved.get("stop_reason", ""))
+        self.load_state(data, meta, {k: v for k, v in arrays.items()
+                                     if not k.startswith("history/")})
+        self.history = history
+        return self
+
+    def _record(self, check, final=False):
+        record = super()._record(check, final)
+        if getattr(self.engine, "checkpoint_due", None) and \
+                self.engine.checkpoint_due(self.passes):
+            self.engine.write_checkpoint(*self.state_dict(), self.history)
+        return record
+
+    def close(self):
+        """Write a last checkpoint of the run (when the engine keeps them) and release the
+        engine's resources (a Spark session it started)."""
+        if self.data is not None and hasattr(self.engine, "final_checkpoint"):
+            self.engine.final_checkpoint(*self.state_dict(), self.history)
+        self.engine.stop()
+
+    def state_dict(self):
+        meta, arrays = super().state_dict()
+        meta["run_params"] = self.run_params()
+        meta["n_partitions"] = self.n_partitions
+        meta["engine"] = self.engine.name
+        arrays.update(self.engine.state_arrays())
+        return meta, arrays
+
+    def load_state(self, data, meta, arrays):
+        if meta.get("n_partitions") != self.n_partitions:
+            raise ValueError(f"the saved state has {meta.get('n_partitions')} partitions, "
+                             f"this solver {self.n_partitions}")
+        self.seed = int(meta["scalars"]["seed"])  # the partitions depend on it
+        own = {k: v for k, v in arrays.items() if "/" not in k}
+        super().load_state(data, meta, own)
+        self.engine.load_state_arrays({k: v for k, v in arrays.items() if "/" in k})
+
+
+class CoCoA(WeightedAverageDual, _DistributedSolver):
+    """CoCoA+ with the BCFW local solver (the module docstring gives the algorithm).
+
+    Parameters are those of :class:`~dualstruct.solvers.base.PassSolver` (``max_iter``
+    counts rounds, ``check_every`` rounds between exact checks) plus
+
+    n_partitions : int
+        K, the number of partitions of the examples.
+    local_passes : int
+        H, BCFW passes over its examples that each partition makes per round.
+    aggregation : {"adding", "averaging"}
+        ``"adding"``: γ = 1, σ' = K (the default, safe and faster); ``"averaging"``:
+        γ = 1/K, σ' = 1.
+    sigma : float, optional
+        σ', the local subproblems' scaling; by default K for adding and 1 for averaging.
+        Values below γ K are refused (the dual may then decrease and diverge).
+    step : {"auto", "pairwise", "fw"}
+        The local BCFW step, as :class:`~dualstruct.solvers.BCFW`'s.
+    engine : engine object, optional
+        Where the partitions run: :class:`InProcessEngine` (default) or
+        :class:`~dualstruct.distributed.spark.SparkEngine`.
+
+    Weighted averaging (``averaging=True``) averages the rounds' points with weights
+    1, 2, 3, … on the driver, as BCFW averages its steps.
+    """
+
+    name = "cocoa"
+
+    def __init__(self, model, C=1.0, *, n_partitions=2, local_passes=1, aggregation="adding",
+                 sigma=None, step="auto", engine=None, **kwargs):
+        super().__init__(model, C, n_partitions=n_partitions, engine=engine, **kwargs)
+        if isinstance(local_passes, bool) or not isinstance(local_passes, (int, np.integer)) \
+                or local_passes < 1:
+            raise ValueError(f"local_passes must be an integer >= 1, got {local_passes!r}")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+        if step not in ("auto", "pairwise", "fw"):
+            raise ValueError(f"step must be 'auto', 'pairwise' or 'fw', got {step!r}")
+        K = self.n_partitions
+        self.local_passes = int(local_passes)
+        self.aggregation = aggregation
+        self.gamma = 1.0 if aggregation == "adding" else 1.0 / K
+        self.sigma = float(K if aggregation == "adding" else 1) if sigma is None else sigma
+        if not (isinstance(self.sigma, (int, float)) and math.isfinite(self.sigma)):
+            raise ValueError(f"sigma must be a finite number, got {sigma!r}")
+        if self.sigma < self.gamma * K - 1e-12:
+            raise ValueError(
+                f"sigma={self.sigma:g} with aggregation={aggregation!r} (gamma={self.gamma:g}) "
+                f"on {K} partitions is unsafe: CoCoA+ needs sigma >= gamma*K = "
+                f"{self.gamma * K:g}, else the partitions' steps add up past the optimum and "
+                "training diverges. Use aggregation='adding' with sigma=K (the default) or "
+                "aggregation='averaging' with sigma=1")
+        self.step = step
+
+    @property
+    def resolved_step(self):
+        if self.step != "auto":
+            return self.step
+        relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
+        return "fw" if relaxed else "pairwise"
+
+    def _init_state(self):
+        kmodel = self._start_engine(self.resolved_step)
+        self.w = kmodel.init_weights()
+        self.R = np.zeros_like(self.w)
+        self.scalars = np.zeros(3)  # ℓ, rounds, R_ℓ
+
+    state_arrays = ("w", "R", "scalars")
+
+    def _after_load(self):
+        self._avg_cache = None
+
+    def _one_pass(self, order, chunks):
+        results = self._timed_round(lambda: self.engine.cocoa_round(
+            self.w, self.passes, self.local_passes, self.sigma, self.gamma))
+        change = np.zeros_like(self.w)
+        loss_change = 0.0
+        for r in results:  # in partition order: the same sums wherever the partitions ran
+            r.add_to(change)
+            loss_change += r.loss_change
+        self.w += change
+        m = self.scalars[1] + 1.0
+        A_prev = 0.5 * (m - 1.0) * m
+        self.scalars[0] += loss_change
+        self.scalars[1] = m
+        if self.averaging:
+            self.R += A_prev * change
+            self.scalars[2] += A_prev * loss_change
+        self._avg_cache = None
+        return sum(r.oracle_calls for r in results)
+
+    def diagnostics(self, check):
+        out = super().diagnostics(check)
+        out["data_passes"] = float(self.passes * self.local_passes)
+        return out
+
+    def run_params(self):
+        return dict(super().run_params(), local_passes=self.local_passes,
+                    aggregation=self.aggregation, sigma=self.sigma, step=self.resolved_step)
+
+
+class MiniBatchSSG(_DistributedSolver):
+    """Distributed mini-batch stochastic subgradient (Pegasos in C-form; the baseline of the
+    Dissolve-struct experiments): each round every partition sums the hinge subgradients of a
+    random ``batch_fraction`` of its examples at ``w``, and the driver steps
+
+        w ← (1 − η_t) w + η_t C (n / b) Σ_{i∈B} g_i (φ(ȳ_i) − φ(μ̂_i)),    η_t = 1 / t
+
+    (the step 1/(λ t) of Pegasos with λ = 1/(C n) on the λ-form). No dual; ``tol`` unused.
+    With ``averaging`` the rounds' iterates are averaged with weights t."""
+
+    name = "minibatch_ssg"
+    has_dual = False
+
+    def __init__(self, model, C=1.0, *, n_partitions=2, batch_fraction=0.1, engine=None,
+                 **kwargs):
+        super().__init__(model, C, n_partitions=n_partitions, engine=engine, **kwargs)
+        if not (isinstance(batch_fraction, (int, float)) and 0 < batch_fraction <= 1):
+            raise ValueError(f"batch_fraction must lie in (0, 1], got {batch_fraction!r}")
+        self.batch_fraction = float(batch_fraction)
+
+    def _init_state(self):
+        kmodel = self._start_engine("pairwise")
+        self.w = kmodel.init_weights()
+        self.w_avg = np.zeros_like(self.w)
+        self.scalars = np.zeros(1)  # t
+
+    state_arrays = ("w", "w_avg", "scalars")
+
+    def candidates(self):
+        return [self.w_avg, self.w] if self.averaging else [self.w]
+
+    def _one_pass(self, order, chunks):
+        results = self._timed_round(lambda: self.engine.subgradient_round(
+            self.w, self.passes, self.batch_fraction))
+        psi = np.zeros_like(self.w)
+        b = 0
+        for r in results:
+            r.add_to(psi)
+            b += r.n_blocks
+        t = self.scalars[0] + 1.0
+        eta = 1.0 / t
+        self.w *= 1.0 - eta
+        self.w += (eta * self.C * self.data.n_sequences / b) * psi
+        self.w_avg += (2.0 / (t + 1.0)) * (self.w - self.w_avg)
+        self.scalars[0] = t
+        return sum(r.oracle_calls for r in results)
+
+    def diagnostics(self, check):
+        out = super().diagnostics(check)
+        out["data_passes"] = float(self.passes * self.batch_fraction)
+        return out
+
+    def run_params(self):
+        return dict(super().run_params(), batch_fraction=self.batch_fraction)

@@ -1,0 +1,305 @@
+"""The Spark engine: the partitions of a distributed solver
+(:mod:`dualstruct.distributed.cocoa`) as one RDD with one element per partition, its data and
+its dual state (``pip install "dualstruct[spark]"``; Java 17).
+
+Each round is ``mapPartitions`` over the previous round's RDD with ``w`` broadcast; the new
+RDD is persisted, the previous one unpersisted, and every ``checkpoint_every`` rounds the new
+one is checkpointed reliably (``RDD.checkpoint()`` into ``checkpoint_dir``), which cuts its
+lineage. Until then a lost partition is rebuilt from the lineage: the broadcasts of ``w`` it
+depends on stay alive until the next checkpoint, and every random choice of a partition
+depends only on (seed, round, partition), so the rebuilt state is identical. The driver holds
+``w`` and one round's changes of ``w``, never the partitions' dual state.
+
+At each checkpoint the driver also writes ``dualstruct-checkpoint.npz`` into
+``checkpoint_dir`` (its own state, the history and where the RDD checkpoint lies): a new
+process resumes the run from the directory with ``resume=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from functools import partial
+
+import numpy as np
+
+from .. import io
+
+MANIFEST = "dualstruct-checkpoint.npz"
+
+
+def require_pyspark():
+    """Import pyspark, or say what to install."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "training on Spark needs pyspark: pip install \"dualstruct[spark]\" (and Java 17 "
+            "or newer on the PATH or in JAVA_HOME)") from exc
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise RuntimeError("training on Spark needs Java 17 or newer: install a JDK and put "
+                           "java on the PATH or set JAVA_HOME")
+
+
+class SparkEngine:
+    """Runs the partitions of a distributed solver on Spark.
+
+    Parameters
+    ----------
+    master : str, default "local[2,4]"
+        Where to run when no ``session`` is given: ``local[N,R]`` (N threads, R attempts of a
+        failed task; plain ``local[N]`` never retries), ``local-cluster[…]``, ``spark://…``,
+        ``yarn`` or ``k8s://…``.
+    session : SparkSession, optional
+        A session the caller already has (its master and configuration are used as they are;
+        the engine never stops it).
+    checkpoint_dir : str, optional
+        Where the RDD checkpoints and the driver's checkpoint go (a shared filesystem such as
+        HDFS on a real cluster). Default: a temporary directory removed at the end.
+    checkpoint_every : int, default 10
+        Rounds between reliable checkpoints.
+    resume : bool, default False
+        Continue the run whose checkpoint is in ``checkpoint_dir``; without it an existing
+        checkpoint there is an error (it is never overwritten silently).
+    spark_conf : dict, optional
+        Extra Spark settings for a session the engine starts (e.g. ``spark.driver.memory``).
+    app_name : str
+    """
+
+    name = "spark"
+
+    def __init__(self, master="local[2,4]", session=None, checkpoint_dir=None,
+                 checkpoint_every=10, resume=False, spark_conf=None, app_name="dualstruct"):
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
+                or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be an integer >= 1, got "
+                             f"{checkpoint_every!r}")
+        self.master = master
+        self.session = session
+        self.checkpoint_dir = None if checkpoint_dir is None else str(checkpoint_dir)
+        self.checkpoint_every = checkpoint_every
+        self.resume = bool(resume)
+        self.spark_conf = dict(spark_conf or {})
+        self.app_name = app_name
+        self._own_session = False
+        self._own_dir = False
+        self.rdd = None
+        self._broadcasts = []  # the w broadcasts the current RDD's lineage needs
+        self._rounds = 0
+        if self.resume and self.checkpoint_dir is None:
+            raise ValueError("resume=True needs the checkpoint_dir of the run to resume")
+        if self.resume:
+            self.saved()  # a missing or foreign directory fails now, before Spark starts
+
+    # -- the session --------------------------------------------------------------------------
+    def _context(self):
+        if self.session is None:
+            require_pyspark()
+            from pyspark.sql import SparkSession
+
+            if self.master.startswith("local"):
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            builder = SparkSession.builder.master(self.master).appName(self.app_name)
+            conf = {"spark.ui.enabled": "false",
+                    "spark.ui.showConsoleProgress": "false",
+                    "spark.executorEnv.NUMBA_NUM_THREADS": "1",
+                    "spark.python.worker.reuse": "true"}
+            conf.update(self.spark_conf)
+            for k, v in conf.items():
+                builder = builder.config(k, v)
+            try:
+                self.session = builder.getOrCreate()
+            except Exception as exc:
+                raise RuntimeError(f"could not start Spark with master {self.master!r}: "
+                                   f"{exc}") from exc
+            self.session.sparkContext.setLogLevel("ERROR")
+            self._own_session = True
+        return self.session.sparkContext
+
+    def _prepare_dir(self, sc):
+        if self.checkpoint_dir is None:
+            self.checkpoint_dir = tempfile.mkdtemp(prefix="dualstruct-spark-")
+            self._own_dir = True
+        elif "://" not in self.checkpoint_dir or self.checkpoint_dir.startswith("file:"):
+            local = self.checkpoint_dir.removeprefix("file://")
+            try:
+                os.makedirs(local, exist_ok=True)
+            except OSError as exc:
+                raise ValueError(f"checkpoint_dir {self.checkpoint_dir!r} cannot be made: "
+                                 f"{exc.strerror}") from exc
+            if not os.access(local, os.W_OK | os.X_OK):
+                raise ValueError(f"checkpoint_dir {self.checkpoint_dir!r} is not writable")
+            if not self.resume and os.path.exists(os.path.join(local, MANIFEST)):
+                raise ValueError(
+                    f"checkpoint_dir {self.checkpoint_dir!r} holds the checkpoint of another "
+                    "run; resume it with resume=True or give an empty directory")
+        sc.setCheckpointDir(self.checkpoint_dir)
+
+    # -- a run --------------------------------------------------------------------------------
+    def start(self, job, sources, states=None):
+        from pyspark import StorageLevel, cloudpickle
+
+        if states is not None:
+            raise ValueError("the Spark engine takes the partitions' state from its own "
+                             "checkpoint")
+        sc = self._context()
+        self._prepare_dir(sc)
+        self.sc = sc
+        self.job = job
+        self.run_id = uuid.uuid4().hex
+        self.level = StorageLevel.MEMORY_AND_DISK
+        self.job_bc = sc.broadcast(job)
+        saved = self._saved_state
+        if saved is not None:
+            from pyspark.serializers import AutoBatchedSerializer, CloudPickleSerializer
+
+            rdd = sc._checkpointFile(saved["rdd"],
+                                     AutoBatchedSerializer(CloudPickleSerializer()))
+            if rdd.getNumPartitions() != job.n_partitions:
+                raise ValueError(f"the checkpoint in {self.checkpoint_dir!r} has "
+                                 f"{rdd.getNumPartitions()} partitions, not "
+                                 f"{job.n_partitions}")
+            self.rdd = rdd.persist(self.level)
+            self._rounds = saved["round"]
+            return
+        blobs = [(k, cloudpickle.dumps(src)) for k, src in enumerate(sources)]
+        data = sc.parallelize(blobs, len(blobs))
+        rdd = data.mapPartitions(partial(_tasks().init_task, self.run_id, self.job_bc))
+        self.rdd = rdd.persist(self.level)
+        self.rdd.checkpoint()
+        self.rdd.count()
+
+    def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
+        t = _tasks()
+        return self._advance(round_index, w, lambda w_bc: partial(
+            t.cocoa_task, self.run_id, self.job_bc, w_bc, round_index, local_passes, sigma,
+            gamma))
+
+    def _advance(self, round_index, w, make_task):
+        w_bc = self.sc.broadcast(np.ascontiguousarray(w))
+        new = self.rdd.mapPartitions(make_task(w_bc), preservesPartitioning=True)
+        new = new.persist(self.level)
+        due = (round_index + 1) % self.checkpoint_every == 0
+        if due:
+            new.checkpoint()
+        try:
+            results = [r for _, r in sorted(new.map(lambda e: (e[0], e[3])).collect(),
+                                            key=lambda e: e[0])]
+        except BaseException:
+            new.unpersist()
+            w_bc.destroy()
+            raise
+        # adopt the round: the previous state is no longer needed in memory
+        old, self.rdd = self.rdd, new
+        old.unpersist()
+        self._broadcasts.append(w_bc)
+        if due:  # the lineage now starts at the checkpoint: the earlier broadcasts can go
+            for bc in self._broadcasts[:-1]:  # (the RDD's own function still names its own)
+                bc.destroy()
+            self._broadcasts = self._broadcasts[-1:]
+        self._rounds = round_index + 1
+        return results
+
+    def subgradient_round(self, w, round_index, fraction):
+        w_bc = self.sc.broadcast(np.ascontiguousarray(w))
+        try:
+            return self.rdd.mapPartitions(partial(
+                _tasks().subgradient_task, self.run_id, self.job_bc, w_bc, round_index,
+                fraction)).collect()
+        finally:
+            w_bc.destroy()
+
+    def hinge_sum(self, w):
+        w_bc = self.sc.broadcast(np.ascontiguousarray(w))
+        try:
+            sums = sorted(self.rdd.mapPartitions(partial(
+                _tasks().hinge_task, self.run_id, self.job_bc, w_bc)).collect())
+        finally:
+            w_bc.destroy()
+        return sum(s for _, s in sums)
+
+    def gather_states(self):
+        """Every partition's dual state, ``{index: arrays}``: for moving a finished run to one
+        machine (this is the only call that brings the dual state to the driver)."""
+        return dict(self.rdd.mapPartitions(_tasks().state_task).collect())
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def checkpoint_due(self, rounds) -> bool:
+        return rounds % self.checkpoint_every == 0 and rounds == self._rounds
+
+    def write_checkpoint(self, meta, arrays, history):
+        """The driver's part of a checkpoint, after the RDD of the same round was
+        checkpointed (an atomic write: a crash leaves the previous one)."""
+        path = self.rdd.getCheckpointFile()
+        if path is None:
+            return
+        self._checkpointed = self._rounds
+        header = {"kind": "spark-checkpoint", "solver_meta": meta,
+                  "rdd": path, "round": self._rounds,
+                  "stop_reason": history.stop_reason}
+        arrays = dict(arrays)
+        for k, v in history.as_arrays().items():
+            arrays[f"history/{k}"] = v
+        io.save_arrays(self._manifest_path(), header, arrays)
+
+    def _manifest_path(self):
+        return os.path.join(self.checkpoint_dir.removeprefix("file://"), MANIFEST)
+
+    def final_checkpoint(self, meta, arrays, history):
+        """Checkpoint the current round now (at the end of training), so the run can be
+        resumed exactly where it stopped."""
+        if self.rdd is None or self._rounds == 0 or self._checkpointed == self._rounds:
+            return
+        if self._own_dir:  # removed at stop: nobody can resume from it
+            return
+        self.rdd.checkpoint()
+        self.rdd.count()
+        self._checkpointed = self._rounds
+        self.write_checkpoint(meta, arrays, history)
+
+    _saved_state = None
+    _checkpointed = -1
+
+    def saved(self):
+        """``(header, arrays)`` of the checkpoint to resume, or None when not resuming."""
+        if not self.resume:
+            return None
+        if self._saved_state is None:
+            path = self._manifest_path()
+            if not os.path.exists(path):
+                raise ValueError(f"checkpoint_dir {self.checkpoint_dir!r} holds no checkpoint "
+                                 f"to resume ({MANIFEST} is missing)")
+            header, arrays = io.load_arrays(path)
+            if header.get("kind") != "spark-checkpoint":
+                raise ValueError(f"{path} is not a dualstruct Spark checkpoint")
+            self._saved_state = dict(header, arrays=arrays)
+        return self._saved_state
+
+    def state_arrays(self) -> dict:
+        return {}
+
+    def load_state_arrays(self, arrays):
+        pass
+
+    def stop(self):
+        for bc in self._broadcasts:
+            bc.destroy()
+        self._broadcasts = []
+        if self.rdd is not None:
+            self.rdd.unpersist()
+        if self._own_session and self.session is not None:
+            self.session.stop()
+            self.session = None
+        if self._own_dir:
+            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+
+
+def _tasks():
+    from . import _spark_tasks
+
+    return _spark_tasks
+

@@ -1,0 +1,153 @@
+"""The distributed solvers in process: CoCoA+ with one partition is BCFW, its dual never
+decreases under the safe aggregations, it reaches BCFW's optimum, and every kernel model
+trains on partitions with no model-specific code."""
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+from conftest import random_chain_problem
+
+from dualstruct.distributed import CoCoA, InProcessEngine, MiniBatchSSG
+from dualstruct.distributed.partition import assign_examples, local_order
+from dualstruct.models import ChainModel
+from dualstruct.models.multiclass import MultiClassModel
+from dualstruct.models.user import UserModel
+from dualstruct.sequences import pack_sequences
+from dualstruct.solvers import BCFW, primal_objective
+
+
+def digest(w):
+    return hashlib.sha256(np.ascontiguousarray(w).tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def chain_problem():
+    rng = np.random.default_rng(3)
+    X, Y = random_chain_problem(rng, 60, 4, 6)
+    X = [np.hstack([x, np.ones((len(x), 1))]) for x in X]
+    return ChainModel(4, 7), pack_sequences(X, Y)
+
+
+def test_one_partition_is_bcfw(chain_problem):
+    """K = 1 (σ' = 1): a round is a BCFW pass over the same order; w agrees to 1e-12."""
+    model, data = chain_problem
+    cocoa = CoCoA(model, 1.0, n_partitions=1, averaging=False, max_iter=4, tol=0,
+                  random_state=0).fit(data)
+    bcfw = BCFW(model, 1.0, averaging=False, max_iter=0, random_state=0).fit(data)
+    for r in range(4):
+        bcfw._run(local_order(cocoa.seed, r, 0, 0, data.n_sequences))
+    assert np.abs(bcfw.w - cocoa.w).max() <= 1e-12 * max(1.0, np.abs(bcfw.w).max())
+    assert cocoa.scalars[0] == pytest.approx(bcfw.scalars[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("K,aggregation,H", [(2, "adding", 1), (4, "adding", 2),
+                                             (3, "averaging", 1)])
+def test_dual_never_decreases_and_gap_is_certified(chain_problem, K, aggregation, H):
+    model, data = chain_problem
+    solver = CoCoA(model, 1.0, n_partitions=K, local_passes=H, aggregation=aggregation,
+                   averaging=False, max_iter=40, tol=0, check_every=4,
+                   random_state=1).fit(data)
+    duals = [r.dual for r in solver.history]
+    assert np.all(np.diff(duals) >= -1e-9)
+    for r in solver.history:
+        if not math.isnan(r.gap):
+            assert r.gap >= -1e-9
+    # the certificate uses the one primal of every solver
+    last = solver.history.last_checked()
+    assert last.primal == pytest.approx(primal_objective(model, data, solver.weights(), 1.0),
+                                        rel=1e-12)
+
+
+def test_cocoa_reaches_the_bcfw_optimum(chain_problem):
+    model, data = chain_problem
+    ref = BCFW(model, 1.0, max_iter=3000, tol=1e-6, check_every=20, random_state=0).fit(data)
+    cocoa = CoCoA(model, 1.0, n_partitions=4, local_passes=3, max_iter=3000, tol=1e-5,
+                  check_every=10, random_state=0).fit(data)
+    p_ref = ref.history.last_checked().primal
+    assert cocoa.history.stop_reason == "tol"
+    assert cocoa.history.last_checked().primal == pytest.approx(p_ref, rel=1e-3)
+
+
+def test_unsafe_aggregation_is_refused(chain_problem):
+    model, _ = chain_problem
+    with pytest.raises(ValueError, match="sigma >= gamma\\*K = 2"):
+        CoCoA(model, n_partitions=2, sigma=1.0)
+    with pytest.raises(ValueError, match="aggregation"):
+        CoCoA(model, aggregation="sum")
+    with pytest.raises(ValueError, match="local_passes"):
+        CoCoA(model, local_passes=0)
+    with pytest.raises(ValueError, match="n_partitions"):
+        CoCoA(model, n_partitions=0)
+    CoCoA(model, n_partitions=1, sigma=1.0)  # one partition: plain BCFW
+
+
+def test_partitions_cover_the_examples_once():
+    parts = assign_examples(101, 4, seed=5)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(101))
+    assert {len(p) for p in parts} <= {25, 26}
+    assert all(np.all(np.diff(p) > 0) for p in parts)
+
+
+def test_every_kernel_model_trains_distributed():
+    """A built-in kernel model (multi-class) and a user-defined Python model reach the same
+    optimum on partitions, with no model-specific code."""
+    from test_block_solvers import PlainMultiClass, _blobs
+
+    X, y = _blobs(n=50)
+    builtin = MultiClassModel(3, 4)
+    user = UserModel(PlainMultiClass(3, 4))
+    ref = BCFW(builtin, 1.0, max_iter=2000, tol=1e-7, check_every=20,
+               random_state=0).fit(builtin.block_data(X, y))
+    p_ref = ref.history.last_checked().primal
+    for model, data in ((builtin, builtin.block_data(X, y)),
+                        (user, user.block_data(list(X), list(y)))):
+        solver = CoCoA(model, 1.0, n_partitions=3, local_passes=2, max_iter=2000, tol=1e-6,
+                       check_every=10, random_state=0).fit(data)
+        assert solver.history.last_checked().primal == pytest.approx(p_ref, rel=1e-3)
+
+
+def test_classic_step_on_partitions(chain_problem):
+    model, data = chain_problem
+    pairwise = CoCoA(model, 1.0, n_partitions=2, local_passes=2, max_iter=2000, tol=1e-5,
+                     check_every=10, random_state=0).fit(data)
+    classic = CoCoA(model, 1.0, n_partitions=2, local_passes=2, step="fw", max_iter=2000,
+                    tol=1e-5, check_every=10, random_state=0).fit(data)
+    assert classic.history.last_checked().primal == pytest.approx(
+        pairwise.history.last_checked().primal, rel=1e-3)
+
+
+def test_checkpoint_in_process_resumes_exactly(chain_problem):
+    model, data = chain_problem
+    whole = CoCoA(model, 1.0, n_partitions=3, max_iter=8, tol=0, random_state=2).fit(data)
+    first = CoCoA(model, 1.0, n_partitions=3, max_iter=5, tol=0, random_state=2).fit(data)
+    meta, arrays = first.state_dict()
+    second = CoCoA(model, 1.0, n_partitions=3, max_iter=3, tol=0, random_state=9)
+    second.load_state(data, meta, arrays)
+    second.fit(data)
+    assert digest(second.w) == digest(whole.w)
+    wrong = CoCoA(model, 1.0, n_partitions=2)
+    with pytest.raises(ValueError, match="partitions"):
+        wrong.load_state(data, meta, arrays)
+
+
+def test_minibatch_ssg_lowers_the_primal(chain_problem):
+    model, data = chain_problem
+    ssg = MiniBatchSSG(model, 1.0, n_partitions=2, batch_fraction=0.25, max_iter=200,
+                       check_every=50, random_state=0).fit(data)
+    primals = [r.primal for r in ssg.history if not math.isnan(r.primal)]
+    assert primals[-1] < primals[0]
+    assert ssg.history.last_checked().extra["data_passes"] == pytest.approx(50.0)
+    with pytest.raises(ValueError, match="batch_fraction"):
+        MiniBatchSSG(model, batch_fraction=0)
+
+
+def test_engine_refuses_a_torn_round(chain_problem):
+    model, data = chain_problem
+    engine = InProcessEngine()
+    solver = CoCoA(model, 1.0, n_partitions=2, max_iter=1, engine=engine, random_state=0)
+    solver.fit(data)
+    engine._torn = True
+    with pytest.raises(RuntimeError, match="interrupted midway"):
+        solver.fit(data, max_iter=1)

@@ -1,0 +1,207 @@
+"""CoCoA+ on Spark (local[2,4]): the same w as the in-process run, fault tolerance (a Python
+worker that dies), resume from a checkpoint directory, clear errors, and the estimators and
+command line on the Spark backend. Missing pyspark or Java fails the suite in CI."""
+
+import hashlib
+import os
+import sys
+
+import numpy as np
+import pytest
+from conftest import _require_data, random_chain_problem
+
+from dualstruct.distributed import CoCoA, MiniBatchSSG
+from dualstruct.models import ChainModel
+from dualstruct.sequences import pack_sequences
+
+pytestmark = pytest.mark.spark
+
+KILL_SPEC = ("DUALSTRUCT_TEST_KILL_WORKER", "{folder}:2:1")
+
+
+def digest(w):
+    return hashlib.sha256(np.ascontiguousarray(w).tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    """One local[2,4] session for the module (its Python workers know the fault folder)."""
+    try:
+        from dualstruct.distributed.spark import require_pyspark
+
+        require_pyspark()
+    except (ImportError, RuntimeError) as exc:
+        if _require_data():
+            pytest.fail(f"Spark tests cannot run: {exc}")
+        pytest.skip(str(exc))
+    from pyspark.sql import SparkSession
+
+    folder = tmp_path_factory.mktemp("faults") / "armed"
+    os.environ[KILL_SPEC[0]] = KILL_SPEC[1].format(folder=folder)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master("local[2,4]").appName("dualstruct-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.executorEnv.NUMBA_NUM_THREADS", "1").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.fault_folder = folder
+    yield session
+    session.stop()
+
+
+def engine(spark, **kwargs):
+    from dualstruct.distributed.spark import SparkEngine
+
+    return SparkEngine(session=spark, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def chain_problem():
+    rng = np.random.default_rng(7)
+    X, Y = random_chain_problem(rng, 48, 4, 6)
+    X = [np.hstack([x, np.ones((len(x), 1))]) for x in X]
+    return ChainModel(4, 7), pack_sequences(X, Y)
+
+
+def run(model, data, eng=None, **kwargs):
+    opts = dict(C=1.0, n_partitions=2, max_iter=6, tol=0, check_every=3, random_state=0)
+    opts.update(kwargs)
+    solver = CoCoA(model, engine=eng, **opts)
+    try:
+        solver.fit(data)
+    finally:
+        solver.close()
+    return solver
+
+
+@pytest.mark.parametrize("K,H", [(2, 1), (4, 2)])
+def test_spark_equals_the_in_process_run(spark, chain_problem, K, H):
+    model, data = chain_problem
+    local = run(model, data, n_partitions=K, local_passes=H)
+    remote = run(model, data, engine(spark, checkpoint_every=2), n_partitions=K,
+                 local_passes=H)
+    assert digest(remote.w) == digest(local.w)
+    assert [r.dual for r in remote.history] == [r.dual for r in local.history]
+    last = remote.history.last_checked()
+    assert last.primal == local.history.last_checked().primal
+    assert {"round_time", "compute_time", "overhead_time"} <= set(last.extra)
+
+
+def test_minibatch_ssg_on_spark_equals_in_process(spark, chain_problem):
+    model, data = chain_problem
+    opts = dict(n_partitions=3, batch_fraction=0.5, max_iter=5, check_every=5, random_state=0)
+    local = MiniBatchSSG(model, 1.0, **opts).fit(data)
+    remote = MiniBatchSSG(model, 1.0, engine=engine(spark), **opts)
+    remote.fit(data)
+    remote.close()
+    assert digest(remote.w) == digest(local.w)
+
+
+def test_a_dying_python_worker_leaves_w_identical(spark, chain_problem):
+    """Round 2's task of partition 1 kills its Python worker on its first attempt; Spark
+    retries it (local[2,4]) and the result is the same."""
+    model, data = chain_problem
+    reference = run(model, data)
+    spark.fault_folder.mkdir()
+    try:
+        faulty = run(model, data, engine(spark, checkpoint_every=2))
+    finally:
+        armed = list(spark.fault_folder.iterdir())
+    assert [p.name for p in armed] == ["killed-2-1"]  # the worker did die
+    assert digest(faulty.w) == digest(reference.w)
+
+
+def test_resume_from_the_checkpoint_directory(spark, chain_problem, tmp_path):
+    model, data = chain_problem
+    whole = run(model, data, max_iter=7)
+    folder = tmp_path / "ckpt"
+    run(model, data, engine(spark, checkpoint_dir=folder, checkpoint_every=2), max_iter=4)
+    resumed = run(model, data, engine(spark, checkpoint_dir=folder, resume=True), max_iter=3)
+    assert resumed.passes == 7
+    assert digest(resumed.w) == digest(whole.w)
+    assert len(resumed.history) == 7
+    # the directory holds this run's checkpoint: a new run refuses it, another run's
+    # parameters are named, and a changed training set is recognised
+    with pytest.raises(ValueError, match="holds the checkpoint of another run"):
+        run(model, data, engine(spark, checkpoint_dir=folder))
+    with pytest.raises(ValueError, match="another run: C differ"):
+        run(model, data, engine(spark, checkpoint_dir=folder, resume=True), C=2.0)
+    other = data.take(np.arange(40))
+    with pytest.raises(ValueError, match="different training data"):
+        run(model, other, engine(spark, checkpoint_dir=folder, resume=True))
+
+
+def test_checkpoint_directory_errors(spark, tmp_path):
+    from dualstruct.distributed.spark import SparkEngine
+
+    with pytest.raises(ValueError, match="holds no checkpoint"):
+        SparkEngine(session=spark, checkpoint_dir=tmp_path / "empty", resume=True)
+    with pytest.raises(ValueError, match="needs the checkpoint_dir"):
+        SparkEngine(session=spark, resume=True)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    model, data = ChainModel(2, 2), pack_sequences([np.ones((2, 2))], [np.array([0, 1])])
+    with pytest.raises(ValueError, match="cannot be made"):
+        run(model, data, engine(spark, checkpoint_dir=blocker / "sub"), n_partitions=1)
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(ValueError, match="not writable"):
+            run(model, data, engine(spark, checkpoint_dir=locked), n_partitions=1)
+
+
+def test_missing_pyspark_says_what_to_install(monkeypatch):
+    from dualstruct.distributed.spark import require_pyspark
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(ImportError, match=r'pip install "dualstruct\[spark\]"'):
+        require_pyspark()
+
+
+def test_missing_java_is_named(monkeypatch):
+    from dualstruct.distributed import spark as spark_module
+
+    monkeypatch.setattr(spark_module.shutil, "which", lambda name: None)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(RuntimeError, match="needs Java 17"):
+        spark_module.require_pyspark()
+
+
+def same_optimum(a, b):
+    """Two certified runs bracket the same optimum: [D, P] intervals overlap, and the
+    distributed one is within 5%."""
+    assert a.dual <= b.primal + 1e-9 and b.dual <= a.primal + 1e-9
+    assert a.relative_gap < 0.05
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_estimators_on_spark_write_ordinary_model_files(spark, tmp_path):
+    from dualstruct import MultiLabelSVM, StructuredSVM, load
+
+    rng = np.random.default_rng(0)
+    X, Y = random_chain_problem(rng, 40, 3, 5)
+    opts = {"session": spark}
+    est = StructuredSVM(C=0.1, backend="spark", n_partitions=2, backend_options=opts,
+                        max_iter=40, tol=2e-2, check_every=5, random_state=0,
+                        solver_options={"local_passes": 10}).fit(X, Y)
+    local = StructuredSVM(C=0.1, max_iter=1000, tol=1e-3, random_state=0).fit(X, Y)
+    same_optimum(est.history_.last_checked(), local.history_.last_checked())
+    path = est.save(tmp_path / "chain.npz")
+    loaded = load(path)
+    assert loaded.backend == "spark" and "session" not in loaded.backend_options
+    assert loaded.score(X, Y) == est.score(X, Y)
+
+    Xm = rng.normal(size=(60, 4))
+    Ym = (Xm[:, :3] + 0.3 * rng.normal(size=(60, 3)) > 0).astype(int)
+    ml = MultiLabelSVM(backend="spark", n_partitions=3, backend_options=opts, max_iter=40,
+                       tol=2e-2, random_state=0,
+                       solver_options={"local_passes": 10}).fit(Xm, Ym)
+    ml_local = MultiLabelSVM(max_iter=1000, tol=1e-3, random_state=0).fit(Xm, Ym)
+    same_optimum(ml.history_.last_checked(), ml_local.history_.last_checked())
+    with pytest.raises(ValueError, match="does not run on Spark"):
+        StructuredSVM(solver="gdmm", backend="spark").fit(X, Y)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        StructuredSVM(backend="dask").fit(X, Y)
+    with pytest.raises(ValueError, match="unknown \\['masters'\\]"):
+        StructuredSVM(backend="spark", backend_options={"masters": "x"}).fit(X, Y)
