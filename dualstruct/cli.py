@@ -262,6 +262,7 @@ def _refuse_changed_settings(args, saved, source):
 
 
 def cmd_multilabel_train(args, out):
+    backend = _backend_params(args)
     from .estimators import MultiLabelSVM
 
     model_path = Path(args.output)
@@ -288,7 +289,8 @@ def cmd_multilabel_train(args, out):
         svm = MultiLabelSVM(edges=args.edges, solver=args.solver, C=args.C,
                             inference=args.inference, max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, random_state=args.seed,
-                            rescaling=args.rescaling, interactions=args.interactions)
+                            rescaling=args.rescaling, interactions=args.interactions,
+                            **backend)
     dev = None
     if args.dev:
         dev = read_multilabel(args.dev, args.labels, X.shape[1], Y.shape[1])
@@ -364,6 +366,7 @@ def _input_format(args, n_columns=None):
 
 
 def cmd_train(args, out):
+    backend = _backend_params(args)
     fmt = args.format
     if fmt == "conllu" and args.label not in CONLLU_LABELS:
         raise CLIError(f"--label must be one of {', '.join(CONLLU_LABELS)}")
@@ -407,7 +410,8 @@ def cmd_train(args, out):
                             max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, fit_intercept=False,
                             random_state=args.seed, weights=args.weights,
-                            weights_min_count=args.weights_min_count)
+                            weights_min_count=args.weights_min_count,
+                            **backend)
         feats = TokenFeatures(window=args.window, min_count=args.min_count,
                               hashing=args.hashing)
         scheme = None if args.tag_scheme == "none" else args.tag_scheme
@@ -695,6 +699,57 @@ def _positive_int(text):
     return value
 
 
+def _backend_params(args):
+    """The estimator's backend parameters from ``--spark-master`` and its companions."""
+    spark_only = {"--partitions": args.partitions, "--local-passes": args.local_passes,
+                  "--spark-checkpoint-dir": args.spark_checkpoint_dir,
+                  "--spark-resume": args.spark_resume or None}
+    if args.spark_master is None:
+        given = [k for k, v in spark_only.items() if v is not None]
+        if given:
+            raise CLIError(f"{', '.join(given)} need --spark-master")
+        return {}
+    if args.resume:
+        raise CLIError("--resume continues a model file; a Spark run resumes from its "
+                       "checkpoint directory with --spark-checkpoint-dir DIR --spark-resume")
+    if args.spark_resume and not args.spark_checkpoint_dir:
+        raise CLIError("--spark-resume needs --spark-checkpoint-dir")
+    options = {"master": args.spark_master}
+    if args.spark_checkpoint_dir:
+        options["checkpoint_dir"] = args.spark_checkpoint_dir
+        options["resume"] = bool(args.spark_resume)
+    if args.spark_checkpoint_every:
+        options["checkpoint_every"] = args.spark_checkpoint_every
+    solver_options = {}
+    if args.local_passes is not None:
+        key = "local_passes" if args.solver == "bcfw" else "batch_fraction"
+        if args.solver != "bcfw":
+            raise CLIError("--local-passes is for --solver bcfw (CoCoA+)")
+        solver_options[key] = args.local_passes
+    return {"backend": "spark", "n_partitions": args.partitions or 2,
+            "backend_options": options, "solver_options": solver_options or None}
+
+
+def _add_spark_arguments(parser):
+    g = parser.add_argument_group(
+        "Spark", "train on Apache Spark with CoCoA+ (--solver bcfw) or mini-batch SSG "
+        "(--solver ssg); needs pip install \"dualstruct[spark]\". --max-iter and "
+        "--check-every then count rounds")
+    g.add_argument("--spark-master", metavar="MASTER",
+                   help="e.g. local[2,4] (2 threads, 4 attempts per task), spark://host:7077, "
+                        "yarn")
+    g.add_argument("--partitions", type=_positive_int, metavar="K",
+                   help="partitions of the training examples (default 2)")
+    g.add_argument("--local-passes", type=_positive_int, metavar="H",
+                   help="BCFW passes of each partition per round (default 1)")
+    g.add_argument("--spark-checkpoint-dir", metavar="DIR",
+                   help="where the run is checkpointed (a shared filesystem on a cluster)")
+    g.add_argument("--spark-checkpoint-every", type=_positive_int, metavar="N",
+                   help="rounds between checkpoints (default 10)")
+    g.add_argument("--spark-resume", action="store_true",
+                   help="continue the run checkpointed in --spark-checkpoint-dir")
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="dualstruct", description="Structural SVM taggers.")
     ap.add_argument("--version", action="version", version=f"dualstruct {__version__}")
@@ -735,6 +790,7 @@ def build_parser():
     t.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
     t.add_argument("--save-state", action="store_true",
                    help="keep the solver state in the final model so training can continue")
+    _add_spark_arguments(t)
 
     p = sub.add_parser("predict", help="append (CoNLL) or fill (CoNLL-U) predicted labels")
     p.add_argument("model")
@@ -783,6 +839,7 @@ def build_parser():
     mt.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
     mt.add_argument("--save-state", action="store_true",
                     help="keep the solver state in the final model so training can continue")
+    _add_spark_arguments(mt)
     me = mls.add_parser("evaluate", help="Hamming loss, subset/Jaccard accuracy, micro/macro F1")
     me.add_argument("model")
     me.add_argument("test")

@@ -1,0 +1,187 @@
+"""Distributed training benchmark: CoCoA+ (BCFW local solver) and mini-batch SSG on Spark.
+
+For each (K partitions, H local passes) it trains until the certified relative gap reaches
+each target (default 1% and 0.1%) or ``--rounds`` run out, checking every round, and prints
+rounds, data passes and Spark time to each target, with the mean round split into local
+compute (the slowest partition) and Spark overhead (the rest). The same configurations run
+on the in-process engine for reference (``--engine local``). Then it fits the scaling model
+
+    round time(K) = compute(1) / K + overhead(K),    overhead(K) = a + b K
+
+to the measured rounds (compute shrinks with K as the partitions run in parallel; overhead
+grows with the tasks a round schedules) and predicts time to 1% gap on 8, 32 and 128
+machines from the rounds the largest measured K needed, assuming those rounds stay the same
+as K grows further (CoCoA+ with σ' = K typically needs more rounds as K grows, so the
+prediction is a lower bound). The machine's 2 cores bound what local[2,4] can show.
+
+    DUALSTRUCT_DATA=../shared/data python benchmarks/spark.py ocr --partitions 1 2 4 \\
+        --local-passes 1 5 --rounds 300 --plot spark.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+
+import numpy as np
+
+from dualstruct.distributed import CoCoA, MiniBatchSSG
+
+
+def load_problem(name):
+    """(model, training data, description) of a benchmark problem."""
+    from dualstruct.models import ChainModel
+    from dualstruct.sequences import pack_sequences
+
+    if name == "ocr":
+        from dualstruct.datasets import fetch_ocr
+
+        X, y, folds = fetch_ocr()
+        train = np.flatnonzero(folds != 0)
+        Xs = [np.hstack([X[i], np.ones((len(X[i]), 1))]) for i in train]
+        Ys = [np.array([ord(c) - 97 for c in y[i]]) for i in train]
+        return ChainModel(26, 129), pack_sequences(Xs, Ys), "OCR folds 1-9, C=1"
+    if name == "conll2000":
+        from dualstruct.datasets import find_data_file
+        from dualstruct.features import TokenFeatures
+        from dualstruct.tags import read_conll
+
+        sents, labels = read_conll(find_data_file("conll2000/train.txt.gz"))
+        feats = TokenFeatures(window=2)
+        X = feats.fit_transform(sents)
+        classes = sorted(set(np.concatenate(labels).tolist()))
+        code = {c: i for i, c in enumerate(classes)}
+        Y = [np.array([code[t] for t in s]) for s in labels]
+        return (ChainModel(len(classes), X[0].shape[1]), pack_sequences(X, Y),
+                "CoNLL-2000 chunking, C=0.1")
+    if name in ("yeast", "bibtex"):
+        from dualstruct.datasets import fetch_multilabel
+        from dualstruct.models.multilabel import MultiLabelDataset, MultiLabelModel
+
+        X, Y = fetch_multilabel(name, subset="train")[:2]
+        model = MultiLabelModel(Y.shape[1], X.shape[1], edges="chain")
+        return model, MultiLabelDataset(X, Y), f"{name} (train), chain of labels, C=1"
+    raise ValueError(f"unknown problem {name!r}")
+
+
+def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, seed=0):
+    """Train until the smallest target gap or ``rounds``; returns a row of the table."""
+    engine = None
+    if engine_name == "spark":
+        from dualstruct.distributed.spark import SparkEngine
+
+        engine = SparkEngine(master=master, checkpoint_every=10)
+    reached = {}
+
+    def note(record):  # rounds and training time (checks excluded) to each target
+        for t in targets:
+            if t not in reached and record.relative_gap <= t:
+                reached[t] = (record.passes, record.time)
+        return False
+
+    if solver == "cocoa":
+        s = CoCoA(model, C, n_partitions=K, local_passes=H, max_iter=rounds, check_every=1,
+                  tol=min(targets), random_state=seed, engine=engine, callback=note)
+    else:
+        s = MiniBatchSSG(model, C, n_partitions=K, batch_fraction=H, max_iter=rounds,
+                         check_every=max(1, rounds // 20), random_state=seed, engine=engine)
+    try:
+        s.fit(data)
+    finally:
+        s.close()
+    log = np.array(s.round_log[1:] or s.round_log)  # the first round loads the kernels
+    last = s.history.last_checked()
+    return {"solver": solver, "engine": engine_name, "K": K, "H": H, "rounds": s.passes,
+            "round_s": float(log[:, 0].mean()), "compute_s": float(log[:, 1].mean()),
+            "overhead_s": float(np.maximum(log[:, 0] - log[:, 1], 0).mean()),
+            "primal": last.primal, "gap": last.relative_gap, "reached": reached,
+            "history": [(r.passes, r.time, r.primal, r.relative_gap) for r in s.history]}
+
+
+def scaling_model(rows):
+    """Least-squares fit of overhead(K) = a + b K and compute(1) from the Spark rows."""
+    spark = [r for r in rows if r["engine"] == "spark" and r["solver"] == "cocoa"]
+    if len({r["K"] for r in spark}) < 2:
+        return None
+    Ks = np.array([r["K"] for r in spark], dtype=float)
+    over = np.array([r["overhead_s"] for r in spark])
+    A = np.vstack([np.ones_like(Ks), Ks]).T
+    (a, b), *_ = np.linalg.lstsq(A, over, rcond=None)
+    compute1 = np.mean([r["compute_s"] * r["K"] / r["H"] for r in spark])  # per data pass
+    return a, b, compute1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("problem", choices=("ocr", "conll2000", "yeast", "bibtex"))
+    ap.add_argument("--partitions", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--local-passes", type=int, nargs="+", default=[1, 5])
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--targets", type=float, nargs="+", default=[0.01, 0.001])
+    ap.add_argument("--engine", choices=("spark", "local", "both"), default="spark")
+    ap.add_argument("--master", default="local[2,4]")
+    ap.add_argument("--ssg", action="store_true", help="also mini-batch SSG (fraction 0.1)")
+    ap.add_argument("-C", type=float, default=None)
+    ap.add_argument("--plot", help="write gap against time to this PNG")
+    args = ap.parse_args(argv)
+    model, data, what = load_problem(args.problem)
+    C = args.C if args.C is not None else (0.1 if args.problem == "conll2000" else 1.0)
+    engines = ["spark", "local"] if args.engine == "both" else [args.engine]
+    print(f"# {what}; {data.n_sequences} examples; {platform.processor() or platform.machine()}"
+          f", {platform.python_version()}; master {args.master}")
+    rows = []
+    for eng in engines:
+        for K in args.partitions:
+            for H in args.local_passes:
+                rows.append(train(model, data, C, "cocoa", K, H, args.rounds, args.targets,
+                                  eng, args.master))
+                show(rows[-1], args.targets)
+            if args.ssg:
+                rows.append(train(model, data, C, "ssg", K, 0.1, args.rounds, args.targets,
+                                  eng, args.master))
+                show(rows[-1], args.targets)
+    fit = scaling_model(rows)
+    if fit is not None:
+        a, b, compute1 = fit
+        biggest = max((r for r in rows if r["engine"] == "spark" and 0.01 in r["reached"]),
+                      key=lambda r: r["K"], default=None)
+        print(f"# scaling model: overhead(K) = {a:.3f} + {b:.3f} K s per round; compute "
+              f"{compute1:.3f} s per data pass on one partition")
+        if biggest is not None:
+            n_rounds = biggest["reached"][0.01][0]
+            for machines in (8, 32, 128):
+                t = n_rounds * (biggest["H"] * compute1 / machines + a + b * machines)
+                print(f"#   predicted time to 1% gap on {machines} machines "
+                      f"(K={machines}, H={biggest['H']}, {n_rounds} rounds): {t:.1f} s")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in rows:
+            h = [(t, g) for _, t, _, g in r["history"] if not math.isnan(g)]
+            if h:
+                ax.semilogy(*zip(*h), label=f"{r['solver']} {r['engine']} K={r['K']} "
+                                            f"H={r['H']}")
+        ax.set_xlabel("training time (s)")
+        ax.set_ylabel("relative duality gap")
+        ax.set_title(what)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+
+
+def show(r, targets):
+    reached = "  ".join(
+        f"{t:g}: " + (f"{r['reached'][t][0]} rounds {r['reached'][t][1]:.1f}s"
+                      if t in r["reached"] else "—") for t in targets)
+    print(f"{r['solver']:6s} {r['engine']:6s} K={r['K']} H={r['H']:<4g} rounds {r['rounds']:4d} "
+          f"round {r['round_s']:.3f}s (compute {r['compute_s']:.3f}, overhead "
+          f"{r['overhead_s']:.3f})  gap {r['gap']:.2e}  {reached}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
