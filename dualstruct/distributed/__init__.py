@@ -44,7 +44,9 @@ def distributed_solver(solver, model, n_partitions, backend_options, **kwargs):
 
 def json_backend_options(options):
     """``backend_options`` as a model file stores them (a session object is left out)."""
-    return {k: v for k, v in (options or {}).items() if k != "session"}
+    if options is None:
+        return None
+    return {k: v for k, v in options.items() if k != "session"}
 
 
 __all__ += ["BACKENDS", "check_backend", "distributed_solver", "json_backend_options"]
