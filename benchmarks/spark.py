@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import platform
+import time
 
 import numpy as np
 
@@ -43,18 +44,13 @@ def load_problem(name):
         Ys = [np.array([ord(c) - 97 for c in y[i]]) for i in train]
         return ChainModel(26, 129), pack_sequences(Xs, Ys), "OCR folds 1-9, C=1"
     if name == "conll2000":
-        from dualstruct.datasets import find_data_file
-        from dualstruct.features import TokenFeatures
-        from dualstruct.tags import read_conll
+        from dualstruct import StructuredSVM
 
-        sents, labels = read_conll(find_data_file("conll2000/train.txt.gz"))
-        feats = TokenFeatures(window=2)
-        X = feats.fit_transform(sents)
-        classes = sorted(set(np.concatenate(labels).tolist()))
-        code = {c: i for i, c in enumerate(classes)}
-        Y = [np.array([code[t] for t in s]) for s in labels]
-        return (ChainModel(len(classes), X[0].shape[1]), pack_sequences(X, Y),
-                "CoNLL-2000 chunking, C=0.1")
+        Dtr, y_fit, _, _ = chunking_data()
+        est = StructuredSVM(C=0.1, fit_intercept=False, weights="observed")
+        data = est._pack(Dtr, y_fit, fit=True)
+        model = est._make_model(data.n_features, est._support(data))
+        return model, data, "CoNLL-2000 chunking (IOBES, observed weights), C=0.1"
     if name in ("yeast", "bibtex"):
         from dualstruct.datasets import fetch_multilabel
         from dualstruct.models.multilabel import MultiLabelDataset, MultiLabelModel
@@ -63,6 +59,53 @@ def load_problem(name):
         model = MultiLabelModel(Y.shape[1], X.shape[1], edges="chain")
         return model, MultiLabelDataset(X, Y), f"{name} (train), chain of labels, C=1"
     raise ValueError(f"unknown problem {name!r}")
+
+
+def chunking_data():
+    """CoNLL-2000 chunking as ``benchmarks/conll2000.py`` sets it up: the default token
+    features, IOBES tags for training, BIO for scoring."""
+    from dualstruct.datasets.conll import fetch_conll2000, split_column
+    from dualstruct.features import TokenFeatures
+    from dualstruct.tags import to_iobes
+
+    Xtr, ytr = split_column(fetch_conll2000("train"), 2)
+    Xte, yte = split_column(fetch_conll2000("test"), 2)
+    feats = TokenFeatures()
+    Dtr = feats.fit_transform(Xtr)
+    return Dtr, [to_iobes(t) for t in ytr], feats.transform(Xte), yte
+
+
+def chunking_comparison(args):
+    """Single-machine BCFW against CoCoA+ on Spark on CoNLL-2000 chunking (observed
+    weights, C = 0.1, stop at a 1% gap), back to back: training time and test F1."""
+    from dualstruct import StructuredSVM
+    from dualstruct.metrics import chunk_scores
+    from dualstruct.tags import to_bio
+
+    Dtr, y_fit, Dte, yte = chunking_data()
+    common = dict(C=0.1, tol=0.01, fit_intercept=False, random_state=0, weights="observed")
+    runs = [("bcfw, one machine", dict(max_iter=400, check_every=10))]
+    for K in args.partitions:
+        for H in args.local_passes:
+            runs.append((f"CoCoA+ Spark K={K} H={H}", dict(
+                backend="spark", n_partitions=K, max_iter=args.rounds,
+                check_every=max(1, 10 // H), solver_options={"local_passes": H},
+                backend_options={"master": args.master})))
+    print("| run | train s | passes (rounds) | rel. gap | test chunk F1 | mean overhead s/round |")
+    print("|---|---|---|---|---|---|")
+    for label, opts in runs:
+        est = StructuredSVM(**common, **opts)
+        t0 = time.perf_counter()
+        est.fit(Dtr, y_fit)
+        seconds = time.perf_counter() - t0
+        last = est.history_.last_checked()
+        pred = [to_bio(p) for p in est.predict(Dte)]
+        f1 = chunk_scores(yte, pred)["overall"]["f1"] * 100
+        over = [r.extra.get("overhead_time", 0.0) for r in est.history_]
+        H = (opts.get("solver_options") or {}).get("local_passes", 1)
+        passes = f"{est.n_iter_ * H}" + (f" ({est.n_iter_})" if "backend" in opts else "")
+        print(f"| {label} | {seconds:.1f} | {passes} | {last.relative_gap:.2%} | {f1:.2f} | "
+              f"{np.mean(over) if 'backend' in opts else float('nan'):.3f} |", flush=True)
 
 
 def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, seed=0):
@@ -124,7 +167,11 @@ def main(argv=None):
     ap.add_argument("--ssg", action="store_true", help="also mini-batch SSG (fraction 0.1)")
     ap.add_argument("-C", type=float, default=None)
     ap.add_argument("--plot", help="write gap against time to this PNG")
+    ap.add_argument("--compare", action="store_true",
+                    help="conll2000: one-machine BCFW against Spark runs, with test F1")
     args = ap.parse_args(argv)
+    if args.compare:
+        return chunking_comparison(args)
     model, data, what = load_problem(args.problem)
     C = args.C if args.C is not None else (0.1 if args.problem == "conll2000" else 1.0)
     engines = ["spark", "local"] if args.engine == "both" else [args.engine]

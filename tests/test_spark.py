@@ -205,3 +205,33 @@ def test_estimators_on_spark_write_ordinary_model_files(spark, tmp_path):
         StructuredSVM(backend="dask").fit(X, Y)
     with pytest.raises(ValueError, match="unknown \\['masters'\\]"):
         StructuredSVM(backend="spark", backend_options={"masters": "x"}).fit(X, Y)
+
+
+def test_an_unreachable_master_is_named():
+    from dualstruct.distributed.spark import check_master_reachable
+
+    with pytest.raises(RuntimeError, match="cannot reach the Spark master 'spark://127.0.0.1:9'"):
+        check_master_reachable("spark://127.0.0.1:9", timeout=2)
+    check_master_reachable("local[2,4]")  # nothing to reach
+
+
+def test_ctrl_c_keeps_the_last_whole_round(spark, chain_problem, tmp_path):
+    """Ctrl-C during round 3 stops training; the model and the checkpoint are those of the
+    last whole round, and resuming gives the uninterrupted result."""
+    import signal
+
+    model, data = chain_problem
+    whole = run(model, data, max_iter=6)
+    folder = tmp_path / "ckpt"
+
+    def interrupt(record):
+        if record.passes == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    first = run(model, data, engine(spark, checkpoint_dir=folder), max_iter=6,
+                callback=interrupt)
+    assert first.history.stop_reason == "interrupted"
+    assert 2 <= first.passes < 6
+    resumed = run(model, data, engine(spark, checkpoint_dir=folder, resume=True),
+                  max_iter=6 - first.passes)
+    assert digest(resumed.w) == digest(whole.w)

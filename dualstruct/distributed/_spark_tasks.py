@@ -2,11 +2,12 @@
 ``__main__`` or a shipped file), so each worker imports them, and loads the compiled numba
 kernels from the package's cache instead of compiling them again.
 
-An element of the state RDD is one partition: ``(index, data, state, result)`` with ``data``
-the partition's examples as pickled bytes (made once on the driver; a worker that has built
-that partition's block data before keeps it, keyed by the run, and skips unpickling), the
-partition's :class:`~dualstruct.distributed.partition.PartitionState` and the result of the
-round that made it.
+The run keeps two RDDs with one element per partition: the data RDD, ``(index, data)`` with
+the partition's examples as pickled bytes (made once on the driver), and the state RDD,
+``(index, state, result)`` with the partition's
+:class:`~dualstruct.distributed.partition.PartitionState` and the result of the round that
+made it. A round zips the two; only the state goes back. A worker that has built a
+partition's block data before keeps it, keyed by the run, and skips unpickling and building.
 """
 
 from __future__ import annotations
@@ -55,34 +56,39 @@ def init_task(run_id, job_bc, elements):
     job = job_bc.value
     for index, data in elements:
         blocks = _blocks(run_id, index, data)
-        yield index, data, PartitionState(job.step, blocks, job.size), None
+        yield index, PartitionState(job.step, blocks, job.size), None
 
 
-def cocoa_task(run_id, job_bc, w_bc, round_index, local_passes, sigma, gamma, elements):
+def _partitions(run_id, pairs):
+    """The partitions of zipped (data, state) elements, with their states."""
+    for (index, data), (state_index, state, _) in pairs:
+        if index != state_index:  # the two RDDs must keep one partition order
+            raise RuntimeError(f"data of partition {index} met the state of {state_index}")
+        yield Partition(_blocks(run_id, index, data), state, index)
+
+
+def cocoa_task(run_id, job_bc, w_bc, round_index, local_passes, sigma, gamma, pairs):
     job = job_bc.value
-    for index, data, state, _ in elements:
-        _fault_hook(round_index, index)
-        part = Partition(_blocks(run_id, index, data), state, index)
+    for part in _partitions(run_id, pairs):
+        _fault_hook(round_index, part.index)
         result = part.cocoa_round(w_bc.value, round_index, job.seed, job.C, local_passes,
                                   sigma, gamma, job.slack, job.search)
-        yield index, data, part.state, result
+        yield part.index, part.state, result
 
 
-def subgradient_task(run_id, job_bc, w_bc, round_index, fraction, elements):
+def subgradient_task(run_id, job_bc, w_bc, round_index, fraction, pairs):
     job = job_bc.value
-    for index, data, state, _ in elements:
-        part = Partition(_blocks(run_id, index, data), state, index)
+    for part in _partitions(run_id, pairs):
         yield part.subgradient(w_bc.value, round_index, job.seed, fraction, job.slack,
                                job.search)
 
 
-def hinge_task(run_id, job_bc, w_bc, elements):
+def hinge_task(run_id, job_bc, w_bc, pairs):
     job = job_bc.value
-    for index, data, state, _ in elements:
-        part = Partition(_blocks(run_id, index, data), state, index)
-        yield index, part.hinge_sum(job.kmodel, w_bc.value, job.slack)
+    for part in _partitions(run_id, pairs):
+        yield part.index, part.hinge_sum(job.kmodel, w_bc.value, job.slack)
 
 
 def state_task(elements):
-    for index, _, state, _ in elements:
+    for index, state, _ in elements:
         yield index, state.arrays()

@@ -123,6 +123,8 @@ class _DistributedSolver(PassSolver):
     """The loop of :class:`PassSolver` with a round of the engine as the unit (``passes``
     counts rounds) and the primal from the partitions' hinge sums."""
 
+    step_name, step_plural = "round", "rounds"
+
     def __init__(self, model, C=1.0, *, n_partitions=2, engine=None, **kwargs):
         super().__init__(model, C, **kwargs)
         if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)) \

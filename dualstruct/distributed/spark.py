@@ -44,6 +44,24 @@ def require_pyspark():
                            "java on the PATH or set JAVA_HOME")
 
 
+def check_master_reachable(master, timeout=10.0):
+    """For a standalone ``spark://host:port[,host:port]`` master, that one of its addresses
+    accepts connections (else a clear error now, instead of Spark's retries)."""
+    if not master.startswith("spark://"):
+        return
+    import socket
+
+    errors = []
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{address}: {getattr(exc, 'strerror', None) or exc}")
+    raise RuntimeError(f"cannot reach the Spark master {master!r} ({'; '.join(errors)})")
+
+
 class SparkEngine:
     """Runs the partitions of a distributed solver on Spark.
 
@@ -70,6 +88,8 @@ class SparkEngine:
     """
 
     name = "spark"
+
+    data = None
 
     def __init__(self, master="local[2,4]", session=None, checkpoint_dir=None,
                  checkpoint_every=10, resume=False, spark_conf=None, app_name="dualstruct"):
@@ -102,6 +122,7 @@ class SparkEngine:
 
             if self.master.startswith("local"):
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            check_master_reachable(self.master)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder.master(self.master).appName(self.app_name)
             conf = {"spark.ui.enabled": "false",
@@ -153,12 +174,12 @@ class SparkEngine:
         self.run_id = uuid.uuid4().hex
         self.level = StorageLevel.MEMORY_AND_DISK
         self.job_bc = sc.broadcast(job)
+        blobs = [(k, cloudpickle.dumps(src)) for k, src in enumerate(sources)]
+        self.data = sc.parallelize(blobs, len(blobs)).persist(self.level)
+        del blobs
         saved = self._saved_state
         if saved is not None:
-            from pyspark.serializers import AutoBatchedSerializer, CloudPickleSerializer
-
-            rdd = sc._checkpointFile(saved["rdd"],
-                                     AutoBatchedSerializer(CloudPickleSerializer()))
+            rdd = sc._checkpointFile(saved["rdd"], _state_serializer())
             if rdd.getNumPartitions() != job.n_partitions:
                 raise ValueError(f"the checkpoint in {self.checkpoint_dir!r} has "
                                  f"{rdd.getNumPartitions()} partitions, not "
@@ -166,12 +187,16 @@ class SparkEngine:
             self.rdd = rdd.persist(self.level)
             self._rounds = saved["round"]
             return
-        blobs = [(k, cloudpickle.dumps(src)) for k, src in enumerate(sources)]
-        data = sc.parallelize(blobs, len(blobs))
-        rdd = data.mapPartitions(partial(_tasks().init_task, self.run_id, self.job_bc))
+        rdd = _with_state_serializer(self.data.mapPartitions(
+            partial(_tasks().init_task, self.run_id, self.job_bc)))
         self.rdd = rdd.persist(self.level)
         self.rdd.checkpoint()
         self.rdd.count()
+
+    def _zipped(self):
+        """(data, state) pairs, one per partition: both RDDs are written in batches of one
+        element, so zipping them re-serializes neither."""
+        return self.data.zip(self.rdd)
 
     def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
         t = _tasks()
@@ -181,13 +206,13 @@ class SparkEngine:
 
     def _advance(self, round_index, w, make_task):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
-        new = self.rdd.mapPartitions(make_task(w_bc), preservesPartitioning=True)
+        new = _with_state_serializer(self._zipped().mapPartitions(make_task(w_bc)))
         new = new.persist(self.level)
         due = (round_index + 1) % self.checkpoint_every == 0
         if due:
             new.checkpoint()
         try:
-            results = [r for _, r in sorted(new.map(lambda e: (e[0], e[3])).collect(),
+            results = [r for _, r in sorted(new.map(lambda e: (e[0], e[2])).collect(),
                                             key=lambda e: e[0])]
         except BaseException:
             new.unpersist()
@@ -207,7 +232,7 @@ class SparkEngine:
     def subgradient_round(self, w, round_index, fraction):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
         try:
-            return self.rdd.mapPartitions(partial(
+            return self._zipped().mapPartitions(partial(
                 _tasks().subgradient_task, self.run_id, self.job_bc, w_bc, round_index,
                 fraction)).collect()
         finally:
@@ -216,7 +241,7 @@ class SparkEngine:
     def hinge_sum(self, w):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
         try:
-            sums = sorted(self.rdd.mapPartitions(partial(
+            sums = sorted(self._zipped().mapPartitions(partial(
                 _tasks().hinge_task, self.run_id, self.job_bc, w_bc)).collect())
         finally:
             w_bc.destroy()
@@ -256,8 +281,12 @@ class SparkEngine:
             return
         if self._own_dir:  # removed at stop: nobody can resume from it
             return
-        self.rdd.checkpoint()
-        self.rdd.count()
+        # Spark checkpoints an RDD only if asked before its first job: checkpoint a copy
+        # (read from the persisted state, so nothing is recomputed)
+        copy = _with_state_serializer(self.rdd.mapPartitions(_same, preservesPartitioning=True))
+        copy.checkpoint()
+        copy.count()
+        self.rdd = copy
         self._checkpointed = self._rounds
         self.write_checkpoint(meta, arrays, history)
 
@@ -289,13 +318,31 @@ class SparkEngine:
         for bc in self._broadcasts:
             bc.destroy()
         self._broadcasts = []
-        if self.rdd is not None:
-            self.rdd.unpersist()
+        for rdd in (self.rdd, getattr(self, "data", None)):
+            if rdd is not None:
+                rdd.unpersist()
         if self._own_session and self.session is not None:
             self.session.stop()
             self.session = None
         if self._own_dir:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+
+
+def _state_serializer():
+    from pyspark.serializers import BatchedSerializer, CloudPickleSerializer
+
+    return BatchedSerializer(CloudPickleSerializer(), 1)
+
+
+def _same(elements):
+    return elements
+
+
+def _with_state_serializer(rdd):
+    """``rdd`` (not yet run) written in batches of one element, as the data RDD is, so that
+    the two zip without a re-serializing pass over the data."""
+    rdd._jrdd_deserializer = _state_serializer()
+    return rdd
 
 
 def _tasks():

@@ -139,10 +139,15 @@ def warn_if_not_converged(est, history):
     """scikit-learn's ``ConvergenceWarning`` when :func:`unconverged_gap` has a gap."""
     gap = unconverged_gap(history, est.tol)
     if gap is not None:
+        if getattr(est, "backend", "local") == "local":
+            steps, how = "passes", "continue training with warm_start=True"
+        else:
+            steps, how = "rounds", ("resume the run from its checkpoint_dir "
+                                    "(backend_options={'checkpoint_dir': ..., 'resume': True})")
         warnings.warn(
-            f"{type(est).__name__} stopped after max_iter={est.max_iter} passes with a "
+            f"{type(est).__name__} stopped after max_iter={est.max_iter} {steps} with a "
             f"relative duality gap of {gap:.3%}, above tol={est.tol:g}: the model is not at "
-            "the optimum yet. Raise max_iter, or continue training with warm_start=True.",
+            f"the optimum yet. Raise max_iter, or {how}.",
             ConvergenceWarning, stacklevel=3)
 
 

@@ -36,38 +36,50 @@ class _DeferredInterrupt:
     """Holds a first Ctrl-C (SIGINT) or SIGTERM (how schedulers stop jobs) until the current
     pass has ended, so training stops on a pass boundary: the state is then exactly that of
     an uninterrupted run after as many passes, and resuming continues it bit for bit. A
-    second one raises KeyboardInterrupt at once. Only where the default handler is in place
-    (the main thread, no handler of the caller's own); elsewhere the signals keep their
-    usual meaning."""
+    second one stops at once: it raises KeyboardInterrupt (through PySpark's own handler,
+    which also cancels the running Spark jobs, when that is the one in place). Only where
+    the default or PySpark's handler is in place (the main thread, no handler of the
+    caller's own); elsewhere the signals keep their usual meaning."""
 
     #: signal -> (its default handler, its name in messages)
     SIGNALS = {signal.SIGINT: (signal.default_int_handler, "Ctrl-C"),
                signal.SIGTERM: (signal.SIG_DFL, "SIGTERM")}
 
-    def __init__(self, name):
+    def __init__(self, name, step="pass"):
         self.name = name
+        self.step = step
         self.requested = False
         self._previous = {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig, (default, _) in self.SIGNALS.items():
-                if signal.getsignal(sig) is default:
+                handler = signal.getsignal(sig)
+                if handler is default or _is_pyspark_handler(handler):
                     self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame):
         if self.requested:
+            previous = self._previous.get(signum)
+            if _is_pyspark_handler(previous):
+                previous(signum, frame)  # cancels the Spark jobs, raises KeyboardInterrupt
             raise KeyboardInterrupt
         self.requested = True
         what = self.SIGNALS[signum][1]
-        print(f"[{self.name}] {what}: stopping after this pass ({what} again stops at once)",
-              file=sys.stderr, flush=True)
+        print(f"[{self.name}] {what}: stopping after this {self.step} ({what} again stops "
+              "at once)", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         return False
+
+
+def _is_pyspark_handler(handler) -> bool:
+    """The SIGINT handler a SparkContext installs (it cancels the jobs, then raises
+    KeyboardInterrupt)."""
+    return callable(handler) and getattr(handler, "__module__", "").startswith("pyspark")
 
 
 class PassSolver:
@@ -109,6 +121,8 @@ class PassSolver:
 
     has_dual = True
     name = "base"
+    #: what one iteration is called in messages and in the progress table's first column
+    step_name, step_plural = "pass", "passes"
 
     def __init__(self, model, C=1.0, *, max_iter=100, tol=1e-3, check_every=5,
                  averaging=True, random_state=None, verbose=0, callback=None, validation=None,
@@ -320,9 +334,9 @@ class PassSolver:
         if self.verbose:
             print(f"[{self.name}] {n} sequences, {data.n_tokens} tokens, C={self.C:g}",
                   file=self.out)
-            print(format_header(with_val), file=self.out, flush=True)
+            print(format_header(with_val, self.step_name), file=self.out, flush=True)
         self.history.stop_reason = "max_iter"
-        with _DeferredInterrupt(self.name) as interrupt:
+        with _DeferredInterrupt(self.name, self.step_name) as interrupt:
             try:
                 if self._pending_check:  # finish the check a second Ctrl-C cut short
                     if self.history.last is not None and self.history.last.passes == self.passes:
@@ -335,7 +349,8 @@ class PassSolver:
                 if self.passes and (last is None or last.passes < self.passes):
                     self._record(check=False)  # the last whole pass, without a check
                 if self.verbose:
-                    print(f"[{self.name}] stopped at once after {self.passes} whole passes; "
+                    print(f"[{self.name}] stopped at once after {self.passes} whole "
+                          f"{self.step_plural}; "
                           "keeping the current model", file=self.out, flush=True)
         return self
 
@@ -372,8 +387,8 @@ class PassSolver:
             if self.verbose:  # the last line, once
                 print(format_record(record, with_val), file=self.out, flush=True)
             if interrupt.requested and self.verbose:
-                print(f"[{self.name}] interrupted after {self.passes} passes; keeping the "
-                      "current model", file=self.out, flush=True)
+                print(f"[{self.name}] interrupted after {self.passes} {self.step_plural}; "
+                      "keeping the current model", file=self.out, flush=True)
             break
 
     def _record(self, check: bool, final: bool = False) -> Record:

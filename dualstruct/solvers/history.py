@@ -82,8 +82,8 @@ class History:
         return [asdict(r) for r in self.records]
 
 
-def format_header(with_validation: bool) -> str:
-    cols = f"{'pass':>6} {'time(s)':>9} {'primal':>14} {'dual':>14} {'gap':>11} {'rel.gap':>9}"
+def format_header(with_validation: bool, step: str = "pass") -> str:
+    cols = f"{step:>6} {'time(s)':>9} {'primal':>14} {'dual':>14} {'gap':>11} {'rel.gap':>9}"
     if with_validation:
         cols += f" {'val.score':>9}"
     return cols
