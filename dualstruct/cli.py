@@ -283,7 +283,8 @@ def cmd_multilabel_train(args, out):
         done = svm.n_iter_
         if args.max_iter <= done:
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
-        svm.set_params(max_iter=args.max_iter - done, tol=args.tol, warm_start=True)
+        svm.set_params(max_iter=args.max_iter - done, tol=args.tol, warm_start=True,
+                       **_on_this_machine(svm))
     else:
         X, Y = read_multilabel(args.train, args.labels, args.n_features, args.n_labels)
         svm = MultiLabelSVM(edges=args.edges, solver=args.solver, C=args.C,
@@ -310,7 +311,8 @@ def cmd_multilabel_train(args, out):
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
     saved = _save_model(
-        lambda p: svm.save(p, include_solver_state=interrupted or args.save_state),
+        lambda p: svm.save(p, include_solver_state=(interrupted or args.save_state)
+                          and _holds_dual_state(svm)),
         model_path, out)
     if checkpoint.exists() and saved:
         checkpoint.unlink()
@@ -324,7 +326,7 @@ def cmd_multilabel_train(args, out):
             summary += f", relative gap {last.relative_gap:.3%}"
     if interrupted:
         print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
-              f"resume with --resume {model_path}", file=out, flush=True)
+              f"{_how_to_resume(args, svm, f'--resume {model_path}')}", file=out, flush=True)
         return 130
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
     _say_if_not_converged(svm, args, out)
@@ -403,7 +405,8 @@ def cmd_train(args, out):
         done = tagger.svm_.n_iter_
         if args.max_iter <= done:
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
-        tagger.svm_.set_params(max_iter=args.max_iter - done, tol=args.tol)
+        tagger.svm_.set_params(max_iter=args.max_iter - done, tol=args.tol,
+                               **_on_this_machine(tagger.svm_))
     else:
         svm = StructuredSVM(solver=args.solver, C=args.C, rescaling=args.rescaling,
                             slack_search=args.slack_search,
@@ -437,7 +440,8 @@ def cmd_train(args, out):
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
     saved = _save_model(
-        lambda p: tagger.save(p, include_solver_state=interrupted or args.save_state),
+        lambda p: tagger.save(p, include_solver_state=(interrupted or args.save_state)
+                          and _holds_dual_state(svm)),
         model_path, out)
     if checkpoint.exists() and saved:
         checkpoint.unlink()
@@ -450,13 +454,39 @@ def cmd_train(args, out):
         if not math.isnan(last.relative_gap):
             summary += f", relative gap {last.relative_gap:.3%}"
     if interrupted:
+        how = f"dualstruct train {args.train} -o {model_path} --resume {model_path} ..."
         print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
-              f"resume with: dualstruct train {args.train} -o {model_path} --resume "
-              f"{model_path} ...", file=out, flush=True)
+              f"{_how_to_resume(args, svm, how)}", file=out, flush=True)
         return 130
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
     _say_if_not_converged(svm, args, out)
     return 0
+
+
+def _holds_dual_state(svm) -> bool:
+    """Whether the estimator's solver state is on this machine (a Spark run's stays on the
+    cluster unless it was trained with --save-state)."""
+    return not hasattr(getattr(svm, "solver_", None), "engine")
+
+
+def _how_to_resume(args, svm, command):
+    if _holds_dual_state(svm):
+        return f"resume with: {command}"
+    if getattr(args, "spark_checkpoint_dir", None):
+        return (f"resume the Spark run with --spark-checkpoint-dir {args.spark_checkpoint_dir}"
+                " --spark-resume")
+    return ("this Spark run cannot be resumed: give --spark-checkpoint-dir DIR (or "
+            "--save-state) to make it resumable")
+
+
+def _on_this_machine(svm) -> dict:
+    """The settings that continue a model trained on Spark on this machine."""
+    if getattr(svm, "backend", "local") == "local":
+        return {}
+    from .estimators.base import _problem_options
+
+    return {"backend": "local", "backend_options": None,
+            "solver_options": _problem_options(svm.solver_options)}
 
 
 def _say_if_not_converged(svm, args, out):
@@ -714,7 +744,12 @@ def _backend_params(args):
                        "checkpoint directory with --spark-checkpoint-dir DIR --spark-resume")
     if args.spark_resume and not args.spark_checkpoint_dir:
         raise CLIError("--spark-resume needs --spark-checkpoint-dir")
+    if args.checkpoint_every:
+        raise CLIError("a Spark run checkpoints to --spark-checkpoint-dir (every "
+                       "--spark-checkpoint-every rounds), not with --checkpoint-every")
     options = {"master": args.spark_master}
+    if args.save_state:  # the dual state comes back to this machine at the end
+        options["keep_dual_state"] = True
     if args.spark_checkpoint_dir:
         options["checkpoint_dir"] = args.spark_checkpoint_dir
         options["resume"] = bool(args.spark_resume)

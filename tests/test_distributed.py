@@ -151,3 +151,29 @@ def test_engine_refuses_a_torn_round(chain_problem):
     engine._torn = True
     with pytest.raises(RuntimeError, match="interrupted midway"):
         solver.fit(data, max_iter=1)
+
+
+@pytest.mark.parametrize("step,aggregation", [("pairwise", "adding"), ("fw", "averaging")])
+def test_a_run_continues_on_one_machine(chain_problem, step, aggregation):
+    """The partitions' states joined into one BCFW solver: the same w, loss term, dual and
+    averaged point, and w = Σ of the joined blocks' shares (the classic step); BCFW then
+    goes on to the optimum."""
+    model, data = chain_problem
+    cocoa = CoCoA(model, 1.0, n_partitions=3, local_passes=2, aggregation=aggregation,
+                  step=step, max_iter=5, tol=0, check_every=5, random_state=0).fit(data)
+    bcfw = cocoa.single_machine_solver()
+    assert bcfw.dual() == cocoa.dual() and bcfw.current_dual() == cocoa.current_dual()
+    assert np.array_equal(bcfw.weights(), cocoa.weights())
+    if step == "fw":
+        assert np.abs(bcfw.block_weights.sum(0) - bcfw.w).max() < 1e-12
+        assert bcfw.block_losses.sum() == pytest.approx(bcfw.scalars[0], rel=1e-12)
+    else:  # every example's atoms are a distribution; BCFW's pairwise steps need w = A α
+        assert bcfw.atom_weights.sum(1) == pytest.approx(np.ones(data.n_sequences))
+        assert bcfw.atom_count.max() <= bcfw.capacity
+        bcfw.tol = 1e-6
+        bcfw.fit(data, max_iter=2000)
+        ref = BCFW(model, 1.0, max_iter=3000, tol=1e-6, check_every=20,
+                   random_state=0).fit(data)
+        assert bcfw.history.stop_reason == "tol"
+        assert bcfw.history.last_checked().primal == pytest.approx(
+            ref.history.last_checked().primal, rel=1e-5)

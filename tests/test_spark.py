@@ -235,3 +235,88 @@ def test_ctrl_c_keeps_the_last_whole_round(spark, chain_problem, tmp_path):
     resumed = run(model, data, engine(spark, checkpoint_dir=folder, resume=True),
                   max_iter=6 - first.passes)
     assert digest(resumed.w) == digest(whole.w)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_spark_run_continues_on_one_machine(spark, tmp_path):
+    """keep_dual_state: the Spark run's dual state comes back as a BCFW solver; warm_start
+    with backend='local' continues it in memory, and a model file saved with the solver
+    state resumes it; without the option the file refuses to pretend it holds the state."""
+    from dualstruct import StructuredSVM, load
+
+    rng = np.random.default_rng(0)
+    X, Y = random_chain_problem(rng, 40, 3, 5)
+    common = dict(C=0.1, backend="spark", n_partitions=2, max_iter=4, tol=0, check_every=2,
+                  random_state=0, solver_options={"local_passes": 2})
+    est = StructuredSVM(**common, backend_options={"session": spark, "keep_dual_state": True})
+    est.fit(X, Y)
+    dual = est.history_.last_checked().dual
+    path = est.save(tmp_path / "spark.npz", include_solver_state=True)
+    est.set_params(backend="local", warm_start=True, max_iter=300, tol=1e-3, check_every=10)
+    est.fit(X, Y)
+    assert est.history_.stop_reason == "tol"
+    assert est.history_.last_checked().dual >= dual - 1e-9
+    loaded = load(path)
+    loaded.set_params(backend="local", backend_options=None, solver_options=None,
+                      warm_start=True, max_iter=300, tol=1e-3, check_every=10)
+    loaded.fit(X, Y)
+    assert loaded.history_.stop_reason == "tol"
+    assert np.allclose(loaded.coef_, est.coef_)
+
+    plain = StructuredSVM(**common, backend_options={"session": spark}).fit(X, Y)
+    with pytest.raises(ValueError, match="keep_dual_state"):
+        plain.save(tmp_path / "plain.npz", include_solver_state=True)
+
+
+CHUNKS = """He PRP B-NP
+reckons VBZ B-VP
+the DT B-NP
+current JJ I-NP
+account NN I-NP
+
+Confidence NN B-NP
+in IN B-PP
+the DT B-NP
+pound NN I-NP
+
+Rates NNS B-NP
+rose VBD B-VP
+. . O
+"""
+
+
+def test_command_line_trains_on_spark_and_continues_here(spark, tmp_path):
+    """`dualstruct train --spark-master`: an ordinary model file; with --save-state it
+    resumes on this machine; a Spark run refuses --checkpoint-every and --resume."""
+    import io
+
+    from dualstruct import load
+    from dualstruct.cli import main
+
+    data = tmp_path / "train.txt"
+    data.write_text(CHUNKS)
+    model = tmp_path / "m.npz"
+
+    def cli(*argv):
+        out = io.StringIO()
+        return main([str(a) for a in argv], out=out), out.getvalue()
+
+    code, out = cli("train", data, "-o", model, "--spark-master", "local[2,4]",
+                    "--partitions", 2, "--local-passes", 3, "--max-iter", 4,
+                    "--check-every", 2, "--save-state")
+    assert code == 0 and "model saved to" in out
+    tagger = load(model)
+    assert tagger.svm_.backend == "spark" and tagger.svm_.n_iter_ == 4
+    code, out = cli("train", data, "-o", tmp_path / "m2.npz", "--resume", model,
+                    "--max-iter", 8, "--check-every", 2)
+    assert code == 0, out
+    again = load(tmp_path / "m2.npz")
+    assert again.svm_.backend == "local" and again.svm_.n_iter_ == 8
+    assert again.svm_.history_.last_checked().dual >= \
+        tagger.svm_.history_.last_checked().dual - 1e-9
+    code, _ = cli("train", data, "-o", tmp_path / "m3.npz", "--spark-master", "local[2,4]",
+                  "--checkpoint-every", 2)
+    assert code == 2
+    code, _ = cli("train", data, "-o", tmp_path / "m3.npz", "--spark-master", "local[2,4]",
+                  "--resume", model)
+    assert code == 2

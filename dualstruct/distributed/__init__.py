@@ -14,7 +14,11 @@ DISTRIBUTED_SOLVERS = {"bcfw": CoCoA, "ssg": MiniBatchSSG}
 
 #: the keys of an estimator's ``backend_options`` (the Spark engine's arguments)
 BACKEND_OPTIONS = ("master", "session", "checkpoint_dir", "checkpoint_every", "resume",
-                   "spark_conf", "app_name")
+                   "spark_conf", "app_name", "keep_dual_state")
+
+#: solver options that shape how a distributed run gets to the optimum, not the optimum: a
+#: run continued on one machine may drop them
+DISTRIBUTED_ONLY_OPTIONS = ("local_passes", "aggregation", "sigma", "batch_fraction")
 
 
 def check_backend(backend, n_partitions, backend_options, solver):
@@ -37,7 +41,8 @@ def distributed_solver(solver, model, n_partitions, backend_options, **kwargs):
     """The Spark-backed solver ``solver`` ("bcfw": CoCoA+, "ssg": mini-batch SSG)."""
     from .spark import SparkEngine
 
-    engine = SparkEngine(**(backend_options or {}))
+    engine = SparkEngine(**{k: v for k, v in (backend_options or {}).items()
+                            if k != "keep_dual_state"})
     return DISTRIBUTED_SOLVERS[solver](model, n_partitions=n_partitions, engine=engine,
                                        **kwargs)
 
@@ -49,4 +54,5 @@ def json_backend_options(options):
     return {k: v for k, v in options.items() if k != "session"}
 
 
-__all__ += ["BACKENDS", "check_backend", "distributed_solver", "json_backend_options"]
+__all__ += ["BACKENDS", "DISTRIBUTED_ONLY_OPTIONS", "check_backend", "distributed_solver",
+            "json_backend_options"]

@@ -104,6 +104,10 @@ class InProcessEngine:
                 out[f"p{p.index}/{name}"] = arr
         return out
 
+    def gather_states(self):
+        """Every partition's dual state, ``{index: arrays}``."""
+        return {p.index: p.state.arrays() for p in self.partitions}
+
     def load_state_arrays(self, arrays):
         for p in self.partitions:
             prefix = f"p{p.index}/"
@@ -328,6 +332,55 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         out = super().diagnostics(check)
         out["data_passes"] = float(self.passes * self.local_passes)
         return out
+
+    def single_machine_solver(self):
+        """A single-machine :class:`~dualstruct.solvers.BCFW` that continues this run: the
+        partitions' dual states joined into one (each example keeps its atoms, or its share
+        of ``w``), with the same ``w``, loss term and weighted average. Under CoCoA+ ``w``
+        stays ``A α`` for the joined dual point α (eq. 2 of Ma et al. 2015 with γ-scaled
+        local updates), so the new solver's dual and gap equal this one's. This brings every
+        partition's dual state to the driver: call it once training is over. Its ``passes``
+        and history go on from this run's rounds."""
+        from ..solvers import BCFW
+
+        if self.data is None or self.passes == 0:
+            raise RuntimeError("single_machine_solver needs a run that has made a round")
+        bcfw = BCFW(self.model, self.C, step=self.resolved_step, max_iter=self.max_iter,
+                    tol=self.tol, check_every=self.check_every, averaging=self.averaging,
+                    random_state=self.seed, verbose=self.verbose, callback=self.callback,
+                    validation=self.validation, out=self.out, rescaling=self.rescaling,
+                    slack_search=self.slack_search)
+        bcfw.start(self.data)
+        states = self.engine.gather_states()
+        parts = assign_examples(self.data.n_sequences, self.n_partitions, self.seed)
+        offsets = bcfw.blocks.label_offsets
+        if bcfw.resolved_step == "pairwise":
+            capacity = max(int(states[k]["capacity"]) for k in range(len(parts)))
+            labels = np.zeros(int(offsets[-1]) * capacity, dtype=np.int32)
+            weights = np.zeros((len(offsets) - 1, capacity))
+            count = np.zeros(len(offsets) - 1, dtype=np.int64)
+            for k, blocks in enumerate(parts):
+                st, cap = states[k], int(states[k]["capacity"])
+                lengths = cap * (offsets[blocks + 1] - offsets[blocks])  # each block's atoms
+                local_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+                within = np.arange(lengths.sum()) - np.repeat(local_start, lengths)
+                labels[np.repeat(capacity * offsets[blocks], lengths) + within] = \
+                    st["atom_labels"]
+                weights[blocks, :cap] = st["atom_weights"]
+                count[blocks] = st["atom_count"]
+            bcfw.capacity, bcfw.atom_labels, bcfw.atom_weights, bcfw.atom_count = \
+                capacity, labels, weights, count
+        else:
+            for k, blocks in enumerate(parts):
+                bcfw.block_weights[blocks] = states[k]["block_weights"]
+                bcfw.block_losses[blocks] = states[k]["block_losses"]
+        bcfw.w, bcfw.R, bcfw.scalars = self.w.copy(), self.R.copy(), self.scalars.copy()
+        bcfw._after_load()
+        # the count and the history go on: the rounds made here, then passes on one machine
+        bcfw.passes, bcfw.oracle_calls = self.passes, self.oracle_calls
+        bcfw.train_time, bcfw.eval_time = self.train_time, self.eval_time
+        bcfw.history = History.from_arrays(self.history.as_arrays(), self.history.stop_reason)
+        return bcfw
 
     def run_params(self):
         return dict(super().run_params(), local_passes=self.local_passes,

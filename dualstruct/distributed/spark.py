@@ -70,7 +70,8 @@ class SparkEngine:
     master : str, default "local[2,4]"
         Where to run when no ``session`` is given: ``local[N,R]`` (N threads, R attempts of a
         failed task; plain ``local[N]`` never retries), ``local-cluster[…]``, ``spark://…``,
-        ``yarn`` or ``k8s://…``.
+        ``yarn`` or ``k8s://…``. A process has one SparkContext: when a session is already
+        active, the engine runs on it (as if given as ``session``).
     session : SparkSession, optional
         A session the caller already has (its master and configuration are used as they are;
         the engine never stops it).
@@ -120,6 +121,10 @@ class SparkEngine:
             require_pyspark()
             from pyspark.sql import SparkSession
 
+            active = SparkSession.getActiveSession()
+            if active is not None:  # one SparkContext per process: use it, and leave it be
+                self.session = active
+                return active.sparkContext
             if self.master.startswith("local"):
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             check_master_reachable(self.master)

@@ -22,7 +22,19 @@ def frozen_params(est, names) -> dict:
     compares equal across a model file's round trip (tuples for lists and arrays, Python
     numbers for NumPy scalars, dicts as sorted item tuples). Warm starts and resumes compare
     these, so a parameter changed in place (``solver_options["rho"] = …``) is seen."""
-    return {k: _frozen(getattr(est, k)) for k in names}
+    return {k: _frozen(_problem_options(getattr(est, k)) if k == "solver_options"
+                       else getattr(est, k)) for k in names}
+
+
+def _problem_options(options):
+    """``solver_options`` without those of a distributed run only (its local passes and
+    aggregation): a run continued on one machine may drop them."""
+    from ..distributed import DISTRIBUTED_ONLY_OPTIONS
+
+    if not isinstance(options, dict):
+        return options
+    kept = {k: v for k, v in options.items() if k not in DISTRIBUTED_ONLY_OPTIONS}
+    return kept or None
 
 
 def _frozen(value):
@@ -95,7 +107,12 @@ def train(est, solver, data, state):
             est._set_weights(solver)
     finally:
         if hasattr(solver, "close"):  # a distributed run: last checkpoint, release Spark
-            solver.close()
+            try:
+                keep = (getattr(est, "backend_options", None) or {}).get("keep_dual_state")
+                if keep and solver.passes and hasattr(solver, "single_machine_solver"):
+                    est.solver_ = solver.single_machine_solver()
+            finally:
+                solver.close()
     warn_if_not_converged(est, solver.history)
     return est
 
@@ -296,6 +313,11 @@ def add_training_record(est, header, arrays, include_solver_state=False):
     for name, col in est.history_.as_arrays().items():
         arrays["history." + name] = col
     if include_solver_state and getattr(est, "solver_", None) is not None:
+        if hasattr(est.solver_, "engine"):
+            raise ValueError(
+                "the dual state of a run on Spark stays on the cluster (resume the run from "
+                "its checkpoint_dir); to keep it in the model file, so that training can "
+                "continue on one machine, fit with backend_options={'keep_dual_state': True}")
         meta, state = est.solver_.state_dict()
         header["solver_state"] = meta
         arrays.update({"state." + k: v for k, v in state.items()})

@@ -93,7 +93,12 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
         SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
         ``resume`` (continue the run checkpointed in ``checkpoint_dir``), ``spark_conf``
-        (:class:`~dualstruct.distributed.spark.SparkEngine`).
+        (:class:`~dualstruct.distributed.spark.SparkEngine`), and ``keep_dual_state``:
+        at the end of training bring the partitions' dual state to the driver as a
+        single-machine BCFW solver, so that ``set_params(backend="local",
+        warm_start=True)`` continues the run on one machine and ``save(...,
+        include_solver_state=True)`` keeps it in the model file.
+
     Attributes
     ----------
     n_labels_, n_features_in_, edges_ (E, 2), coef_ (flat weights), history_, n_iter_;

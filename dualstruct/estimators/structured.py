@@ -124,7 +124,12 @@ class StructuredSVM(SolverResults, BaseEstimator):
         The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
         SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
         ``resume`` (continue the run checkpointed in ``checkpoint_dir``), ``spark_conf``
-        (:class:`~dualstruct.distributed.spark.SparkEngine`).
+        (:class:`~dualstruct.distributed.spark.SparkEngine`), and ``keep_dual_state``:
+        at the end of training bring the partitions' dual state to the driver as a
+        single-machine BCFW solver, so that ``set_params(backend="local",
+        warm_start=True)`` continues the run on one machine and ``save(...,
+        include_solver_state=True)`` keeps it in the model file.
+
     Attributes
     ----------
     classes_ : ndarray, the labels, sorted
