@@ -52,9 +52,7 @@ def read_tagged(path, fmt, label_column=None, label=None, n_columns=None, need_l
     For CoNLL files, a file with ``n_columns`` columns carries labels in ``label_column``; one
     with ``n_columns - 1`` columns has none (prediction input).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CLIError(f"no such file: {path}")
+    path = _input_path(path, "file")
     sentences, labels, lines = [], [], []
     try:
         for numbers, rows in iter_conll_blocks(path, fmt):
@@ -186,9 +184,7 @@ def read_multilabel(path, labels=None, n_features=None, n_labels=None):
     for ARFF, ``labels`` is the MULAN XML file or the number of (last) label attributes."""
     from .datasets.multilabel import load_arff, load_libsvm_multilabel
 
-    path = Path(path)
-    if not path.is_file():
-        raise CLIError(f"no such file: {path}")
+    path = _input_path(path, "file")
     try:
         if path.name.endswith((".arff", ".arff.gz")):
             if labels is None:
@@ -499,13 +495,19 @@ def _say_if_not_converged(svm, args, out):
               flush=True)
 
 
+def _input_path(path, what):
+    """``path`` if it is an existing file, else a CLIError saying what is there instead."""
+    try:
+        return model_io.require_file(path, what)
+    except OSError as exc:
+        raise CLIError(str(exc)) from None
+
+
 def _load_model(path):
     """Any model file (tagger or bare StructuredSVM), with CLI errors for bad files."""
     from . import load
 
-    path = Path(path)
-    if not path.is_file():
-        raise CLIError(f"no such model file: {path}")
+    path = _input_path(path, "model file")
     try:
         return load(path)
     except ValueError as exc:

@@ -23,6 +23,17 @@ _HEADER_KEY = "__header__"
 _ALLOWED_DTYPES = {"float64", "float32", "int64", "int32", "uint8", "bool"}
 
 
+def require_file(path, what: str = "file") -> Path:
+    """``path`` as a Path if it is an existing file; ``FileNotFoundError`` if nothing is
+    there, ``IsADirectoryError`` if it is a directory (both name the path)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a {what}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no such {what}: {path}")
+    return path
+
+
 def _digest(arr: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
 
@@ -99,9 +110,7 @@ def load_arrays(path):
     Raises ``ValueError`` naming the file if it is not a model file, is truncated, has an
     unsupported format version, or if any array differs from what the header records.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such model file: {path}")
+    path = require_file(path, "model file")
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # model files are .npz (zip) archives

@@ -508,3 +508,22 @@ def test_progress_eta_counts_checks_and_a_sublinear_gap():
     # 9 passes took 27 s of wall time (checks too): 3 s a pass; the gap 0.1 at pass 10
     # reaches 0.01 near pass 100 at a 1 / passes rate: 90 passes left
     assert progress.eta(later, now=127.0) == pytest.approx(90 * 3.0)
+
+
+def test_a_directory_is_called_a_directory(tmp_path, capsys):
+    """A folder given where a file belongs is named as a folder, not as a missing file."""
+    from dualstruct.datasets.conll import load_conll
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError, match="is a directory, not a model file"):
+        dualstruct.load(folder)
+    with pytest.raises(IsADirectoryError, match="is a directory, not a file"):
+        load_conll(folder)
+    for argv in (["info", folder], ["train", folder, "-o", tmp_path / "m.npz"],
+                 ["predict", folder, folder], ["multilabel", "train", folder, "-o",
+                                                tmp_path / "m.npz"]):
+        assert main([str(a) for a in argv]) == 2
+        assert f"{folder} is a directory, not a" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="no such model file"):
+        dualstruct.load(tmp_path / "missing.npz")

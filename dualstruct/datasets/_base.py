@@ -45,10 +45,9 @@ def find_data_file(relpath: str, data_home=None) -> Path | None:
 def open_text(path):
     """Open a UTF-8 text file for reading line by line, transparently gunzipping ``*.gz``.
     Bytes that are not UTF-8 raise a ``ValueError`` naming the file and the line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    return _Utf8Lines(path)
+    from ..io import require_file
+
+    return _Utf8Lines(require_file(path))
 
 
 _LONE_CR = re.compile(rb"\r(?!\n)")
