@@ -2,6 +2,10 @@
 
 __version__ = "0.1.0.dev0"
 
+from ._numba_cache import configure_numba_cache  # noqa: E402
+
+configure_numba_cache()  # before any kernel is defined
+
 from .estimators import SSVM, MultiClassSVM, MultiLabelSVM, StructuredSVM, load  # noqa: E402
 from .sequences import PackedSequences, pack_sequences  # noqa: E402
 
