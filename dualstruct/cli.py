@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -174,8 +175,25 @@ class Progress:
               f"  eta {self.eta(record):6.0f}s", file=self.out, flush=True)
         if self.checkpoint_every and record.passes % self.checkpoint_every == 0:
             self.tagger.svm_ = estimator
-            self.tagger.save(self.checkpoint, include_solver_state=True, compress=False)
+            self.write_checkpoint()
         return False
+
+    def write_checkpoint(self):
+        """Save the model with its solver state, compressed, and say how big it is; a save
+        that fails (a full disk) is reported and training goes on, keeping the last good
+        checkpoint."""
+        t0 = time.perf_counter()
+        try:
+            self.tagger.save(self.checkpoint, include_solver_state=True)
+        except OSError as exc:
+            kept = (f"; {self.checkpoint} keeps the previous one" if self.checkpoint.exists()
+                    else "")
+            print(f"checkpoint not written ({exc.strerror or exc}){kept}; training goes on",
+                  file=self.out, flush=True)
+            return
+        size = os.path.getsize(self.checkpoint) / 2**20
+        print(f"checkpoint {self.checkpoint}: {size:.1f} MB in "
+              f"{time.perf_counter() - t0:.1f}s", file=self.out, flush=True)
 
 
 # -- multi-label commands -------------------------------------------------------------------------
@@ -208,7 +226,7 @@ class _MultiLabelCheckpoint:
 
     svm_ = None
 
-    def save(self, path, include_solver_state=True, compress=False):
+    def save(self, path, include_solver_state=True, compress=True):
         from . import io
 
         io.save_arrays(path, *self.svm_.to_arrays(include_solver_state), compress=compress)
@@ -296,6 +314,7 @@ def cmd_multilabel_train(args, out):
     svm.set_params(callback=progress)
     print(f"training on {X.shape[0]} examples, {X.shape[1]} features, {Y.shape[1]} labels "
           f"({args.train}); model -> {model_path}", file=out, flush=True)
+    print(FIRST_PASS, file=out, flush=True)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():  # said below in the command line's own terms
@@ -368,6 +387,7 @@ def cmd_train(args, out):
     fmt = args.format
     if fmt == "conllu" and args.label not in CONLLU_LABELS:
         raise CLIError(f"--label must be one of {', '.join(CONLLU_LABELS)}")
+    print(f"reading {args.train} …", file=out, flush=True)
     sentences, labels, _ = read_tagged(args.train, fmt, args.label_column, args.label)
     distinct = set(np.concatenate(labels).tolist())
     if len(distinct) < 2:
@@ -428,7 +448,8 @@ def cmd_train(args, out):
     try:
         with warnings.catch_warnings():  # said below in the command line's own terms
             warnings.simplefilter("ignore", ConvergenceWarning)
-            tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume))
+            tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume),
+                       on_stage=partial(_say_stage, out))
     except (MemoryError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     svm = tagger.svm_
@@ -457,6 +478,18 @@ def cmd_train(args, out):
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
     _say_if_not_converged(svm, args, out)
     return 0
+
+
+def _say_stage(out, stage, seconds):
+    """What training is doing before its first progress line."""
+    if stage == "features":
+        print("extracting features …", file=out, flush=True)
+    elif stage == "training":
+        print(f"features ready in {seconds:.1f}s; {FIRST_PASS}", file=out, flush=True)
+
+
+#: said before the first pass, which can take a while on a first run
+FIRST_PASS = "first pass (a first run also compiles the kernels, then caches them) …"
 
 
 def _holds_dual_state(svm) -> bool:

@@ -9,6 +9,8 @@ This is what the command line trains: text in, labels out. In Python::
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
@@ -53,9 +55,11 @@ class SequenceTagger(BaseEstimator):
         return [to_bio(lab) for lab in labels]
 
     @restore_on_error
-    def fit(self, sentences, labels, validation_data=None, resume=False):
+    def fit(self, sentences, labels, validation_data=None, resume=False, on_stage=None):
         """Fit the features and the SVM. With ``resume=True`` (a tagger loaded from a
         checkpoint) the fitted features are kept and the SVM continues from its saved state.
+        ``on_stage(name, seconds)``, if given, is told when each stage starts (``"features"``,
+        ``"training"``) with the seconds the previous one took.
 
         ``validation_data=(sentences, labels)`` reports a held-out score at every check: the
         chunk F1 (conlleval) for chunk tag sets, else the token accuracy, both on the tags in
@@ -72,6 +76,16 @@ class SequenceTagger(BaseEstimator):
                 np.concatenate([np.asarray(lab) for lab in labels]).tolist()):
             raise ValueError(f"tag_scheme={self.tag_scheme!r} needs chunk tags (B-/I-/O); "
                              "these labels are not")
+        clock = time.perf_counter()
+
+        def stage(name):
+            nonlocal clock
+            if on_stage is not None:
+                now = time.perf_counter()
+                on_stage(name, now - clock)
+                clock = now
+
+        stage("features")
         if resume:
             if not hasattr(self, "svm_"):
                 raise ValueError("resume needs a tagger loaded from a checkpoint")
@@ -95,6 +109,7 @@ class SequenceTagger(BaseEstimator):
             val = (self.features_.transform(vs), self._encode(vl))
             scorer = self._make_scorer(vl)
         self.svm_ = svm
+        stage("training")
         svm.fit(data, self._encode(labels), validation_data=val, validation_scorer=scorer)
         return self
 

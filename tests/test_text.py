@@ -3,6 +3,7 @@
 import gzip
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -527,3 +528,54 @@ def test_a_directory_is_called_a_directory(tmp_path, capsys):
         assert f"{folder} is a directory, not a" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="no such model file"):
         dualstruct.load(tmp_path / "missing.npz")
+
+
+def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(conll_file, tmp_path,
+                                                                     monkeypatch):
+    """--checkpoint-every: a compressed checkpoint whose size is reported and whose header
+    says training was still running; it resumes; a checkpoint that cannot be written (a full
+    disk) is reported and training goes on to a saved model. Before pass 1 the command says
+    what it is doing."""
+    import errno
+
+    from dualstruct import io as model_io
+
+    model = tmp_path / "m.npz"
+    seen = {}
+    real_save = dualstruct.tagger.SequenceTagger.save
+
+    def spy(self, path, include_solver_state=False, compress=True):
+        if str(path).endswith(".ckpt"):
+            seen["compress"] = compress
+            out = real_save(self, path, include_solver_state, compress)
+            seen["header"] = model_io.load_arrays(path)[0]
+            seen["copy"] = tmp_path / "copy.npz"
+            seen["copy"].write_bytes(Path(path).read_bytes())
+            return out
+        return real_save(self, path, include_solver_state, compress)
+
+    monkeypatch.setattr(dualstruct.tagger.SequenceTagger, "save", spy)
+    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "4",
+                      "--check-every", "2", "--checkpoint-every", "2", "--tol", "0"])
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("reading ") and "extracting features" in out
+    assert lines.index(next(x for x in lines if x.startswith("features ready"))) < \
+        lines.index(next(x for x in lines if x.startswith("pass    1/4")))
+    assert f"checkpoint {model}.ckpt: " in out and " MB in " in out
+    assert seen["compress"] is True
+    assert seen["header"]["svm"]["stop_reason"] == "running"
+    code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "r.npz"),
+                      "--resume", str(seen["copy"]), "--max-iter", "6"])
+    assert code == 0 and dualstruct.load(tmp_path / "r.npz").svm_.n_iter_ == 6
+
+    def full_disk(self, path, include_solver_state=False, compress=True):
+        if str(path).endswith(".ckpt"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(self, path, include_solver_state, compress)
+
+    monkeypatch.setattr(dualstruct.tagger.SequenceTagger, "save", full_disk)
+    code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "f.npz"), "--max-iter",
+                      "4", "--checkpoint-every", "2", "--tol", "0"])
+    assert code == 0 and "checkpoint not written (No space left on device)" in out
+    assert "pass    4/4" in out and dualstruct.load(tmp_path / "f.npz").svm_.n_iter_ == 4

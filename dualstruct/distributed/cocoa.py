@@ -379,7 +379,7 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         # the count and the history go on: the rounds made here, then passes on one machine
         bcfw.passes, bcfw.oracle_calls = self.passes, self.oracle_calls
         bcfw.train_time, bcfw.eval_time = self.train_time, self.eval_time
-        bcfw.history = History.from_arrays(self.history.as_arrays(), self.history.stop_reason)
+        bcfw.history = History(list(self.history.records), self.history.stop_reason)
         return bcfw
 
     def run_params(self):

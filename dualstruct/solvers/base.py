@@ -335,7 +335,8 @@ class PassSolver:
             print(f"[{self.name}] {n} sequences, {data.n_tokens} tokens, C={self.C:g}",
                   file=self.out)
             print(format_header(with_val, self.step_name), file=self.out, flush=True)
-        self.history.stop_reason = "max_iter"
+        # "running" until the loop ends: what a checkpoint taken by a callback records
+        self.history.stop_reason = "running"
         with _DeferredInterrupt(self.name, self.step_name) as interrupt:
             try:
                 if self._pending_check:  # finish the check a second Ctrl-C cut short
@@ -343,6 +344,8 @@ class PassSolver:
                         self.history.records.pop()
                     self._record(check=True)
                 self._loop(max_iter, n, chunks, with_val, interrupt)
+                if self.history.stop_reason == "running":
+                    self.history.stop_reason = "max_iter"
             except KeyboardInterrupt:  # a second Ctrl-C: stop mid-pass (or mid-check)
                 self.history.stop_reason = "interrupted"
                 last = self.history.last

@@ -35,7 +35,9 @@ class Record:
 
 @dataclass
 class History:
-    """A list of :class:`Record` plus the reason training stopped."""
+    """A list of :class:`Record` plus the reason training stopped: ``"tol"`` (the certified
+    gap reached it), ``"max_iter"``, ``"callback"``, ``"interrupted"`` (Ctrl-C or SIGTERM),
+    or ``"running"`` while training goes on (a checkpoint's record)."""
 
     records: list = field(default_factory=list)
     stop_reason: str = ""
