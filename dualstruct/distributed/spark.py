@@ -84,7 +84,8 @@ class SparkEngine:
         Continue the run whose checkpoint is in ``checkpoint_dir``; without it an existing
         checkpoint there is an error (it is never overwritten silently).
     spark_conf : dict, optional
-        Extra Spark settings for a session the engine starts (e.g. ``spark.driver.memory``).
+        Extra Spark settings for a session the engine starts (e.g. ``spark.driver.memory``,
+        4g by default: with a local master the tasks run in the driver's JVM).
     app_name : str
     """
 
@@ -131,6 +132,9 @@ class SparkEngine:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder.master(self.master).appName(self.app_name)
             conf = {"spark.ui.enabled": "false",
+                    # local masters run the tasks in the driver's JVM, whose default 1 GB
+                    # does not hold a few partitions with their state and w broadcasts
+                    "spark.driver.memory": LOCAL_DRIVER_MEMORY,
                     "spark.ui.showConsoleProgress": "false",
                     "spark.executorEnv.NUMBA_NUM_THREADS": "1",
                     "spark.python.worker.reuse": "true"}
@@ -320,17 +324,31 @@ class SparkEngine:
         pass
 
     def stop(self):
-        for bc in self._broadcasts:
-            bc.destroy()
+        """Release the broadcasts, the persisted RDDs and a session the engine started. After
+        a failure Spark itself may be gone (a JVM out of memory): then there is nothing left
+        to release, and the failure that ended training is the one reported."""
+        try:
+            for bc in self._broadcasts:
+                bc.destroy()
+            for rdd in (self.rdd, getattr(self, "data", None)):
+                if rdd is not None:
+                    rdd.unpersist()
+        except Exception:  # noqa: BLE001 - py4j's errors when the JVM has died
+            pass
         self._broadcasts = []
-        for rdd in (self.rdd, getattr(self, "data", None)):
-            if rdd is not None:
-                rdd.unpersist()
         if self._own_session and self.session is not None:
-            self.session.stop()
+            try:
+                self.session.stop()
+            except Exception:  # noqa: BLE001
+                pass
             self.session = None
         if self._own_dir:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+
+
+#: the driver JVM's heap when the engine starts the session (a local master runs its tasks
+#: there); ``spark_conf={"spark.driver.memory": ...}`` chooses another
+LOCAL_DRIVER_MEMORY = "4g"
 
 
 def _state_serializer():
