@@ -364,6 +364,7 @@ def cmd_multilabel_evaluate(args, out):
 def cmd_multilabel_predict(args, out):
     _refuse_overwriting_model(args)
     svm = _load_multilabel(args.model)
+    svm.set_params(n_jobs=args.jobs)
     X, _ = read_multilabel(args.input, args.labels, svm.n_features_in_, svm.n_labels_)
     pred = svm.predict(X)
     lines = [",".join(str(j) for j in np.flatnonzero(row)) + "\n" for row in pred]
@@ -664,6 +665,7 @@ def _refuse_overwriting_model(args):
 def cmd_predict(args, out):
     _refuse_overwriting_model(args)
     tagger = _load_tagger(args.model)
+    tagger.svm_.set_params(n_jobs=args.jobs)
     sentences, _, lines = _read_for_model(tagger, args.input, need_labels=False)
     pred = tagger.predict(sentences)
     f = tagger.input_format or {"format": "conll"}
@@ -743,15 +745,45 @@ def cmd_info(args, out):
         info["tag_scheme"] = model.tag_scheme
         info["input_format"] = model.input_format
         info["feature_params"] = model.features_.get_params()
+    if args.top:
+        top = model.top_features(args.top)
+        info["top_features"] = {str(k): v for k, v in top.items()}
+        if not multilabel:
+            info["transitions"] = {"labels": info["labels"],
+                                   "weights": svm.transition_weights_.tolist()}
     if args.json:
         json.dump(info, out, indent=1, default=str)
         out.write("\n")
         return 0
     for k, v in info.items():
+        if k in ("top_features", "transitions"):
+            continue
         if k == "labels":
             v = f"{len(v)}: " + " ".join(v)
         print(f"{k:>14}: {v}", file=out)
+    if args.top:
+        print(f"\nstrongest {args.top} features per label (weight):", file=out)
+        for label, feats in info["top_features"].items():
+            shown = "  ".join(f"{name} {weight:+.3g}" for name, weight in feats)
+            print(f"  {label}: {shown}", file=out)
+    if args.top and not multilabel:
+        W = svm.transition_weights_
+        labels = info["labels"]
+        order = np.argsort(-np.abs(W), axis=None)[:args.top]
+        print(f"strongest {args.top} transitions (from -> to: weight):", file=out)
+        for a, b in zip(*np.unravel_index(order, W.shape)):
+            print(f"  {labels[a]} -> {labels[b]}: {W[a, b]:+.3g}", file=out)
     return 0
+
+
+def _n_jobs(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core)")
+    return value
 
 
 def _positive_int(text):
@@ -866,6 +898,8 @@ def build_parser():
     p.add_argument("model")
     p.add_argument("input")
     p.add_argument("-o", "--output", help="output file (default: standard output)")
+    p.add_argument("-j", "--jobs", type=_n_jobs, default=None, metavar="N",
+                   help="threads that share the input (-1: every core)")
 
     e = sub.add_parser("evaluate", help="accuracy, per-label and chunk P/R/F1 on a labelled file")
     e.add_argument("model")
@@ -875,6 +909,9 @@ def build_parser():
     i = sub.add_parser("info", help="labels, features, hyperparameters, final objective and gap")
     i.add_argument("model")
     i.add_argument("--json", action="store_true")
+    i.add_argument("--top", type=_positive_int, metavar="N",
+                   help="also the N strongest features of every label (and, for sequence "
+                        "models, the N strongest label transitions)")
 
     ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
     mls = ml.add_subparsers(dest="ml_command", required=True)
@@ -920,6 +957,8 @@ def build_parser():
     mp.add_argument("input")
     mp.add_argument("--labels", help=labels_help)
     mp.add_argument("-o", "--output", help="output file (default: standard output)")
+    mp.add_argument("-j", "--jobs", type=_n_jobs, default=None, metavar="N",
+                    help="threads that share the input (-1: every core)")
     return ap
 
 

@@ -259,6 +259,15 @@ class TokenFeatures(BaseEstimator):
         X.sort_indices()
         return PackedSequences(X, offsets)
 
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """The name of every output column (scikit-learn's accessor): the feature strings,
+        or ``hash:<column>`` when the features are hashed."""
+        if not hasattr(self, "n_features_"):
+            raise NotFittedError("this TokenFeatures is not fitted yet; call fit first")
+        if self.vocabulary_ is None:
+            return np.array([f"hash:{j}" for j in range(self.n_features_)], dtype=object)
+        return np.array(sorted(self.vocabulary_, key=self.vocabulary_.get), dtype=object)
+
     # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
     def to_arrays(self) -> tuple[dict, dict]:
         header = {"params": self.get_params(), "n_features": self.n_features_,

@@ -132,6 +132,23 @@ class SequenceTagger(BaseEstimator):
             return []
         return self._decode(self.svm_.predict(self.features_.transform(sentences)))
 
+    def decision_function(self, sentences) -> np.ndarray:
+        """The score of each sentence's predicted tags (:meth:`StructuredSVM.decision_function
+        <dualstruct.StructuredSVM.decision_function>`)."""
+        if not hasattr(self, "svm_"):
+            raise NotFittedError("this SequenceTagger is not fitted yet; call fit first")
+        if len(sentences) == 0:
+            return np.empty(0)
+        return self.svm_.decision_function(self.features_.transform(sentences))
+
+    def top_features(self, n=10) -> dict:
+        """The ``n`` strongest token features of every tag, by name: ``{tag: [(feature,
+        weight), …]}`` (tags as trained, e.g. IOBES); the tag-to-tag weights are
+        ``svm_.transition_weights_``."""
+        if not hasattr(self, "svm_"):
+            raise NotFittedError("this SequenceTagger is not fitted yet; call fit first")
+        return self.svm_.top_features(n, self.features_.get_feature_names_out().tolist())
+
     def score(self, sentences, labels):
         """Token accuracy."""
         return token_accuracy(labels, self.predict(sentences))

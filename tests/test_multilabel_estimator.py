@@ -279,3 +279,24 @@ def test_multilabel_scores_match_scikit_learn():
                "macro_f1": f1_score(T, P, average="macro", zero_division=1)}
         for key, value in ref.items():
             assert s[key] == pytest.approx(value, abs=1e-12), key
+
+
+def test_multilabel_decision_function_top_features_and_jobs():
+    """decision_function is each label's own score ⟨w_l, x⟩ + b_l; with no edges it decides
+    the labels alone; top_features ranks by magnitude; threads predict the same."""
+    from dualstruct import MultiLabelSVM
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 5))
+    Y = (X[:, :3] + 0.2 * rng.normal(size=(400, 3)) > 0).astype(int)
+    svm = MultiLabelSVM(edges="chain", max_iter=40, random_state=0).fit(X, Y)
+    scores = svm.decision_function(X)
+    assert scores.shape == (400, 3)
+    assert np.allclose(scores, X @ svm.unary_weights_ + svm.intercept_)
+    top = svm.top_features(2, feature_names=list("abcde"))
+    assert set(top) == {0, 1, 2} and top[1][0][0] == "b"
+    one = svm.predict(X)
+    svm.set_params(n_jobs=2)
+    assert np.array_equal(one, svm.predict(X))
+    with pytest.raises(ValueError, match="feature_names has 2 names for 5 features"):
+        svm.top_features(2, feature_names=["a", "b"])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dualstruct
+from dualstruct import StructuredSVM
 from dualstruct.cli import main
 from dualstruct.datasets.conll import fetch_conll2000, load_conll, load_conllu, split_column
 from dualstruct.features import TokenFeatures, short_shape, word_shape
@@ -579,3 +580,51 @@ def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(conll_file, 
                       "4", "--checkpoint-every", "2", "--tol", "0"])
     assert code == 0 and "checkpoint not written (No space left on device)" in out
     assert "pass    4/4" in out and dualstruct.load(tmp_path / "f.npz").svm_.n_iter_ == 4
+
+
+def test_decision_function_top_features_and_jobs(conll_file, tmp_path):
+    """The score of the predicted tags is ⟨w, φ(x, ŷ)⟩ and no other tagging scores higher;
+    top_features names the strongest features; n_jobs threads predict the same tags; the
+    command line shows both (info --top, predict --jobs)."""
+    from itertools import product
+
+    sents, labels = load_conll(conll_file)
+    tagger = dualstruct.tagger.SequenceTagger(
+        TokenFeatures(), StructuredSVM(C=1.0, fit_intercept=False, max_iter=30, tol=0,
+                                       random_state=0)).fit(sents, labels)
+    svm = tagger.svm_
+    scores = tagger.decision_function(sents)
+    data = tagger.features_.transform(sents)
+    model = svm.model_
+    for i, (lo, hi) in enumerate(zip(data.offsets[:-1], data.offsets[1:])):
+        x = data.X[lo:hi]
+        best = max(model.joint_feature(x, np.array(y)) @ svm.coef_
+                   for y in product(range(len(svm.classes_)), repeat=hi - lo))
+        assert scores[i] == pytest.approx(best, rel=1e-9, abs=1e-12)
+    top = tagger.top_features(3)
+    assert set(top) == set(svm.classes_.tolist())
+    names = set(tagger.features_.get_feature_names_out())
+    for feats in top.values():
+        assert 1 <= len(feats) <= 3 and all(f in names for f, _ in feats)
+        assert [abs(w) for _, w in feats] == sorted((abs(w) for _, w in feats), reverse=True)
+    U = svm.unigram_weights_
+    label0 = svm.classes_[0]
+    col = tagger.features_.vocabulary_[top[label0][0][0]]
+    assert U[0, col] == top[label0][0][1] and abs(U[0]).max() == abs(top[label0][0][1])
+    many = [s for s in sents for _ in range(100)]
+    one = tagger.predict(many)
+    svm.set_params(n_jobs=2)
+    assert all(np.array_equal(a, b) for a, b in zip(one, tagger.predict(many)))
+    with pytest.raises(ValueError, match="n_jobs must be None or a nonzero integer"):
+        svm.set_params(n_jobs=0).predict(data)
+
+    path = tmp_path / "m.npz"
+    tagger.svm_.set_params(n_jobs=None)
+    tagger.save(path)
+    code, out = _run(["info", str(path), "--top", "2"])
+    assert code == 0 and "strongest 2 features per label" in out and " -> " in out
+    code, out = _run(["info", str(path), "--top", "2", "--json"])
+    info = json.loads(out)
+    assert len(info["top_features"][str(label0)]) == 2 and "transitions" in info
+    code, out = _run(["predict", str(path), str(conll_file), "--jobs", "2"])
+    assert code == 0 and "B-NP" in out

@@ -321,3 +321,26 @@ def add_training_record(est, header, arrays, include_solver_state=False):
         meta, state = est.solver_.state_dict()
         header["solver_state"] = meta
         arrays.update({"state." + k: v for k, v in state.items()})
+
+
+def strongest_per_row(matrix, n, names=None) -> list:
+    """For every row of ``matrix`` (dense or scipy sparse), its ``n`` entries of largest
+    magnitude as ``(column name or index, weight)``, strongest first (ties: lower column)."""
+    import scipy.sparse as sp
+
+    out = []
+    if sp.issparse(matrix):
+        matrix = sp.csr_matrix(matrix)
+    for r in range(matrix.shape[0]):
+        if sp.issparse(matrix):
+            lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
+            cols, vals = matrix.indices[lo:hi], matrix.data[lo:hi]
+        else:
+            vals = np.asarray(matrix[r]).ravel()
+            cols = np.arange(len(vals))
+        keep = vals != 0
+        cols, vals = cols[keep], vals[keep]
+        order = np.lexsort((cols, -np.abs(vals)))[:n]
+        out.append([(names[c] if names is not None else int(c), float(vals[k]))
+                    for k, c in zip(order, cols[order])])
+    return out

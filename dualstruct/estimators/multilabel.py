@@ -12,6 +12,7 @@ from sklearn.utils.validation import validate_data
 from .. import io
 from ..distributed import json_backend_options
 from ..metrics import multilabel_scores
+from ..models.base import effective_n_jobs
 from ..models.multilabel import (
     EDGE_KINDS,
     INFERENCE,
@@ -28,6 +29,7 @@ from .base import (
     add_training_record,
     changed_params,
     check_backend_params,
+    check_integer,
     check_real,
     check_training_params,
     continue_solver,
@@ -40,6 +42,7 @@ from .base import (
     read_history,
     restore_on_error,
     seed_to_json,
+    strongest_per_row,
     train,
     with_intercept,
 )
@@ -89,6 +92,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         an ordinary model file (:mod:`dualstruct.distributed`).
     n_partitions : int
         With ``backend="spark"``, K, the partitions of the training examples.
+    n_jobs : int, optional
+        Threads that share the rows in ``predict`` (None: 1; −1: every core).
     backend_options : dict, optional
         The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
         SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
@@ -110,7 +115,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                  tol=1e-2, check_every=5, averaging=True, fit_intercept=True,
                  intercept_scaling=1.0, loss_weights=None, random_state=None, verbose=0,
                  callback=None, warm_start=False, solver_options=None, rescaling="margin",
-                 interactions="11", backend="local", n_partitions=2,
+                 interactions="11", backend="local", n_partitions=2, n_jobs=None,
                  backend_options=None):
         self.edges = edges
         self.solver = solver
@@ -133,6 +138,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         self.backend = backend
         self.n_partitions = n_partitions
         self.backend_options = backend_options
+        self.n_jobs = n_jobs
 
     _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
                      "intercept_scaling", "solver_options", "rescaling", "interactions",
@@ -153,6 +159,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
         check_training_params(self)
+        effective_n_jobs(self.n_jobs)
         check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
 
@@ -310,8 +317,28 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
 
     def _predict_codes(self, X):
         self._check_fitted()
-        pred = self.model_.predict(self.coef_, self._features(X)).astype(np.int64)
+        pred = self.model_.predict(self.coef_, self._features(X),
+                                   n_jobs=self.n_jobs).astype(np.int64)
         return pred, self.model_.last_integral_.copy()
+
+    def decision_function(self, X):
+        """Every label's own score ``⟨w_l, x⟩ + b_l`` for the rows of ``X`` (n, L): positive
+        when the label alone would rather be on; the prediction adds the edges'
+        interactions to these."""
+        self._check_fitted()
+        return self.model_.label_scores(self.coef_, self._features(X))
+
+    def top_features(self, n=10, feature_names=None) -> dict:
+        """The ``n`` input features of largest weight magnitude for every label, ``{label
+        index: [(feature, weight), …]}`` strongest first; ``feature_names`` names them. The
+        label pairs' weights are ``interaction_weights_``."""
+        check_integer("n", n, 1)
+        self._check_fitted()
+        if feature_names is not None and len(feature_names) != self.n_features_in_:
+            raise ValueError(f"feature_names has {len(feature_names)} names for "
+                             f"{self.n_features_in_} features")
+        rows = strongest_per_row(np.asarray(self.unary_weights_).T, n, feature_names)
+        return dict(enumerate(rows))
 
     def score(self, X, y):
         """Subset accuracy on ``(X, y)`` (scikit-learn's convention for multi-label

@@ -12,6 +12,7 @@ from .. import io
 from ..distributed import json_backend_options
 from ..metrics import token_accuracy
 from ..models import ChainModel
+from ..models.base import effective_n_jobs
 from ..models.chain import observed_support
 from ..sequences import PackedSequences, pack_sequences
 from ..solvers import solver_names
@@ -36,6 +37,7 @@ from .base import (
     read_history,
     restore_on_error,
     seed_to_json,
+    strongest_per_row,
     train,
     with_intercept,
 )
@@ -120,6 +122,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         an ordinary model file (:mod:`dualstruct.distributed`).
     n_partitions : int
         With ``backend="spark"``, K, the partitions of the training examples.
+    n_jobs : int, optional
+        Threads that share the sequences in ``predict`` and ``decision_function`` (None: 1;
+        −1: every core).
     backend_options : dict, optional
         The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
         SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
@@ -144,7 +149,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
                  start_end=True, loss_weights=None, random_state=None, verbose=0,
                  callback=None, warm_start=False, solver_options=None, rescaling="margin",
                  slack_search="exact", weights="auto", weights_min_count=1, backend="local",
-                 n_partitions=2, backend_options=None):
+                 n_partitions=2, backend_options=None, n_jobs=None):
         self.model = model
         self.solver = solver
         self.C = C
@@ -168,6 +173,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
         self.backend = backend
         self.n_partitions = n_partitions
         self.backend_options = backend_options
+        self.n_jobs = n_jobs
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
@@ -177,6 +183,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             raise ValueError(f"solver must be one of {solver_names(ChainModel)}, got "
                              f"{self.solver!r}")
         check_training_params(self)
+        effective_n_jobs(self.n_jobs)
         check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.rescaling not in ("margin", "slack"):
@@ -373,11 +380,21 @@ class StructuredSVM(SolverResults, BaseEstimator):
             raise NotFittedError("this StructuredSVM is not fitted yet; call fit first")
 
     def predict(self, X):
-        """Label sequences (lists of arrays of the training labels) for the sequences ``X``."""
+        """Label sequences (lists of arrays of the training labels) for the sequences ``X``
+        (Viterbi; ``n_jobs`` threads share the sequences)."""
         self._check_fitted()
         data = self._pack(X)
-        codes = self.model_.predict(self.coef_, data)
+        codes = self.model_.predict(self.coef_, data, n_jobs=self.n_jobs)
         return [self.classes_[c] for c in np.split(codes, data.offsets[1:-1])]
+
+    def decision_function(self, X):
+        """The score ``⟨w, φ(x, ŷ)⟩`` of each sequence's predicted labelling ŷ (n,): the
+        unary and transition weights it collects; higher is more confident, and the margin
+        over any other labelling y is ``score − ⟨w, φ(x, y)⟩ ≥ 0``."""
+        self._check_fitted()
+        _, scores = self.model_.predict(self.coef_, self._pack(X), n_jobs=self.n_jobs,
+                                        return_scores=True)
+        return scores
 
     def score(self, X, y):
         """Token accuracy of ``predict(X)`` against ``y``."""
@@ -417,6 +434,19 @@ class StructuredSVM(SolverResults, BaseEstimator):
         """(K, K): entry [a, b] scores label ``classes_[a]`` followed by ``classes_[b]``."""
         self._check_fitted()
         return self.model_.unpack(self.coef_).transition
+
+    def top_features(self, n=10, feature_names=None) -> dict:
+        """The ``n`` token features of largest weight magnitude for every label,
+        ``{label: [(feature, weight), …]}`` strongest first (a positive weight votes for the
+        label, a negative one against it); ``feature_names`` (one per input column) names
+        them, else they are column indices. The transitions are ``transition_weights_``."""
+        check_integer("n", n, 1)
+        self._check_fitted()
+        if feature_names is not None and len(feature_names) != self.n_features_in_:
+            raise ValueError(f"feature_names has {len(feature_names)} names for "
+                             f"{self.n_features_in_} features")
+        rows = strongest_per_row(self.unigram_weights_, n, feature_names)
+        return {label: row for label, row in zip(self.classes_.tolist(), rows)}
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path, include_solver_state=False):

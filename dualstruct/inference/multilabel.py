@@ -197,7 +197,7 @@ def tree_map(a, edges, V, out):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def map_all(A, edges, V, mode, relaxed, out, integral):
     """The argmax of every example: ``A`` (n, L, 2) unary tables; ``mode`` 0 :func:`tree_map`,
     1 :func:`enumerate_map`, 2 :func:`lp_map` then :func:`round_lp` (returned scores are the

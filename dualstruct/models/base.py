@@ -84,6 +84,7 @@ is built from these: the hinge and the primal, the BCFW corners
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -109,6 +110,22 @@ class StructuredModel(Protocol):
     def inference(self, x, w): ...
 
     def loss_augmented_inference(self, x, y, w): ...
+
+
+#: blocks below which one more prediction thread does not pay for itself
+MIN_BLOCKS_PER_JOB = 64
+
+
+def effective_n_jobs(n_jobs) -> int:
+    """Threads for ``n_jobs`` (scikit-learn's convention: None → 1, −1 → every core, −2 →
+    all but one); anything else than a nonzero integer is refused."""
+    if n_jobs is None:
+        return 1
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None or a nonzero integer, got {n_jobs!r}")
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
+    return int(n_jobs)
 
 
 # -- the generic functions of the kernel interface (numba dispatches on the kernel's class) ----
@@ -298,15 +315,35 @@ class KernelModel:
         data.raise_status()
         return hinge, out
 
-    def decode(self, w, data):
-        """Highest-scoring labellings of every block (flat)."""
-        from ..solvers._block_kernels import decode_all
+    #: whether threads may decode blocks at once (a model calling back into Python may not)
+    thread_safe = True
+
+    def decode(self, w, data, n_jobs=None, return_scores=False):
+        """Highest-scoring labellings of every block (flat), and with ``return_scores`` also
+        their scores ``⟨w, φ(x_i, ŷ_i)⟩`` (one per block). ``n_jobs`` threads decode disjoint
+        ranges of blocks at once (None: 1; −1: every core)."""
+        from ..solvers._block_kernels import decode_range
 
         k = data.kernel
+        n = len(k.label_offsets) - 1
         out = np.empty(k.label_offsets[-1], dtype=np.int32)
-        decode_all(k, np.ascontiguousarray(w, dtype=np.float64), out)
+        scores = np.empty(n)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        jobs = effective_n_jobs(n_jobs) if self.thread_safe else 1
+        jobs = max(1, min(jobs, n // MIN_BLOCKS_PER_JOB))
+        if jobs == 1:
+            decode_range(k, w, 0, n, out, scores)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
+            with ThreadPoolExecutor(jobs) as pool:
+                done = [pool.submit(decode_range, k, w, int(a), int(b), out, scores)
+                        for a, b in zip(bounds[:-1], bounds[1:])]
+                for d in done:
+                    d.result()
         data.raise_status()
-        return out
+        return (out, scores) if return_scores else out
 
     def aggregate_constraint(self, w, data, rescaling="margin"):
         """The 1-slack cutting plane's constraint at ``w``: the per-block hinge and

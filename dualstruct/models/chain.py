@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from ..inference import chain as kernels
 from ..sequences import PackedSequences
+from .base import effective_n_jobs
 
 
 class ChainWeights(NamedTuple):
@@ -149,11 +150,14 @@ class ChainModel:
         km = self.kernel_model()
         return km, km.block_data(data, labelled=labelled)
 
-    def predict(self, w: np.ndarray, data: PackedSequences) -> np.ndarray:
-        """Viterbi labels (codes) for every token of ``data``."""
-        if self.support is not None:
+    def predict(self, w: np.ndarray, data: PackedSequences, n_jobs=None,
+                return_scores=False):
+        """Viterbi labels (codes) for every token of ``data``; with ``return_scores`` also
+        each sequence's score ``⟨w, φ(x, ŷ)⟩``. ``n_jobs`` threads share the sequences
+        (None: 1; −1: every core)."""
+        if self.support is not None or return_scores or effective_n_jobs(n_jobs) > 1:
             km, blocks = self._through_kernel(data, False)
-            return km.decode(w, blocks)
+            return km.decode(w, blocks, n_jobs=n_jobs, return_scores=return_scores)
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, False)
         out = np.empty(data.n_tokens, dtype=np.int32)
         kernels.decode_all(indptr, indices, values, offsets, U, B, start, end, out)

@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..inference import multilabel as kernels
+from .base import MIN_BLOCKS_PER_JOB, effective_n_jobs
 
 EDGE_KINDS = ("independent", "chain", "tree", "full")
 INFERENCE = ("auto", "exact", "lp")
@@ -328,13 +329,37 @@ class MultiLabelModel:
             parent[ri] = rk
         return True
 
-    def predict(self, w, X) -> np.ndarray:
+    def predict(self, w, X, n_jobs=None) -> np.ndarray:
         """The highest-scoring labelling of every row of X, (n, L) uint8 (with the LP: its
-        rounding; ``last_integral_`` then says which rows had an integral LP optimum)."""
+        rounding; ``last_integral_`` then says which rows had an integral LP optimum).
+        ``n_jobs`` threads share the rows (None: 1; −1: every core)."""
         X = self._check_X(X)
         W, V = self._tables(w)
-        _, out = self._map_all(kernels.unary_tables(np.asarray(X @ W.unary)), V)
+        A = kernels.unary_tables(np.asarray(X @ W.unary))
+        n = A.shape[0]
+        jobs = max(1, min(effective_n_jobs(n_jobs), n // MIN_BLOCKS_PER_JOB))
+        if jobs == 1:
+            _, out = self._map_all(A, V)
+            return out.astype(np.uint8)
+        from concurrent.futures import ThreadPoolExecutor
+
+        out = np.zeros(A.shape[:2], dtype=np.int64)
+        integral = np.ones(n, dtype=np.bool_)
+        bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
+        with ThreadPoolExecutor(jobs) as pool:
+            done = [pool.submit(kernels.map_all, A[a:b], self.edges, V, self.inference_code,
+                                False, out[a:b], integral[a:b])
+                    for a, b in zip(bounds[:-1], bounds[1:])]
+            for d in done:
+                d.result()
+        self.last_integral_ = integral
         return out.astype(np.uint8)
+
+    def label_scores(self, w, X) -> np.ndarray:
+        """Every label's own score ``⟨w_l, x⟩`` for the rows of X, (n, L): what a label adds
+        to a labelling's score when on, before the interactions of the edges."""
+        X = self._check_X(X)
+        return np.asarray(X @ self._tables(w)[0].unary)
 
     def hinge(self, w, X, Y=None):
         """Per-example margin-rescaled hinge ``max_y δ(ȳ, y) + s(y) − s(ȳ)`` (the LP-relaxed

@@ -150,6 +150,8 @@ class UserModel(base.KernelModel):
         ``joint_feature`` call per oracle call.
     """
 
+    thread_safe = False  # its methods run in Python
+
     def __init__(self, model, *, check=True):
         missing = [name for name in ("size_joint_feature", "joint_feature", "loss",
                                      "inference", "loss_augmented_inference")

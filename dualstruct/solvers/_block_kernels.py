@@ -72,14 +72,16 @@ def hinge_all(k, w, slack, hinge, out):
             return
 
 
-@njit(cache=True)
-def decode_all(k, w, out):
-    """The highest-scoring labelling of every block into ``out`` (flat)."""
+@njit(cache=True, nogil=True)
+def decode_range(k, w, start, stop, out, scores):
+    """The highest-scoring labellings of blocks ``start … stop−1`` into ``out`` (flat, laid out
+    as all blocks' labellings) and their scores ``⟨w, φ(x_i, ŷ_i)⟩`` into ``scores[i]``.
+    Without the GIL: threads decode disjoint ranges at once."""
     ws = workspace(k)
     offs = k.label_offsets
-    for i in range(offs.shape[0] - 1):
+    for i in range(start, stop):
         prepare(k, i, w, ws)
-        decode(k, i, w, ws, out[offs[i]:offs[i + 1]])
+        scores[i] = decode(k, i, w, ws, out[offs[i]:offs[i + 1]])
         if status(k) != 0:
             return
 
