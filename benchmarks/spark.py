@@ -108,7 +108,8 @@ def chunking_comparison(args):
               f"{np.mean(over) if 'backend' in opts else float('nan'):.3f} |", flush=True)
 
 
-def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, seed=0):
+def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, seed=0,
+          check_every=1):
     """Train until the smallest target gap or ``rounds``; returns a row of the table."""
     engine = None
     if engine_name == "spark":
@@ -124,7 +125,8 @@ def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, se
         return False
 
     if solver == "cocoa":
-        s = CoCoA(model, C, n_partitions=K, local_passes=H, max_iter=rounds, check_every=1,
+        s = CoCoA(model, C, n_partitions=K, local_passes=H, max_iter=rounds,
+                  check_every=check_every,
                   tol=min(targets), random_state=seed, engine=engine, callback=note)
     else:
         s = MiniBatchSSG(model, C, n_partitions=K, batch_fraction=H, max_iter=rounds,
@@ -162,6 +164,9 @@ def main(argv=None):
     ap.add_argument("--local-passes", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--targets", type=float, nargs="+", default=[0.01, 0.001])
+    ap.add_argument("--check-every", type=int, default=1,
+                    help="rounds between certified checks (the rounds to a target are then "
+                         "known to this granularity)")
     ap.add_argument("--engine", choices=("spark", "local", "both"), default="spark")
     ap.add_argument("--master", default="local[2,4]")
     ap.add_argument("--ssg", action="store_true", help="also mini-batch SSG (fraction 0.1)")
@@ -182,7 +187,7 @@ def main(argv=None):
         for K in args.partitions:
             for H in args.local_passes:
                 rows.append(train(model, data, C, "cocoa", K, H, args.rounds, args.targets,
-                                  eng, args.master))
+                                  eng, args.master, check_every=args.check_every))
                 show(rows[-1], args.targets)
             if args.ssg:
                 rows.append(train(model, data, C, "ssg", K, 0.1, args.rounds, args.targets,

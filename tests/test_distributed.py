@@ -81,6 +81,18 @@ def test_unsafe_aggregation_is_refused(chain_problem):
     with pytest.raises(ValueError, match="n_partitions"):
         CoCoA(model, n_partitions=0)
     CoCoA(model, n_partitions=1, sigma=1.0)  # one partition: plain BCFW
+    with pytest.raises(ValueError, match="needs step='fw'"):
+        CoCoA(model, n_partitions=2, aggregation="averaging", step="pairwise")
+    assert CoCoA(model, n_partitions=2, aggregation="averaging").resolved_step == "fw"
+
+
+def test_averaging_aggregation_keeps_progressing(chain_problem):
+    """γ = 1/K, σ' = 1 (the classic step): the gap keeps shrinking round after round."""
+    model, data = chain_problem
+    solver = CoCoA(model, 1.0, n_partitions=2, local_passes=3, aggregation="averaging",
+                   max_iter=300, tol=0, check_every=100, random_state=0).fit(data)
+    gaps = [r.relative_gap for r in solver.history if not math.isnan(r.relative_gap)]
+    assert gaps[-1] < 0.5 * gaps[0] and gaps[-1] < 0.01
 
 
 def test_partitions_cover_the_examples_once():

@@ -6,7 +6,8 @@ The run keeps two RDDs with one element per partition: the data RDD, ``(index, d
 the partition's examples as pickled bytes (made once on the driver), and the state RDD,
 ``(index, state, result)`` with the partition's
 :class:`~dualstruct.distributed.partition.PartitionState` and the result of the round that
-made it. A round zips the two; only the state goes back. A worker that has built a
+made it. A round zips the two and runs as one job; the results come back to the driver with
+the tasks' completion (an accumulator), the state stays in the cluster. A worker that has built a
 partition's block data before keeps it, keyed by the run, and skips unpickling and building.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 import pickle
 
+from pyspark.accumulators import AccumulatorParam
+
 from .partition import Partition, PartitionState, build_blocks
 
 #: (run id, partition) -> the partition's BlockData, per worker process (a worker is reused
@@ -22,6 +25,18 @@ from .partition import Partition, PartitionState, build_blocks
 _BLOCKS = {}
 #: at most this many partitions' block data per worker process
 _MAX_CACHED = 16
+
+
+class RoundResults(AccumulatorParam):
+    """An accumulator of round results keyed by (round, partition): a task run twice (a retry,
+    a rebuilt partition) writes the same key with the same result."""
+
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, value1, value2):
+        value1.update(value2)
+        return value1
 
 
 def _blocks(run_id, index, data):
@@ -67,12 +82,16 @@ def _partitions(run_id, pairs):
         yield Partition(_blocks(run_id, index, data), state, index)
 
 
-def cocoa_task(run_id, job_bc, w_bc, round_index, local_passes, sigma, gamma, pairs):
+def cocoa_task(run_id, job_bc, w_bc, results, round_index, local_passes, sigma, gamma, pairs):
+    """A round on each partition of ``pairs``; its result goes to the driver through the
+    ``results`` accumulator (with the task's completion, so the round needs a single job) and
+    stays in the state element too."""
     job = job_bc.value
     for part in _partitions(run_id, pairs):
         _fault_hook(round_index, part.index)
         result = part.cocoa_round(w_bc.value, round_index, job.seed, job.C, local_passes,
                                   sigma, gamma, job.slack, job.search)
+        results.add({(round_index, part.index): result})
         yield part.index, part.state, result
 
 

@@ -254,7 +254,11 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         σ', the local subproblems' scaling; by default K for adding and 1 for averaging.
         Values below γ K are refused (the dual may then decrease and diverge).
     step : {"auto", "pairwise", "fw"}
-        The local BCFW step, as :class:`~dualstruct.solvers.BCFW`'s.
+        The local BCFW step, as :class:`~dualstruct.solvers.BCFW`'s; ``"auto"`` takes the
+        classic step with averaging. Averaging moves each block's dual point to
+        ``(1 − γ) α_old + γ α_new``: with atoms, every atom a block ever had stays with a
+        weight that shrinks by γ each round, and the pairwise step, whose away atom is the
+        worst one however light, then stalls on them; the pairwise step is refused there.
     engine : engine object, optional
         Where the partitions run: :class:`InProcessEngine` (default) or
         :class:`~dualstruct.distributed.spark.SparkEngine`.
@@ -290,13 +294,17 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
                 "training diverges. Use aggregation='adding' with sigma=K (the default) or "
                 "aggregation='averaging' with sigma=1")
         self.step = step
+        if step == "pairwise" and self.gamma < 1.0:
+            raise ValueError("aggregation='averaging' needs step='fw' (or 'auto'): mixing "
+                             "the pairwise step's atom pools leaves ever lighter atoms that "
+                             "stall it; aggregation='adding' (the default) takes either step")
 
     @property
     def resolved_step(self):
         if self.step != "auto":
             return self.step
         relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
-        return "fw" if relaxed else "pairwise"
+        return "fw" if relaxed or self.gamma < 1.0 else "pairwise"
 
     def _init_state(self):
         kmodel = self._start_engine(self.resolved_step)

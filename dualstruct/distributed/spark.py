@@ -183,6 +183,7 @@ class SparkEngine:
         self.run_id = uuid.uuid4().hex
         self.level = StorageLevel.MEMORY_AND_DISK
         self.job_bc = sc.broadcast(job)
+        self._results = sc.accumulator({}, _tasks().RoundResults())
         blobs = [(k, cloudpickle.dumps(src)) for k, src in enumerate(sources)]
         self.data = sc.parallelize(blobs, len(blobs)).persist(self.level)
         del blobs
@@ -210,8 +211,8 @@ class SparkEngine:
     def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
         t = _tasks()
         return self._advance(round_index, w, lambda w_bc: partial(
-            t.cocoa_task, self.run_id, self.job_bc, w_bc, round_index, local_passes, sigma,
-            gamma))
+            t.cocoa_task, self.run_id, self.job_bc, w_bc, self._results, round_index,
+            local_passes, sigma, gamma))
 
     def _advance(self, round_index, w, make_task):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
@@ -221,8 +222,11 @@ class SparkEngine:
         if due:
             new.checkpoint()
         try:
-            results = [r for _, r in sorted(new.map(lambda e: (e[0], e[2])).collect(),
-                                            key=lambda e: e[0])]
+            new._jrdd.count()  # one job, no Python on the way back: the results come with
+            results = self._round_results(round_index)  # the tasks (an accumulator)
+            if results is None:  # not all arrived (never seen): read them from the state
+                results = [r for _, r in sorted(new.map(lambda e: (e[0], e[2])).collect(),
+                                                key=lambda e: e[0])]
         except BaseException:
             new.unpersist()
             w_bc.destroy()
@@ -237,6 +241,16 @@ class SparkEngine:
             self._broadcasts = self._broadcasts[-1:]
         self._rounds = round_index + 1
         return results
+
+    def _round_results(self, round_index):
+        """The partitions' results of round ``round_index`` from the accumulator (in
+        partition order), or None if one is missing; older rounds' entries (a rebuilt
+        partition re-sends its round's) are dropped."""
+        got = self._results.value
+        results = [got.get((round_index, k)) for k in range(self.job.n_partitions)]
+        for key in [key for key in got if key[0] <= round_index]:
+            del got[key]
+        return None if any(r is None for r in results) else results
 
     def subgradient_round(self, w, round_index, fraction):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
