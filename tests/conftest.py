@@ -1,4 +1,5 @@
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,21 @@ import pytest
 
 def _require_data() -> bool:
     return os.environ.get("DUALSTRUCT_REQUIRE_DATA", "") not in ("", "0")
+
+
+def require_spark():
+    """pyspark and Java, with the workers on this interpreter: else skip the test, or fail it
+    where data is required (CI)."""
+    try:
+        from dualstruct.distributed.spark import require_pyspark
+
+        require_pyspark()
+    except (ImportError, RuntimeError) as exc:
+        if _require_data():
+            pytest.fail(f"Spark tests cannot run: {exc}")
+        pytest.skip(str(exc))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import _require_data, random_chain_problem
+from conftest import random_chain_problem, require_spark
 
 from dualstruct.distributed import CoCoA, MiniBatchSSG
 from dualstruct.models import ChainModel
@@ -26,20 +26,11 @@ def digest(w):
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
     """One local[2,4] session for the module (its Python workers know the fault folder)."""
-    try:
-        from dualstruct.distributed.spark import require_pyspark
-
-        require_pyspark()
-    except (ImportError, RuntimeError) as exc:
-        if _require_data():
-            pytest.fail(f"Spark tests cannot run: {exc}")
-        pytest.skip(str(exc))
+    require_spark()
     from pyspark.sql import SparkSession
 
     folder = tmp_path_factory.mktemp("faults") / "armed"
     os.environ[KILL_SPEC[0]] = KILL_SPEC[1].format(folder=folder)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2,4]").appName("dualstruct-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

@@ -5,11 +5,10 @@ import hashlib
 import os
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import _require_data, random_chain_problem
+from conftest import random_chain_problem, require_spark
 
 from dualstruct.distributed import CoCoA
 from dualstruct.models import ChainModel
@@ -29,16 +28,14 @@ def executor_pids():
 
 
 def test_a_killed_executor_leaves_w_identical():
-    try:
-        from dualstruct.distributed.spark import SparkEngine, require_pyspark
+    require_spark()
+    from pyspark.sql import SparkSession
 
-        require_pyspark()
-    except (ImportError, RuntimeError) as exc:
-        if _require_data():
-            pytest.fail(f"Spark tests cannot run: {exc}")
-        pytest.skip(str(exc))
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from dualstruct.distributed.spark import SparkEngine
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # the engine would run on it instead of the local cluster
+        active.stop()
     rng = np.random.default_rng(11)
     X, Y = random_chain_problem(rng, 48, 4, 6)
     X = [np.hstack([x, np.ones((len(x), 1))]) for x in X]
