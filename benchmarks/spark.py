@@ -3,8 +3,9 @@
 For each (K partitions, H local passes) it trains until the certified relative gap reaches
 each target (default 1% and 0.1%) or ``--rounds`` run out, checking every ``--check-every``
 rounds, and prints rounds, data passes and Spark time to each target, with the mean round
-split into local compute (the slowest partition) and Spark overhead (the rest). The same configurations run
-on the in-process engine for reference (``--engine local``). Then it fits the scaling model
+split into local compute (the slowest partition) and Spark overhead (the rest). The same
+configurations run on the in-process engine for reference (``--engine local``). Then it fits
+the scaling model
 
     round time(K) = H c₁ / K + overhead(K),    overhead(K) = a + b K,    rounds(K) ∝ K^p
 
