@@ -248,7 +248,8 @@ def show(r, targets):
                       if t in r["reached"] else "—") for t in targets)
     print(f"{r['solver']:6s} {r['engine']:6s} K={r['K']} H={r['H']:<4g} rounds {r['rounds']:4d} "
           f"round {r['round_s']:.3f}s (compute {r['compute_s']:.3f}, overhead "
-          f"{r['overhead_s']:.3f})  gap {r['gap']:.2e}  {reached}", flush=True)
+          f"{r['overhead_s']:.3f})  primal {r['primal']:.6g}  gap {r['gap']:.2e}  {reached}",
+          flush=True)
 
 
 if __name__ == "__main__":
