@@ -281,16 +281,16 @@ def test_multilabel_scores_match_scikit_learn():
             assert s[key] == pytest.approx(value, abs=1e-12), key
 
 
-def test_multilabel_decision_function_top_features_and_jobs():
-    """decision_function is each label's own score ⟨w_l, x⟩ + b_l; with no edges it decides
-    the labels alone; top_features ranks by magnitude; threads predict the same."""
+def test_multilabel_label_scores_top_features_and_jobs():
+    """label_scores is each label's own score ⟨w_l, x⟩ + b_l; top_features ranks by
+    magnitude; threads predict the same."""
     from dualstruct import MultiLabelSVM
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(400, 5))
     Y = (X[:, :3] + 0.2 * rng.normal(size=(400, 3)) > 0).astype(int)
     svm = MultiLabelSVM(edges="chain", max_iter=40, random_state=0).fit(X, Y)
-    scores = svm.decision_function(X)
+    scores = svm.label_scores(X)
     assert scores.shape == (400, 3)
     assert np.allclose(scores, X @ svm.unary_weights_ + svm.intercept_)
     top = svm.top_features(2, feature_names=list("abcde"))

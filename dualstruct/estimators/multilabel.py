@@ -321,10 +321,11 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                                    n_jobs=self.n_jobs).astype(np.int64)
         return pred, self.model_.last_integral_.copy()
 
-    def decision_function(self, X):
+    def label_scores(self, X):
         """Every label's own score ``⟨w_l, x⟩ + b_l`` for the rows of ``X`` (n, L): positive
-        when the label alone would rather be on; the prediction adds the edges'
-        interactions to these."""
+        when the label alone would rather be on. The prediction adds the edges'
+        interactions to these, so (unlike scikit-learn's ``decision_function``) their signs
+        need not agree with ``predict``."""
         self._check_fitted()
         return self.model_.label_scores(self.coef_, self._features(X))
 
