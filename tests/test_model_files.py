@@ -126,3 +126,18 @@ def test_claims_of_terabytes_and_nested_json_give_value_errors(tmp_path):
     _rewrite_header(path, lambda header: "[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match=r"m\.npz: .*nested too deeply"):
         io.load_arrays(path)
+
+
+def test_every_compression_level_reads_back(tmp_path):
+    """Stored, deflated at level 1 and at the default level: the same arrays come back, and
+    the deflated files are the smaller."""
+    arrays = {"zeros": np.zeros(200_000), "ramp": np.arange(1000, dtype=np.int64)}
+    sizes = {}
+    for compress in (False, 1, True):
+        path = io.save_arrays(tmp_path / f"m{compress}.npz", {"kind": "test"}, arrays,
+                              compress=compress)
+        header, back = io.load_arrays(path)
+        assert header["kind"] == "test"
+        assert all(np.array_equal(back[k], v) for k, v in arrays.items())
+        sizes[compress] = os.path.getsize(path)
+    assert sizes[1] < sizes[False] / 10 and sizes[True] <= sizes[1]

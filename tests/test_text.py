@@ -564,7 +564,7 @@ def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(conll_file, 
     assert lines.index(next(x for x in lines if x.startswith("features ready"))) < \
         lines.index(next(x for x in lines if x.startswith("pass    1/4")))
     assert f"checkpoint {model}.ckpt: " in out and " MB in " in out
-    assert seen["compress"] is True
+    assert seen["compress"] not in (False, 0, None)  # deflated (at a fast level)
     assert seen["header"]["svm"]["stop_reason"] == "running"
     code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "r.npz"),
                       "--resume", str(seen["copy"]), "--max-iter", "6"])
