@@ -448,28 +448,17 @@ def ssg_pass(k, order, v, R, scalars, averaging, slack, search, calls):
         y = yhat[:offs[i + 1] - offs[i]]
         gold = k.labels[offs[i]:offs[i + 1]]
         prepare(k, i, v, ws)
-        if slack:
-            y[:] = gold
-            _, nc = slack_oracle(k, i, v, ws, Cn / m if m > 0 else 0.0, search, gold, y)
-            calls[0] += nc
-        else:
-            # argmax δ + (Cn/m) ⟨v, φ⟩  ==  argmax (m/Cn) δ + ⟨v, φ⟩   (v = 0 when m = 0)
-            oracle(k, i, v, ws, m / Cn if m > 0 else 1.0, y)
-            calls[0] += 1
+        # argmax δ + (Cn/m) ⟨v, φ⟩  ==  argmax (m/Cn) δ + ⟨v, φ⟩   (v = 0 when m = 0)
+        _hinge_labelling(k, i, v, ws, slack, search, Cn / m if m > 0 else 0.0,
+                         m / Cn if m > 0 else 1.0, gold, y, calls)
         if status(k) != 0:
             done = idx
             break
         rm = m
         m += 1.0
-        if slack:
-            g = loss(k, i, y)
-            add_difference(k, i, gold, y, g, v)
-            if averaging:
-                add_difference(k, i, gold, y, g * rm, R)
-        else:
-            add_oracle_difference(k, i, ws, y, 1.0, v)
-            if averaging:
-                add_oracle_difference(k, i, ws, y, rm, R)
+        _add_hinge_direction(k, i, ws, slack, gold, y, 1.0, v)
+        if averaging:
+            _add_hinge_direction(k, i, ws, slack, gold, y, rm, R)
         if status(k) != 0:
             done = idx + 1
             break
@@ -493,22 +482,37 @@ def subgradient_sum(k, order, w, slack, search, psi, calls):
         y = yhat[:offs[i + 1] - offs[i]]
         gold = k.labels[offs[i]:offs[i + 1]]
         prepare(k, i, w, ws)
-        if slack:
-            y[:] = gold
-            _, nc = slack_oracle(k, i, w, ws, 1.0, search, gold, y)
-            calls[0] += nc
-        else:
-            oracle(k, i, w, ws, 1.0, y)
-            calls[0] += 1
+        _hinge_labelling(k, i, w, ws, slack, search, 1.0, 1.0, gold, y, calls)
         if status(k) != 0:
             return idx
-        if slack:
-            add_difference(k, i, gold, y, loss(k, i, y), psi)
-        else:
-            add_oracle_difference(k, i, ws, y, 1.0, psi)
+        _add_hinge_direction(k, i, ws, slack, gold, y, 1.0, psi)
         if status(k) != 0:
             return idx + 1
     return done
+
+
+@njit(cache=True, inline="always")
+def _hinge_labelling(k, i, w, ws, slack, search, score_scale, loss_scale, gold, y, calls):
+    """Block i's hinge maximizer at ``w`` into ``y`` (after prepare): the slack oracle with
+    the scores scaled by ``score_scale``, or the margin oracle with the loss scaled by
+    ``loss_scale``; ``calls[0]`` counts the oracle calls."""
+    if slack:
+        y[:] = gold
+        _, nc = slack_oracle(k, i, w, ws, score_scale, search, gold, y)
+        calls[0] += nc
+    else:
+        oracle(k, i, w, ws, loss_scale, y)
+        calls[0] += 1
+
+
+@njit(cache=True, inline="always")
+def _add_hinge_direction(k, i, ws, slack, gold, y, c, out):
+    """``out += c g (φ(x_i, ȳ_i) − φ(x_i, y))`` with ``g = δ(y)`` for slack rescaling, else
+    1 and the oracle's own point (a relaxed oracle's fractional one)."""
+    if slack:
+        add_difference(k, i, gold, y, c * loss(k, i, y), out)
+    else:
+        add_oracle_difference(k, i, ws, y, c, out)
 
 
 @njit(cache=True)
