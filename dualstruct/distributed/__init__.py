@@ -48,7 +48,7 @@ def distributed_solver(solver, model, n_partitions, backend_options, **kwargs):
 
 
 def json_backend_options(options):
-    """``backend_options`` as a model file stores them (a session object is left out)."""
+    """``backend_options`` as a model file stores them (without a SparkSession object)."""
     if options is None:
         return None
     return {k: v for k, v in options.items() if k != "session"}

@@ -92,13 +92,12 @@ class RoundResult(NamedTuple):
             return RoundResult(nz.astype(np.int64), delta[nz], **fields)
         return RoundResult(None, delta, **fields)
 
-    def add_to(self, w, scale=1.0):
-        """``w += scale · Δw`` (adding exact zeros where Δw is zero leaves ``w`` as it is)."""
-        values = self.delta_values if scale == 1.0 else scale * self.delta_values
+    def add_to(self, w):
+        """``w += Δw`` (adding exact zeros where Δw is zero leaves ``w`` as it is)."""
         if self.delta_index is None:
-            w += values
+            w += self.delta_values
         else:
-            w[self.delta_index] += values
+            w[self.delta_index] += self.delta_values
 
 
 class PartitionState(AtomPool):
@@ -180,15 +179,8 @@ class Partition:
                                        calls, sigma, delta)
                 self.blocks.raise_status()
                 continue
-            done = 0
-            while done < len(order):
-                done += kern.pairwise_bcfw_pass(
-                    k, order[done:], C, local_w, unused, False, st.atom_labels,
-                    st.atom_weights, st.atom_count, st.capacity, scalars, gaps, slack,
-                    search, calls, sigma, delta)
-                self.blocks.raise_status()
-                if done < len(order):
-                    st._grow_atoms(self.blocks.label_offsets)
+            st.pairwise_pass(self.blocks, order, C, local_w, unused, False, scalars, gaps,
+                             slack, search, calls, sigma, delta)
         loss_change = float(scalars[0])
         if gamma != 1.0:
             self._mix(before, gamma)
@@ -200,19 +192,13 @@ class Partition:
 
     def _mix(self, before, gamma):
         """Move the state only ``gamma`` of the way from ``before`` to where the local solver
-        took it: ``q ← (1 − γ) q_before + γ q`` (convex, so every block stays feasible)."""
+        took it: ``q ← (1 − γ) q_before + γ q`` (convex, so every block stays feasible; the
+        classic step's shares, as averaging uses that step)."""
         st = self.state
-        if st.step == "fw":
-            st.block_weights *= gamma
-            st.block_weights += (1.0 - gamma) * before.block_weights
-            st.block_losses *= gamma
-            st.block_losses += (1.0 - gamma) * before.block_losses
-            return
-        offsets = self.blocks.label_offsets
-        while not kern.mix_atoms(offsets, before.atom_labels, before.atom_weights,
-                                 before.atom_count, before.capacity, st.atom_labels,
-                                 st.atom_weights, st.atom_count, st.capacity, gamma):
-            st._grow_atoms(offsets)
+        st.block_weights *= gamma
+        st.block_weights += (1.0 - gamma) * before.block_weights
+        st.block_losses *= gamma
+        st.block_losses += (1.0 - gamma) * before.block_losses
 
     def subgradient(self, w, round_index, seed, fraction, slack, search) -> RoundResult:
         """``Σ_{i ∈ B} g_i (φ(ȳ_i) − φ(μ̂_i))`` over the round's mini-batch B at ``w``

@@ -552,6 +552,23 @@ class AtomPool:
                 or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
             raise ValueError("saved atom pool is inconsistent with its capacity")
 
+    def pairwise_pass(self, blocks, order, C, w, R, averaging, scalars, gaps, slack, search,
+                      calls, sigma=1.0, delta=None):
+        """One pairwise BCFW pass over the blocks in ``order``
+        (:func:`~dualstruct.solvers._block_kernels.pairwise_bcfw_pass`, whose arguments these
+        are), growing the pool whenever a block needs more atoms than it has room for."""
+        from ._block_kernels import pairwise_bcfw_pass
+
+        done = 0
+        while done < len(order):
+            done += pairwise_bcfw_pass(
+                blocks.kernel, order[done:], C, w, R, averaging, self.atom_labels,
+                self.atom_weights, self.atom_count, self.capacity, scalars, gaps, slack, search,
+                calls, sigma, delta)
+            blocks.raise_status()
+            if done < len(order):
+                self._grow_atoms(blocks.label_offsets)
+
     def _grow_atoms(self, offsets):
         from ._block_kernels import grow_atom_pool
 

@@ -153,15 +153,8 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
                                    self.block_gaps, self._slack, self.search_code, calls)
             self.blocks.raise_status()
             return int(calls[0])
-        done = 0
-        while done < len(order):
-            done += kern.pairwise_bcfw_pass(
-                k, order[done:], self.C, self.w, self.R, self.averaging, self.atom_labels,
-                self.atom_weights, self.atom_count, self.capacity, self.scalars,
-                self.block_gaps, self._slack, self.search_code, calls)
-            self.blocks.raise_status()
-            if done < len(order):
-                self._grow_atoms(self.blocks.label_offsets)
+        self.pairwise_pass(self.blocks, order, self.C, self.w, self.R, self.averaging,
+                           self.scalars, self.block_gaps, self._slack, self.search_code, calls)
         return int(calls[0])
 
 
