@@ -297,6 +297,7 @@ def cmd_multilabel_train(args, out):
             "edges": svm.edges, "solver": svm.solver, "C": svm.C,
             "inference": (svm.inference, svm._inference()),
             "interactions": svm.interactions, "rescaling": svm.rescaling,
+            "weights": svm.weights, "weights_min_count": svm.weights_min_count,
             "check_every": svm.check_every, "seed": svm.random_state}, args.resume)
         X, Y = read_multilabel(args.train, args.labels, svm.n_features_in_, svm.n_labels_)
         done = svm.n_iter_
@@ -310,6 +311,7 @@ def cmd_multilabel_train(args, out):
                             inference=args.inference, max_iter=args.max_iter, tol=args.tol,
                             check_every=args.check_every, random_state=args.seed,
                             rescaling=args.rescaling, interactions=args.interactions,
+                            weights=args.weights, weights_min_count=args.weights_min_count,
                             **backend)
     dev = None
     if args.dev:
@@ -935,6 +937,12 @@ def build_parser():
     mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
     mt.add_argument("--rescaling", choices=("margin", "slack"), default="margin",
                     help="slack: exact oracle by enumeration, at most 16 labels")
+    mt.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
+                    help="unary weights: every (feature, label) pair, or only those that met "
+                         "in training, label on (auto: observed when the dense matrix would "
+                         "exceed 1 GiB)")
+    mt.add_argument("--weights-min-count", type=int, default=1,
+                    help="observed weights: occurrences a (feature, label) pair needs")
     mt.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
     mt.add_argument("--tol", type=float, default=0.01,
                     help="stop at this relative duality gap (default 0.01)")

@@ -223,3 +223,91 @@ def test_snakes_needs_and_learns_edge_features(snakes):
         scores[setting] = svm.fit(X, Y).score(X_test, Y_test)
     assert scores["colours"] >= 0.98
     assert scores["direction"] < 0.95
+
+
+# -- sparse node weights (a support) ----------------------------------------------------------
+def _sparse_graphs(seed, K=3, d=6):
+    """Graphs whose node features are mostly zero, so that the observed support is small."""
+    X, Y = _graphs(seed, n_graphs=10, K=K, d=d, edge_features=True)
+    rng = np.random.default_rng(seed)
+    out = []
+    for (nodes, e, z), y in zip(X, Y):  # feature a and a + K speak for state a, mostly
+        keep = np.zeros(nodes.shape, dtype=bool)
+        keep[np.arange(len(y)), y] = True
+        keep[np.arange(len(y)), y + K] = rng.random(len(y)) < 0.5
+        keep[np.arange(len(y)), rng.integers(0, d, len(y))] |= rng.random(len(y)) < 0.2
+        out.append((nodes * keep, e, z))
+    return out, Y
+
+
+def test_sparse_graph_kernel_and_hinge_match_brute_force():
+    from numba import njit
+
+    from dualstruct.models.graph import observed_support
+
+    @njit
+    def run(k, i, ya, yb, w):
+        base.add_difference(k, i, ya, yb, 1.0, w)
+        return base.difference_sq_norm(k, i, base.workspace(k), ya, yb)
+
+    X, Y = _sparse_graphs(6)
+    support = observed_support(X, Y, 3, full_rows_from=1.0)
+    assert len(support[1]) < 3 * 6
+    for inference in ("auto", "lp"):
+        model = EdgeFeatureGraphCRF(3, 6, 2, inference=inference, support=support)
+        assert model.size == len(support[1]) + 2 * 9
+        data = model.block_data(X, Y)
+        rng = np.random.default_rng(7)
+        w = rng.normal(size=model.size)
+        hinge, _ = model.hinge(w, data)
+        for i, (x, y) in enumerate(zip(X, Y)):
+            values = [model.loss(y, yy) + w @ model.joint_feature(x, np.array(yy))
+                      for yy in itertools.product(range(3), repeat=len(y))]
+            exact = max(values) - w @ model.joint_feature(x, y)
+            if inference == "lp":
+                assert hinge[i] >= exact - 1e-9
+            else:
+                assert hinge[i] == pytest.approx(exact, abs=1e-9)
+            ya = rng.integers(0, 3, len(y)).astype(np.int32)
+            yb = rng.integers(0, 3, len(y)).astype(np.int32)
+            w2 = np.zeros(model.size)
+            sq = run(data.kernel, i, ya, yb, w2)
+            diff = model.joint_feature(x, ya) - model.joint_feature(x, yb)
+            np.testing.assert_allclose(w2, diff, atol=1e-12)
+            assert sq == pytest.approx(diff @ diff, abs=1e-10)
+
+
+def test_full_support_graph_crf_is_the_dense_model():
+    X, Y = _sparse_graphs(8)
+    full = (np.arange(7, dtype=np.int64) * 3, np.tile(np.arange(3, dtype=np.int32), 6))
+    dense = EdgeFeatureGraphCRF(3, 6, 2, inference="exact")
+    sparse = EdgeFeatureGraphCRF(3, 6, 2, inference="exact", support=full)
+    kw = dict(C=1.0, max_iter=5, tol=0.0, check_every=5, random_state=0)
+    a = BlockBCFW(dense, **kw).fit(dense.block_data(X, Y))
+    b = BlockBCFW(sparse, **kw).fit(sparse.block_data(X, Y))
+    np.testing.assert_allclose(b.weights(), a.weights(), rtol=0, atol=1e-12)
+
+
+def test_sparse_graph_crf_solvers_agree_and_save(tmp_path):
+    from dualstruct import SSVM, load
+    from dualstruct.models.graph import observed_support
+
+    X, Y = _sparse_graphs(9)
+    model = EdgeFeatureGraphCRF(3, 6, 2, inference="exact",
+                                support=observed_support(X, Y, 3, full_rows_from=1.0))
+    data = model.block_data(X, Y)
+    bc = BlockBCFW(model, C=1.0, max_iter=2000, tol=1e-8, check_every=10,
+                   random_state=0).fit(data)
+    cp = CuttingPlane(model, C=1.0, max_iter=2000, tol=1e-8, random_state=0).fit(data)
+    assert bc.history.last_checked().primal == pytest.approx(
+        cp.history.last_checked().primal, rel=1e-6)
+    est = SSVM(model, max_iter=50, random_state=0).fit(X, Y)
+    est.save(tmp_path / "g.npz")
+    back = load(tmp_path / "g.npz")
+    np.testing.assert_array_equal(back.model_.support[1], model.support[1])
+    for p, q in zip(back.predict(X), est.predict(X)):
+        np.testing.assert_array_equal(p, q)
+    W_U, _ = back.model_.unpack(back.coef_)
+    assert W_U.shape == (6, 3) and W_U.nnz <= len(model.support[1])
+    with pytest.raises(ValueError, match="states in 0"):
+        observed_support(X, [y + 5 for y in Y], 3)

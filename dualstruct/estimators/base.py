@@ -344,3 +344,41 @@ def strongest_per_row(matrix, n, names=None) -> list:
         out.append([(names[c] if names is not None else int(c), float(vals[k]))
                     for k, c in zip(order, cols[order])])
     return out
+
+
+WEIGHTS = ("auto", "dense", "observed")
+#: "auto" keeps the observed (feature, label) pairs only when they are fewer than this share
+#: of the dense matrix
+AUTO_SPARSE_FRACTION = 0.5
+#: and only when the dense matrix would take more than this many bytes per copy
+AUTO_DENSE_MAX_BYTES = 2**30
+
+
+def check_weights_params(est):
+    """Validate ``weights`` and ``weights_min_count``."""
+    if est.weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {est.weights!r}")
+    check_integer("weights_min_count", est.weights_min_count, 1)
+
+
+def choose_support(est, n_features, n_labels, observed):
+    """The support of the unary weights by the estimator's ``weights`` rule (None: dense):
+    ``"dense"``; ``"observed"``, the support ``observed()`` returns; ``"auto"``, dense while
+    the d × K matrix takes at most ``AUTO_DENSE_MAX_BYTES`` per copy or the observed pairs
+    are at least ``AUTO_SPARSE_FRACTION`` of it. Sets ``weights_info_`` (printed when
+    verbose): which weights, how many, their memory."""
+    from ..models.support import support_size_summary
+
+    dense = n_features * n_labels
+    if est.weights == "dense" or (est.weights == "auto" and 8 * dense <= AUTO_DENSE_MAX_BYTES):
+        support = None
+    else:
+        support = observed()
+        if est.weights == "auto" and len(support[1]) >= AUTO_SPARSE_FRACTION * dense:
+            support = None
+    n = dense if support is None else len(support[1])
+    est.weights_info_ = support_size_summary(
+        n, n_features, n_labels, "dense" if support is None else "observed pairs")
+    if est.verbose:
+        print(est.weights_info_)
+    return support

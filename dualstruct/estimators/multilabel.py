@@ -19,6 +19,7 @@ from ..models.multilabel import (
     INTERACTIONS,
     MultiLabelDataset,
     MultiLabelModel,
+    observed_support,
 )
 from ..solvers import solver_names
 from .base import (
@@ -32,6 +33,8 @@ from .base import (
     check_integer,
     check_real,
     check_training_params,
+    check_weights_params,
+    choose_support,
     continue_solver,
     continues_training,
     final_summary,
@@ -83,6 +86,16 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         What an edge scores: its (1, 1) outcome (one weight, as in the GDMM paper), or a full
         2×2 table (four weights; same labellings representable, different regularization;
         not with gdmm).
+    weights : {"auto", "dense", "observed"}, default "auto"
+        The unary (feature, label) weights: ``"dense"`` all d × L of them; ``"observed"``
+        only the pairs that met in training (feature non-zero, label on) at least
+        ``weights_min_count`` times (:func:`~dualstruct.models.multilabel.observed_support`),
+        for wide sparse inputs (bag of words over thousands of labels) whose dense matrix
+        would not fit; ``"auto"`` dense unless the dense matrix would exceed 1 GiB and the
+        observed pairs are under half of it. A feature without a weight for a label cannot
+        argue against that label either, so on dense inputs keep the dense weights.
+    weights_min_count : int, default 1
+        With observed weights, how often a pair must occur to get a weight.
 
     backend : {"local", "spark"}
         Where training runs: in this process, or on Apache Spark with CoCoA+ (``solver=
@@ -107,8 +120,10 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     Attributes
     ----------
     n_labels_, n_features_in_, edges_ (E, 2), coef_ (flat weights), history_, n_iter_;
-    ``unary_weights_`` (d × L), ``intercept_`` (L,) and ``interaction_weights_`` ((E,), or
-    (E, 2, 2) tables indexed by the outcomes of the edge's two labels) are views of ``coef_``.
+    ``unary_weights_`` (d × L; a scipy CSR matrix with observed weights), ``intercept_`` (L,)
+    and ``interaction_weights_`` ((E,), or (E, 2, 2) tables indexed by the outcomes of the
+    edge's two labels) are read from ``coef_``; ``weights_info_`` says which unary weights
+    training chose and their memory.
     """
 
     def __init__(self, edges="full", solver="bcfw", C=1.0, inference="auto", max_iter=200,
@@ -116,7 +131,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                  intercept_scaling=1.0, loss_weights=None, random_state=None, verbose=0,
                  callback=None, warm_start=False, solver_options=None, rescaling="margin",
                  interactions="11", backend="local", n_partitions=2, n_jobs=None,
-                 backend_options=None):
+                 backend_options=None, weights="auto", weights_min_count=1):
         self.edges = edges
         self.solver = solver
         self.C = C
@@ -139,10 +154,12 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         self.n_partitions = n_partitions
         self.backend_options = backend_options
         self.n_jobs = n_jobs
+        self.weights = weights
+        self.weights_min_count = weights_min_count
 
     _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
                      "intercept_scaling", "solver_options", "rescaling", "interactions",
-                     "edges", "loss_weights")
+                     "edges", "loss_weights", "weights", "weights_min_count")
 
     def _validate_params(self):
         if isinstance(self.edges, str) and self.edges not in EDGE_KINDS:
@@ -159,6 +176,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
         check_training_params(self)
+        check_weights_params(self)
         effective_n_jobs(self.n_jobs)
         check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
@@ -262,10 +280,13 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             self.n_labels_ = Y.shape[1]
             data = MultiLabelDataset(Xf, Y)
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
+            support = choose_support(self, data.X.shape[1], self.n_labels_,
+                                     lambda: observed_support(data, self.weights_min_count))
             self.model_ = MultiLabelModel(self.n_labels_, data.X.shape[1], edges=edges,
                                           loss_weights=self.loss_weights,
                                           inference=self._inference(),
-                                          interactions=self.interactions).fit_edges(Y)
+                                          interactions=self.interactions,
+                                          support=support).fit_edges(Y)
             self.edges_ = self.model_.edges
             resume = None
         validation = None
@@ -338,7 +359,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         if feature_names is not None and len(feature_names) != self.n_features_in_:
             raise ValueError(f"feature_names has {len(feature_names)} names for "
                              f"{self.n_features_in_} features")
-        rows = strongest_per_row(np.asarray(self.unary_weights_).T, n, feature_names)
+        rows = strongest_per_row(self.unary_weights_.T, n, feature_names)
         return dict(enumerate(rows))
 
     def score(self, X, y):
@@ -358,14 +379,17 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     @property
     def unary_weights_(self):
         self._check_fitted()
-        U = self.model_.unpack(self.coef_).unary
+        U = self.model_.unary_matrix(self.coef_)
         return U[:-1] if self.fit_intercept else U
 
     @property
     def intercept_(self):
         self._check_fitted()
-        U = self.model_.unpack(self.coef_).unary
-        return U[-1] * self.intercept_scaling if self.fit_intercept else np.zeros(U.shape[1])
+        if not self.fit_intercept:
+            return np.zeros(self.n_labels_)
+        row = self.model_.unary_matrix(self.coef_)[-1]
+        row = row.toarray().ravel() if hasattr(row, "toarray") else row
+        return row * self.intercept_scaling
 
     @property
     def interaction_weights_(self):
@@ -398,6 +422,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         header["outputs_2d"] = bool(self.outputs_2d_)
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights,
                   "edges": self.model_.edges}
+        if self.model_.support is not None:
+            arrays["support_indptr"], arrays["support_labels"] = self.model_.support
         add_training_record(self, header, arrays, include_solver_state)
         return header, arrays
 
@@ -425,10 +451,13 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             est.classes_ = (list(est.label_values_) if est.outputs_2d_
                             else est.label_values_[0])
             d = est.n_features_in_ + int(bool(est.fit_intercept))
+            support = None
+            if "support_indptr" in arrays:
+                support = (arrays["support_indptr"], arrays["support_labels"])
             est.model_ = MultiLabelModel(est.n_labels_, d, edges=edges,
                                          loss_weights=arrays["loss_weights"],
                                          inference=est._inference(),
-                                         interactions=est.interactions)
+                                         interactions=est.interactions, support=support)
             est.model_.edge_kind = params["edges"] if isinstance(params["edges"], str) else (
                 "explicit")
             est.edges_ = est.model_.edges

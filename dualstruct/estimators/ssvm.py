@@ -149,6 +149,8 @@ class SSVM(SolverResults, BaseEstimator):
         elif type(model).__name__ in BUILTIN_MODELS:
             described = {"kind": "builtin", "class": type(model).__name__,
                          "params": model.params()}
+            if getattr(model, "support", None) is not None:  # sparse node weights
+                arrays["model.support_indptr"], arrays["model.support_labels"] = model.support
         else:
             raise ValueError(f"{type(model).__name__} cannot be saved: it is neither a "
                              "built-in model nor a Python StructuredModel")
@@ -184,7 +186,11 @@ class SSVM(SolverResults, BaseEstimator):
                 name = described["class"]
                 if name not in BUILTIN_MODELS:
                     raise ValueError(f"unknown model class {name!r}")
-                user_model = BUILTIN_MODELS[name](**described["params"])
+                params = dict(described["params"])
+                if "model.support_indptr" in arrays:
+                    params["support"] = (arrays["model.support_indptr"],
+                                         arrays["model.support_labels"])
+                user_model = BUILTIN_MODELS[name](**params)
                 kernel_model = user_model
             elif described["kind"] == "user":
                 if model is None:

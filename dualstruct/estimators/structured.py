@@ -27,6 +27,8 @@ from .base import (
     check_integer,
     check_real,
     check_training_params,
+    check_weights_params,
+    choose_support,
     continue_solver,
     continues_training,
     final_summary,
@@ -43,12 +45,6 @@ from .base import (
 )
 
 MODELS = ("chain",)
-WEIGHTS = ("auto", "dense", "observed")
-#: "auto" keeps the observed (feature, label) pairs only when they are fewer than this share
-#: of the dense matrix
-AUTO_SPARSE_FRACTION = 0.5
-#: and only when the dense matrix would take more than this many bytes per copy
-AUTO_DENSE_MAX_BYTES = 2**30
 
 
 class StructuredSVM(SolverResults, BaseEstimator):
@@ -188,9 +184,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
-        if self.weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
-        check_integer("weights_min_count", self.weights_min_count, 1)
+        check_weights_params(self)
 
     #: parameters that define the optimization problem and the solver state; a warm start
     #: continues only if none of them changed
@@ -266,21 +260,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
     def _support(self, data):
         """The support of the unary weights for training on ``data`` (None: dense), by the
         ``weights`` rule; says what it chose when verbose."""
-        K, d = len(self.classes_), data.n_features
-        if self.weights == "dense" or (self.weights == "auto"
-                                       and 8 * d * K <= AUTO_DENSE_MAX_BYTES):
-            support = None
-        else:
-            support = observed_support(data, K, self.weights_min_count)
-            if self.weights == "auto" and len(support[1]) >= AUTO_SPARSE_FRACTION * d * K:
-                support = None
-        n = d * K if support is None else len(support[1])
-        kind = "dense" if support is None else "observed pairs"
-        self.weights_info_ = (f"weights: {kind}, {n:,} unary weights of {d * K:,} "
-                              f"({n / (d * K):.2%}), {8 * n / 2**20:.1f} MiB per copy")
-        if self.verbose:
-            print(self.weights_info_)
-        return support
+        K = len(self.classes_)
+        return choose_support(self, data.n_features, K,
+                              lambda: observed_support(data, K, self.weights_min_count))
 
     def _make_model(self, n_features, support=None):
         K = len(self.classes_)

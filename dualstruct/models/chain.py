@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from ..inference import chain as kernels
 from ..sequences import PackedSequences
 from .base import effective_n_jobs
+from .support import FULL_ROWS_FROM, check_support, support_from_pairs, support_matrix
 
 
 class ChainWeights(NamedTuple):
@@ -81,7 +82,7 @@ class ChainModel:
             raise ValueError("loss_weights must be finite and non-negative")
         self.loss_weights = loss_weights
         self._zeros = np.zeros(self.n_labels)
-        self.support = None if support is None else _check_support(
+        self.support = None if support is None else check_support(
             support, self.n_features, self.n_labels)
 
     # -- parameter layout ---------------------------------------------------------------------
@@ -142,9 +143,7 @@ class ChainModel:
         W = self.unpack(w)
         if self.support is None:
             return np.array(W.unigram)
-        indptr, labels = self.support
-        return sp.csr_matrix((np.array(W.unigram), labels, indptr),
-                             shape=(self.n_features, self.n_labels))
+        return support_matrix(W.unigram, self.support, self.n_features, self.n_labels)
 
     def _through_kernel(self, data, labelled):
         km = self.kernel_model()
@@ -253,35 +252,8 @@ class ChainModel:
         return phi
 
 
-def _check_support(support, n_features, n_labels):
-    """The support as (int64 indptr, int32 labels), checked: d + 1 non-decreasing offsets
-    from 0, labels in 0..K−1 strictly increasing within each feature's row."""
-    try:
-        indptr, labels = support
-    except (TypeError, ValueError):
-        raise ValueError("support must be a pair (indptr, labels)") from None
-    indptr = np.asarray(indptr)
-    labels = np.asarray(labels)
-    if (indptr.ndim != 1 or labels.ndim != 1 or not np.issubdtype(indptr.dtype, np.integer)
-            or not np.issubdtype(labels.dtype, np.integer)):
-        raise ValueError("support indptr and labels must be 1-D integer arrays")
-    if indptr.shape != (n_features + 1,) or indptr[0] != 0 or indptr[-1] != len(labels):
-        raise ValueError(f"support indptr must have {n_features + 1} entries from 0 to "
-                         f"len(labels) = {len(labels)}")
-    if np.any(np.diff(indptr) < 0):
-        raise ValueError("support indptr must be non-decreasing")
-    if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
-        raise ValueError(f"support labels must lie in 0..{n_labels - 1}")
-    row_start = np.zeros(len(labels), dtype=bool)
-    row_start[indptr[:-1][np.diff(indptr) > 0]] = True
-    if np.any((np.diff(labels) <= 0) & ~row_start[1:]):
-        raise ValueError("support labels must be strictly increasing within a feature")
-    return np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(labels,
-                                                                              dtype=np.int32)
-
-
 def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1,
-                     full_rows_from: float = 0.25):
+                     full_rows_from: float = FULL_ROWS_FROM):
     """The (feature, label) pairs met in labelled ``data`` at least ``min_count`` times (a
     token with feature f active and gold label a meets (f, a)), as a support
     ``(indptr, labels)``: CRFsuite's default of a weight only where a feature met a label.
@@ -293,22 +265,9 @@ def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1,
     if data.labels is None:
         raise ValueError("the observed support needs labelled data")
     X = data.X.tocsr()
-    d = X.shape[1]
     token_of_entry = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     keys = X.indices.astype(np.int64) * n_labels + data.labels[token_of_entry]
     keys, counts = np.unique(keys, return_counts=True)
-    keys = keys[counts >= int(min_count)]
     features, labels = np.divmod(keys, n_labels)
-    per_feature = np.bincount(features, minlength=d)
-    full = per_feature >= max(2.0, float(full_rows_from) * n_labels)
-    if full.any():
-        keep = ~full[features]
-        extra_f = np.repeat(np.flatnonzero(full), n_labels)
-        extra_l = np.tile(np.arange(n_labels), int(full.sum()))
-        order = np.lexsort((np.concatenate([labels[keep], extra_l]),
-                            np.concatenate([features[keep], extra_f])))
-        features = np.concatenate([features[keep], extra_f])[order]
-        labels = np.concatenate([labels[keep], extra_l])[order]
-    indptr = np.zeros(d + 1, dtype=np.int64)
-    np.cumsum(np.bincount(features, minlength=d), out=indptr[1:])
-    return indptr, labels.astype(np.int32)
+    return support_from_pairs(features, labels, counts, X.shape[1], n_labels, min_count,
+                              full_rows_from)

@@ -23,6 +23,7 @@ from ..inference.chain import sequence_gram_matrices, unigram_scores, viterbi
 from ..inference.slack_search import SEARCHES
 from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
+from .support import sparse_unigram_scores, support_position
 
 
 class ChainKernel(NamedTuple):
@@ -86,48 +87,6 @@ def _prepare(k, i, w, ws):
     W_U = w[:k.n_features * k.n_labels].reshape((k.n_features, k.n_labels))
     unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1],
                    W_U, ws.scores)
-
-
-@njit(cache=True)
-def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_indptr,
-                          support_labels, w, out):
-    """``out[t, a] = Σ_f x_tf w[f, a]`` over the supported pairs (f, a) only: each active
-    feature costs its allowed-label count, not K (a feature allowed every label is read as a
-    contiguous row)."""
-    K = out.shape[1]
-    for t in range(row_stop - row_start):
-        row = row_start + t
-        out[t, :] = 0.0
-        for p in range(indptr[row], indptr[row + 1]):
-            f = indices[p]
-            v = values[p]
-            q0, q1 = support_indptr[f], support_indptr[f + 1]
-            if q1 - q0 == K:
-                for a in range(K):
-                    out[t, a] += v * w[q0 + a]
-            else:
-                for q in range(q0, q1):
-                    out[t, support_labels[q]] += v * w[q]
-
-
-@njit(cache=True, inline="always")
-def support_position(support_indptr, support_labels, K, f, a):
-    """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
-    direct for a row of all K labels). Any sorted CSR structure: GDMM's label lists, whose
-    rows are the support's (``fl_start`` ends where the next row starts), and its listed
-    transitions (``K = −1``: no shortcut)."""
-    lo, hi = support_indptr[f], support_indptr[f + 1]
-    if hi - lo == K:
-        return lo + a
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if support_labels[mid] < a:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < support_indptr[f + 1] and support_labels[lo] == a:
-        return lo
-    return -1
 
 
 @base.implements(base.score, ChainKernel)

@@ -7,7 +7,10 @@ L binary labels per example. Parameters, flat:
 
 with the score ``s(x, y) = Σ_l y_l <U[:, l], x> + Σ_{e=(l,k)} V_e y_l y_k`` (interactions
 score the (1, 1) outcome of each edge), joint feature ``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` and
-the (optionally per-label weighted) Hamming loss ``Σ_l c_l [y_l ≠ ȳ_l]``. With full 2×2
+the (optionally per-label weighted) Hamming loss ``Σ_l c_l [y_l ≠ ȳ_l]``. With a support
+(:mod:`dualstruct.models.support`) U keeps a weight only for the allowed (feature, label)
+pairs, the first block of w holds them in the support's order, and ``x ⊗ y`` is restricted
+to the same pairs (:func:`observed_support`: the pairs that met in training). With full 2×2
 tables the pair term is ``Σ_e T_e[y_l, y_k]`` and its features are the four indicators
 ``(1 − y_l)(1 − y_k), (1 − y_l) y_k, y_l (1 − y_k), y_l y_k`` — linear in ``(y_l, y_k,
 y_l y_k)``, so every solver keeps the same marginal state and only maps it to four
@@ -36,6 +39,14 @@ import scipy.sparse as sp
 
 from ..inference import multilabel as kernels
 from .base import MIN_BLOCKS_PER_JOB, effective_n_jobs
+from .support import (
+    FULL_ROWS_FROM,
+    check_support,
+    sparse_unigram_scores,
+    support_from_pairs,
+    support_gather,
+    support_matrix,
+)
 
 EDGE_KINDS = ("independent", "chain", "tree", "full")
 INFERENCE = ("auto", "exact", "lp")
@@ -87,7 +98,7 @@ INTERACTIONS = ("11", "table")
 
 
 class MultiLabelWeights(NamedTuple):
-    unary: np.ndarray  # (n_features, L)
+    unary: np.ndarray  # (n_features, L); with a support its values, flat
     pairwise: np.ndarray  # (n_edges,) score of the (1, 1) outcome, or (n_edges, 2, 2) tables
 
 
@@ -148,7 +159,7 @@ class MultiLabelModel:
     kind = "multilabel"
 
     def __init__(self, n_labels: int, n_features: int, *, edges="full", loss_weights=None,
-                 inference="auto", interactions="11"):
+                 inference="auto", interactions="11", support=None):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
         if interactions not in INTERACTIONS:
@@ -178,6 +189,8 @@ class MultiLabelModel:
             self.edges = np.array(pairs[edges], dtype=np.int64).reshape(-1, 2)
         else:
             self.edges = self._check_edges(edges)
+        self.support = None if support is None else check_support(support, self.n_features,
+                                                                  self.n_labels)
 
     def _check_edges(self, edges):
         edges = np.asarray(edges)
@@ -206,8 +219,15 @@ class MultiLabelModel:
         return 4 if self.interactions == "table" else 1
 
     @property
+    def n_unary(self) -> int:
+        """The number of unary weights: d·L dense, the support's size sparse."""
+        if self.support is None:
+            return self.n_features * self.n_labels
+        return len(self.support[1])
+
+    @property
     def size(self) -> int:
-        return self.n_features * self.n_labels + self.pair_size * len(self.edges)
+        return self.n_unary + self.pair_size * len(self.edges)
 
     def init_weights(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -216,10 +236,43 @@ class MultiLabelModel:
         d, L = self.n_features, self.n_labels
         if w.shape != (self.size,):
             raise ValueError(f"w must have shape ({self.size},), got {w.shape}")
-        pair = w[d * L:]
+        a = self.n_unary
+        pair = w[a:]
         if self.interactions == "table":
             pair = pair.reshape(len(self.edges), 2, 2)
-        return MultiLabelWeights(w[:d * L].reshape(d, L), pair)
+        return MultiLabelWeights(w[:a].reshape(d, L) if self.support is None else w[:a], pair)
+
+    def unary_matrix(self, w):
+        """The unary weights U as a (d, L) matrix: a dense array, or with a support a CSR
+        matrix holding just the support's pairs."""
+        U = self.unpack(w).unary
+        if self.support is None:
+            return U
+        return support_matrix(U, self.support, self.n_features, self.n_labels)
+
+    def label_scores_of(self, w, X):
+        """``θ_il = ⟨U_l, x_i⟩`` for the rows of CSR ``X``, a dense (n, L) array (with a
+        support through its rows, never a dense U)."""
+        U = self.unpack(w).unary
+        if self.support is None:
+            return np.asarray(X @ U)
+        out = np.empty((X.shape[0], self.n_labels))
+        indptr, labels = self.support
+        X = sp.csr_matrix(X)
+        sparse_unigram_scores(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
+                              0, X.shape[0], indptr, labels, U, out)
+        return out
+
+    def _set_unary_sums(self, unary, X, D):
+        """``unary = Xᵀ D`` (the unary part of a sum of φ differences, D n × L), on the
+        support's pairs when the model has one."""
+        if self.support is None:
+            unary[:] = np.asarray(X.T @ D)
+            return
+        X = sp.csr_matrix(X)
+        unary[:] = 0.0
+        support_gather(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
+                       np.ascontiguousarray(D, dtype=np.float64), *self.support, unary)
 
     def _check_labels(self, Y):
         Y = np.asarray(Y)
@@ -308,7 +361,7 @@ class MultiLabelModel:
         X, Y = self._check_X(X), self._check_labels(Y)
         W, V = self._tables(w)
         out = np.zeros(Y.shape, dtype=np.int64)
-        hinge = kernels.slack_all(kernels.unary_tables(np.asarray(X @ W.unary)), self.edges,
+        hinge = kernels.slack_all(kernels.unary_tables(self.label_scores_of(w, X)), self.edges,
                                   V, Y, out)
         return hinge, out
 
@@ -335,7 +388,7 @@ class MultiLabelModel:
         ``n_jobs`` threads share the rows (None: 1; −1: every core)."""
         X = self._check_X(X)
         W, V = self._tables(w)
-        A = kernels.unary_tables(np.asarray(X @ W.unary))
+        A = kernels.unary_tables(self.label_scores_of(w, X))
         n = A.shape[0]
         jobs = max(1, min(effective_n_jobs(n_jobs), n // MIN_BLOCKS_PER_JOB))
         if jobs == 1:
@@ -358,8 +411,7 @@ class MultiLabelModel:
     def label_scores(self, w, X) -> np.ndarray:
         """Every label's own score ``⟨w_l, x⟩`` for the rows of X, (n, L): what a label adds
         to a labelling's score when on, before the interactions of the edges."""
-        X = self._check_X(X)
-        return np.asarray(X @ self._tables(w)[0].unary)
+        return self.label_scores_of(w, self._check_X(X))
 
     def hinge(self, w, X, Y=None):
         """Per-example margin-rescaled hinge ``max_y δ(ȳ, y) + s(y) − s(ȳ)`` (the LP-relaxed
@@ -369,7 +421,7 @@ class MultiLabelModel:
             X, Y = X.X, X.Y
         X, Y = self._check_X(X), self._check_labels(Y)
         W, V = self._tables(w)
-        theta = np.asarray(X @ W.unary)
+        theta = self.label_scores_of(w, X)
         best, out = self._map_all(kernels.unary_tables(theta, Y, self.loss_weights), V,
                                   relaxed=True)
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
@@ -386,14 +438,14 @@ class MultiLabelModel:
             psi = self.init_weights()
             P = self.unpack(psi)
             d_unary = loss[:, None] * (data.Y - yhat)
-            P.unary[:] = np.asarray(data.X.T @ d_unary)
+            self._set_unary_sums(P.unary, data.X, d_unary)
             e0, e1 = self.edges[:, 0], self.edges[:, 1]
             P.pairwise[:] = self._pair_psi(
                 d_unary, loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1]))
             return hinge, psi, float(loss.sum())
         X, Y = self._check_X(data.X), self._check_labels(data.Y)
         W, V = self._tables(w)
-        theta = np.asarray(X @ W.unary)
+        theta = self.label_scores_of(w, X)
         mu = np.zeros(Y.shape)
         psi = self.init_weights()
         P = self.unpack(psi)
@@ -401,7 +453,7 @@ class MultiLabelModel:
         best, losses = kernels.relaxed_sums(
             kernels.unary_tables(theta, Y, self.loss_weights), self.edges, V,
             self.inference_code, Y, self.loss_weights, mu, pair_sum)
-        P.unary[:] = np.asarray(X.T @ (Y - mu))
+        self._set_unary_sums(P.unary, X, Y - mu)
         P.pairwise[:] = self._pair_psi(Y - mu, pair_sum)
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
         return best - gold, psi, float(losses.sum())
@@ -412,11 +464,32 @@ class MultiLabelModel:
 
     def joint_feature(self, x, y) -> np.ndarray:
         """``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` (or the 2×2 indicators of every edge) as a
-        flat vector in the layout of w."""
+        flat vector in the layout of w (``x ⊗ y`` on the support's pairs if it has one)."""
         x = np.asarray(sp.csr_matrix(x).toarray()).ravel()
         y = np.asarray(y, dtype=np.float64)
         yl, yk = y[self.edges[:, 0]], y[self.edges[:, 1]]
         pair = pair_features(yl, yk, yl * yk, self.interactions == "table")
         if self.interactions == "table":
             pair[:, 0, 0] += 1.0  # the constant left out of differences
-        return np.concatenate([np.outer(x, y).ravel(), pair.ravel()])
+        unary = np.outer(x, y)
+        if self.support is not None:
+            indptr, labels = self.support
+            unary = unary[np.repeat(np.arange(self.n_features), np.diff(indptr)), labels]
+        return np.concatenate([unary.ravel(), pair.ravel()])
+
+
+def observed_support(data: MultiLabelDataset, min_count: int = 1,
+                     full_rows_from: float = FULL_ROWS_FROM):
+    """The (feature, label) pairs met in ``data`` at least ``min_count`` times, as a support
+    ``(indptr, labels)``: an example meets (f, l) when feature f is non-zero in it and label
+    l is on. A feature that met at least ``full_rows_from`` × L labels (the intercept, a
+    common word) gets its whole row (:func:`~dualstruct.models.support.support_from_pairs`).
+
+    Unlike a tag of a chain, a label that is off still reads its weights: a feature that
+    never meets label l cannot argue against it either, so on dense or low-dimensional
+    inputs the dense model is the better one (``weights="auto"`` keeps it there)."""
+    X = sp.csr_matrix(data.X, copy=True)
+    X.data[:] = 1.0
+    counts = sp.coo_matrix(X.T @ sp.csr_matrix(data.Y, dtype=np.float64))
+    return support_from_pairs(counts.row, counts.col, counts.data, X.shape[1],
+                              data.Y.shape[1], min_count, full_rows_from)

@@ -8,7 +8,9 @@ a labelling, or a local-polytope point ``μ = (μ_l, μ_e)``,
     ⟨w, φ(x, μ)⟩ = Σ_l μ_l ⟨U_l, x⟩ + Σ_e pair(V_e, μ),     δ(ȳ, μ) = Σ_l c_l |μ_l − ȳ_l|,
 
 both linear in μ, and the squared norm of a difference splits into
-``‖x‖² Σ_l Δμ_l² + Σ_e ‖Δ pair features_e‖²``. The oracle is the model's inference (a tree's
+``‖x‖² Σ_l Δμ_l² + Σ_e ‖Δ pair features_e‖²``; with a support (sparse feature–label
+weights) label l sees only its allowed features, so ``‖x‖²`` becomes
+``Σ_{f: (f, l) allowed} x_f²`` per label. The oracle is the model's inference (a tree's
 max-product, enumeration, or the LP by one max-flow); with the LP it keeps the fractional
 optimum μ̂, whose corner the classic BCFW step and SSG use, so that they solve the LP-relaxed
 structural SVM (Finley & Joachims 2008) and its gap closes.
@@ -34,6 +36,7 @@ from ..inference.multilabel import (
 from ..inference.multilabel import slack_oracle as multilabel_slack_oracle
 from . import base
 from .multilabel import ENUMERATE, LP, TREE
+from .support import sparse_unigram_scores, support_position
 
 
 class MultiLabelKernel(NamedTuple):
@@ -49,10 +52,15 @@ class MultiLabelKernel(NamedTuple):
     n_features: int
     pair_size: int             # P
     mode: int                  # TREE, ENUMERATE or LP
+    sparse: bool               # unary weights only on the support (below), else dense d × L
+    support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed labels are
+    support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
+    n_unary: int               # unary weights: d·L dense, the support's size sparse
 
 
 class _Workspace(NamedTuple):
     theta: np.ndarray    # (L,) unary scores
+    theta_row: np.ndarray  # the same memory as (1, L)
     plain: np.ndarray    # (L, 2) unary tables
     aug: np.ndarray      # (L, 2) the last oracle's tables
     tables: np.ndarray   # (E, 2, 2) pair scores
@@ -69,8 +77,10 @@ class _Workspace(NamedTuple):
 @base.implements(base.workspace, MultiLabelKernel)
 def _workspace(k):
     L, E = k.n_labels, k.edges.shape[0]
-    return _Workspace(np.empty(L), np.zeros((L, 2)), np.zeros((L, 2)), np.zeros((E, 2, 2)),
-                      np.empty(L), np.empty(E), np.zeros(L, dtype=np.int64), np.empty(L + 1),
+    theta = np.empty(L)
+    return _Workspace(theta, theta.reshape((1, L)), np.zeros((L, 2)), np.zeros((L, 2)),
+                      np.zeros((E, 2, 2)), np.empty(L), np.empty(E),
+                      np.zeros(L, dtype=np.int64), np.empty(L + 1),
                       np.zeros((L + 1, L), dtype=np.int64), np.empty(4), np.empty(L),
                       np.empty(E))
 
@@ -79,12 +89,16 @@ def _workspace(k):
 def _prepare(k, i, w, ws):
     L = k.n_labels
     theta = ws.theta
-    unary_scores(k.indptr, k.indices, k.values, i, w[:k.n_features * L].reshape(
-        (k.n_features, L)), theta)
+    if k.sparse:
+        sparse_unigram_scores(k.indptr, k.indices, k.values, i, i + 1, k.support_indptr,
+                              k.support_labels, w, ws.theta_row)
+    else:
+        unary_scores(k.indptr, k.indices, k.values, i, w[:k.n_features * L].reshape(
+            (k.n_features, L)), theta)
     plain = ws.plain
     for l in range(L):
         plain[l, 1] = theta[l]
-    b = k.n_features * L
+    b = k.n_unary
     P = k.pair_size
     tables = ws.tables
     for e in range(k.edges.shape[0]):
@@ -156,19 +170,43 @@ def _pair_delta(d_l, d_k, d_lk, P, out):
 
 
 @njit(cache=True, inline="always")
+def _add_to_label(k, i, l, d, w):
+    """``w[U_l] += d x_i`` (on the pairs (f, l) of the support when the model has one)."""
+    indices, values = k.indices, k.values
+    L = k.n_labels
+    for p in range(k.indptr[i], k.indptr[i + 1]):
+        if k.sparse:
+            q = support_position(k.support_indptr, k.support_labels, L, indices[p], l)
+            if q >= 0:
+                w[q] += d * values[p]
+        else:
+            w[indices[p] * L + l] += d * values[p]
+
+
+@njit(cache=True, inline="always")
+def _label_sq_norm(k, i, l):
+    """``Σ x_if²`` over the features f label l sees: all of them (``‖x_i‖²``) dense, the
+    support's pairs (f, l) sparse."""
+    if not k.sparse:
+        return k.sq_norms[i]
+    sq = 0.0
+    for p in range(k.indptr[i], k.indptr[i + 1]):
+        if support_position(k.support_indptr, k.support_labels, k.n_labels, k.indices[p],
+                            l) >= 0:
+            sq += k.values[p] * k.values[p]
+    return sq
+
+
+@njit(cache=True, inline="always")
 def _add_point_difference(k, i, ma, mb, pa, pb, c, w, dv):
     """``w += c (φ(x_i, a) − φ(x_i, b))`` for points with unary parts ``ma``, ``mb`` and
     pair parts ``pa``, ``pb`` (the (1, 1) entries)."""
     L = k.n_labels
-    indices, values = k.indices, k.values
-    lo, hi = k.indptr[i], k.indptr[i + 1]
     for l in range(L):
         d = c * (ma[l] - mb[l])
-        if d == 0.0:
-            continue
-        for p in range(lo, hi):
-            w[indices[p] * L + l] += d * values[p]
-    b = k.n_features * L
+        if d != 0.0:
+            _add_to_label(k, i, l, d, w)
+    b = k.n_unary
     P = k.pair_size
     for e in range(k.edges.shape[0]):
         u, v = k.edges[e, 0], k.edges[e, 1]
@@ -180,16 +218,10 @@ def _add_point_difference(k, i, ma, mb, pa, pb, c, w, dv):
 
 @base.implements(base.add_difference, MultiLabelKernel)
 def _add_difference(k, i, ya, yb, c, w):
-    L = k.n_labels
-    indices, values = k.indices, k.values
-    lo, hi = k.indptr[i], k.indptr[i + 1]
-    for l in range(L):
-        if ya[l] == yb[l]:
-            continue
-        d = c * (ya[l] - yb[l])
-        for p in range(lo, hi):
-            w[indices[p] * L + l] += d * values[p]
-    b = k.n_features * L
+    for l in range(k.n_labels):
+        if ya[l] != yb[l]:
+            _add_to_label(k, i, l, c * (ya[l] - yb[l]), w)
+    b = k.n_unary
     edges = k.edges
     for e in range(edges.shape[0]):
         u, v = edges[e, 0], edges[e, 1]
@@ -207,11 +239,10 @@ def _add_difference(k, i, ya, yb, c, w):
 
 @base.implements(base.difference_sq_norm, MultiLabelKernel)
 def _difference_sq_norm(k, i, ws, ya, yb):
-    unary = 0.0
+    sq = 0.0
     for l in range(k.n_labels):
         if ya[l] != yb[l]:
-            unary += 1.0
-    sq = k.sq_norms[i] * unary
+            sq += _label_sq_norm(k, i, l)
     for e in range(k.edges.shape[0]):
         u, v = k.edges[e, 0], k.edges[e, 1]
         if k.pair_size == 1:
@@ -290,9 +321,15 @@ class MultiLabelKernelModel(base.KernelModel):
         indptr, indices, values = data.kernel_arrays()
         n, L = data.Y.shape
         sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
+        if m.support is not None:
+            support_indptr, support_labels = m.support
+        else:
+            support_indptr = np.zeros(1, dtype=np.int64)
+            support_labels = np.zeros(0, dtype=np.int32)
         kernel = MultiLabelKernel(
             indptr, indices, values, data.Y.astype(np.int32).ravel(),
             np.arange(n + 1, dtype=np.int64) * L, np.asarray(m.loss_weights, np.float64),
             sq_norms, np.ascontiguousarray(m.edges, dtype=np.int64).reshape(-1, 2), L,
-            m.n_features, m.pair_size, m.inference_code)
+            m.n_features, m.pair_size, m.inference_code, m.support is not None,
+            support_indptr, support_labels, m.n_unary)
         return BlockData(kernel, data.fingerprint_arrays())

@@ -131,7 +131,7 @@ K = 954 a pass is bound by reading W_U (BENCHMARKS.md).
 import numpy as np
 from numba import njit
 
-from ..models.chain_kernels import support_position
+from ..models.support import support_position
 from ._simplex import project_to_simplex
 
 UNIGRAM_BRUTE = 0

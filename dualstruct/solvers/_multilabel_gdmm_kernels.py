@@ -73,6 +73,7 @@ import numpy as np
 from numba import njit
 
 from ..inference.multilabel import unary_scores
+from ..models.support import sparse_unigram_scores, support_position
 from ._simplex import project_to_simplex
 
 NEED_CAPACITY = 1
@@ -174,14 +175,22 @@ def _add_label(i, l, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pai
 
 @njit(cache=True)
 def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id, order, C,
-              rho, eta, U, V, tree, mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q,
-              lam, inner_sweeps, brute_search, status, stats):
+              rho, eta, U, support_indptr, support_labels, V, tree, mu, slot_label, n_slots,
+              pair_base, pair_room, pair_edge, q, lam, inner_sweeps, brute_search, status,
+              stats):
     """One GDMM pass (module docstring) over ``order``. Stops early, with
     ``status[0] = NEED_CAPACITY`` and ``status[1]`` the position reached, when an example's
     active set is full (the caller gives that example more room and continues). ``stats``
-    accumulates [labels added]. Returns the examples processed."""
-    L = U.shape[1]
+    accumulates [labels added]. Returns the examples processed.
+
+    ``U`` is the flat unary block of w: d × L feature-major, or with a support
+    (``support_indptr`` of d + 1 entries; dense: of one) its pairs, and then label l's
+    curvature and score change use only the features it may see."""
+    L = Y.shape[1]
+    sparse = support_indptr.shape[0] > 1
+    U2 = np.empty((0, L)) if sparse else U.reshape((U.shape[0] // L, L))
     theta = np.empty(L)
+    theta_row = theta.reshape((1, L))
     g = np.empty(L)
     slot_of = np.full(L, -1, dtype=np.int64)
     z = np.empty(4)
@@ -197,7 +206,11 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
             status[0] = NEED_CAPACITY
             status[1] = idx
             return idx
-        unary_scores(indptr, indices, values, i, U, theta)
+        if sparse:
+            sparse_unigram_scores(indptr, indices, values, i, i + 1, support_indptr,
+                                  support_labels, U, theta_row)
+        else:
+            unary_scores(indptr, indices, values, i, U2, theta)
         for s in range(ns):
             slot_of[slot_label[i, s]] = s
         # -- greedy factor selection ------------------------------------------------------
@@ -240,7 +253,14 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
             for s in range(ns):
                 l = slot_label[i, s]
                 grad = -C * (theta[l] + loss_weights[l] * (1 - 2 * gold[l]))
-                curv = C * C * sq_norms[i]
+                sq_l = sq_norms[i]
+                if sparse:  # the features label l sees
+                    sq_l = 0.0
+                    for p in range(indptr[i], indptr[i + 1]):
+                        if support_position(support_indptr, support_labels, L, indices[p],
+                                            l) >= 0:
+                            sq_l += values[p] * values[p]
+                curv = C * C * sq_l
                 for t in range(ns):
                     if t == s:
                         continue
@@ -263,8 +283,14 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                     mu[i, l] = new
                     step = -C * delta
                     for p in range(indptr[i], indptr[i + 1]):
-                        U[indices[p], l] += step * values[p]
-                    theta[l] += step * sq_norms[i]
+                        if sparse:
+                            j = support_position(support_indptr, support_labels, L,
+                                                 indices[p], l)
+                            if j >= 0:
+                                U[j] += step * values[p]
+                        else:
+                            U[indices[p] * L + l] += step * values[p]
+                    theta[l] += step * sq_l
             for a in range(ns):
                 for b in range(a + 1, ns):
                     p = base + a * room + b

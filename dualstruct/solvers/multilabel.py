@@ -171,6 +171,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.pool_used = int(self.pool_used)
         self._check_pool()
         self.W = self.model.unpack(self.w)
+        support = getattr(self.model, "support", None)
+        self._support = support if support is not None else (np.zeros(1, np.int64),
+                                                             np.zeros(0, np.int32))
         self.edge_id = self._edge_ids()
         X = self.data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
@@ -251,8 +254,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
             done += gk.gdmm_pass(
                 indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
                 self.model.edges, self.edge_id, order[done:], self.C, self.rho, self.eta,
-                self.W.unary, self.W.pairwise, self.tree, self.mu, self.slot_label,
-                self.n_slots, self.pair_base, self.pair_room, self.pair_edge, self.q, self.lam,
+                self.w[:self.model.n_unary], *self._support, self.W.pairwise, self.tree,
+                self.mu, self.slot_label, self.n_slots, self.pair_base, self.pair_room,
+                self.pair_edge, self.q, self.lam,
                 self.inner_sweeps, self.pair_search == "brute", status, stats)
             if status[0] == gk.NEED_CAPACITY:
                 self._grow_example(int(order[done]))

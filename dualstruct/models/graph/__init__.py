@@ -1,5 +1,5 @@
 """Pairwise CRFs on per-example graphs (grids, trees, general graphs)."""
 
-from .model import EdgeFeatureGraphCRF, GraphCRF, grid_edges
+from .model import EdgeFeatureGraphCRF, GraphCRF, grid_edges, observed_support
 
-__all__ = ["GraphCRF", "EdgeFeatureGraphCRF", "grid_edges"]
+__all__ = ["GraphCRF", "EdgeFeatureGraphCRF", "grid_edges", "observed_support"]

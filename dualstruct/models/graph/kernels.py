@@ -8,7 +8,9 @@ parameters per feature: K² for directed tables, K(K+1)/2 for symmetric ones
 
 (z the edge features; a graph CRF without them has one constant feature), and
 φ(x, y) = (Σ_u x_u ⊗ e_{y_u}, Σ_e z_e ⊗ e_{pair_index[y_u, y_v]}), the loss the weighted
-Hamming loss. Inference per graph (``method``): exact max-product on forests, enumeration,
+Hamming loss. With a support (:mod:`dualstruct.models.support`) W_U keeps only the allowed
+(feature, state) pairs, in the support's order, and φ's node part is restricted to them.
+Inference per graph (``method``): exact max-product on forests, enumeration,
 or the LP relaxation by MPLP (:mod:`dualstruct.inference.graph`), whose bound the oracle
 returns; ``lp_stats`` counts [LP calls, LP calls not certified exact].
 """
@@ -22,6 +24,7 @@ from numba import njit
 
 from ...inference.graph import enumerate_map, forest_map, labelling_score, lp_map
 from .. import base
+from ..support import sparse_unigram_scores, support_position
 
 FOREST, ENUMERATE, LP = 0, 1, 2
 
@@ -47,6 +50,10 @@ class GraphKernel(NamedTuple):
     lp_tol: float
     lp_stats: np.ndarray       # int64 (2,): LP calls, not certified
     max_entries: int           # most entries of w one labelling difference touches (×2)
+    sparse: bool               # node weights only on the support (below), else dense d × K
+    support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed states are
+    support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
+    n_unary: int               # node weights: d·K dense, the support's size sparse
 
 
 class _Workspace(NamedTuple):
@@ -87,7 +94,7 @@ def _map(k, i, theta, pot, x):
 @base.implements(base.workspace, GraphKernel)
 def _workspace(k):
     T, E, K = max(k.max_nodes, 1), max(k.max_edges, 1), k.n_states
-    size = k.n_features * K + k.edge_features.shape[1] * k.n_pairs
+    size = k.n_unary + k.edge_features.shape[1] * k.n_pairs
     return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((E, K, K)),
                       np.empty(T, dtype=np.int64), np.ones(1), np.zeros(size),
                       np.empty(max(k.max_entries, 1), dtype=np.int64))
@@ -97,16 +104,20 @@ def _workspace(k):
 def _prepare(k, i, w, ws):
     n0, n, e0, E = _graph(k, i)
     K = k.n_states
-    for t in range(n):
-        row = n0 + t
-        for c in range(K):
-            ws.theta[t, c] = 0.0
-        for p in range(k.indptr[row], k.indptr[row + 1]):
-            x = k.values[p]
-            j = k.indices[p] * K
+    if k.sparse:
+        sparse_unigram_scores(k.indptr, k.indices, k.values, n0, n0 + n, k.support_indptr,
+                              k.support_labels, w, ws.theta)
+    else:
+        for t in range(n):
+            row = n0 + t
             for c in range(K):
-                ws.theta[t, c] += x * w[j + c]
-    off = k.n_features * K
+                ws.theta[t, c] = 0.0
+            for p in range(k.indptr[row], k.indptr[row + 1]):
+                x = k.values[p]
+                j = k.indices[p] * K
+                for c in range(K):
+                    ws.theta[t, c] += x * w[j + c]
+    off = k.n_unary
     F = k.edge_features.shape[1]
     for e in range(E):
         for a in range(K):
@@ -177,14 +188,23 @@ def _add_into(k, i, ya, yb, c, w, touched, n_touched):
         row = n0 + t
         for p in range(k.indptr[row], k.indptr[row + 1]):
             x = c * k.values[p]
-            j = k.indices[p] * K
-            w[j + a] += x
-            w[j + b] -= x
-            if n_touched >= 0:
-                touched[n_touched] = j + a
-                touched[n_touched + 1] = j + b
-                n_touched += 2
-    off = k.n_features * K
+            if k.sparse:  # a pair outside the support has no weight: dropped
+                ja = support_position(k.support_indptr, k.support_labels, K, k.indices[p], a)
+                jb = support_position(k.support_indptr, k.support_labels, K, k.indices[p], b)
+            else:
+                ja = k.indices[p] * K + a
+                jb = k.indices[p] * K + b
+            if ja >= 0:
+                w[ja] += x
+                if n_touched >= 0:
+                    touched[n_touched] = ja
+                    n_touched += 1
+            if jb >= 0:
+                w[jb] -= x
+                if n_touched >= 0:
+                    touched[n_touched] = jb
+                    n_touched += 1
+    off = k.n_unary
     F = k.edge_features.shape[1]
     for e in range(E):
         u, v = k.edges[e0 + e, 0], k.edges[e0 + e, 1]

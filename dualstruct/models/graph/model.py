@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from ...data import BlockData
 from ...inference.graph import is_forest
 from ..base import KernelModel
+from ..support import FULL_ROWS_FROM, check_support, support_from_pairs, support_matrix
 from .kernels import ENUMERATE, FOREST, LP, GraphKernel
 
 INFERENCE = ("auto", "exact", "lp")
@@ -39,11 +40,15 @@ class EdgeFeatureGraphCRF(KernelModel):
     enumerate_up_to : int, default 4096
     lp_sweeps : int, default 200
     lp_tol : float, default 1e-9
+    support : (indptr, labels), optional
+        Sparse node weights: feature f may score only the states
+        ``labels[indptr[f]:indptr[f+1]]`` (:func:`observed_support`: those it met in
+        training). None (default): the dense d × K matrix.
     """
 
     def __init__(self, n_states, n_features, n_edge_features, *, directed=True,
                  inference="auto", loss_weights=None, enumerate_up_to=4096, lp_sweeps=200,
-                 lp_tol=1e-9):
+                 lp_tol=1e-9, support=None):
         if int(n_states) < 2 or int(n_features) < 1 or int(n_edge_features) < 1:
             raise ValueError("n_states must be >= 2, n_features and n_edge_features >= 1")
         if inference not in INFERENCE:
@@ -66,10 +71,19 @@ class EdgeFeatureGraphCRF(KernelModel):
             self.pair_index = np.zeros((K, K), dtype=np.int64)
             self.pair_index[a, b] = self.pair_index[b, a] = np.arange(len(a))
         self.n_pairs = int(self.pair_index.max()) + 1
+        self.support = None if support is None else check_support(support, self.n_features,
+                                                                  K)
+
+    @property
+    def n_unary(self) -> int:
+        """The number of node weights: d·K dense, the support's size sparse."""
+        if self.support is None:
+            return self.n_features * self.n_states
+        return len(self.support[1])
 
     @property
     def size(self) -> int:
-        return self.n_features * self.n_states + self.n_edge_features * self.n_pairs
+        return self.n_unary + self.n_edge_features * self.n_pairs
 
     def params(self) -> dict:
         return {"n_states": self.n_states, "n_features": self.n_features,
@@ -79,10 +93,14 @@ class EdgeFeatureGraphCRF(KernelModel):
                 "lp_tol": self.lp_tol}
 
     def unpack(self, w):
-        """(W_U (d × K), W_P (F × K × K)) as arrays (W_P expanded for symmetric tables)."""
+        """(W_U (d × K), W_P (F × K × K)) as arrays (W_P expanded for symmetric tables; W_U
+        a CSR matrix of the support's pairs when the model has one)."""
         w = np.asarray(w)
-        a = self.n_features * self.n_states
-        W_U = w[:a].reshape(self.n_features, self.n_states)
+        a = self.n_unary
+        if self.support is None:
+            W_U = w[:a].reshape(self.n_features, self.n_states)
+        else:
+            W_U = support_matrix(w[:a], self.support, self.n_features, self.n_states)
         W_P = w[a:].reshape(self.n_edge_features, self.n_pairs)[:, self.pair_index]
         return W_U, W_P
 
@@ -152,13 +170,19 @@ class EdgeFeatureGraphCRF(KernelModel):
         per_graph_nnz = np.add.reduceat(nnz, node_offsets[:-1]) if nodes.shape[0] else nnz
         max_entries = int(np.max(2 * per_graph_nnz + 2 * np.diff(edge_offsets)
                                  * self.n_edge_features))
+        if self.support is not None:
+            support_indptr, support_labels = self.support
+        else:
+            support_indptr = np.zeros(1, dtype=np.int64)
+            support_labels = np.zeros(0, dtype=np.int32)
         kernel = GraphKernel(
             nodes.indptr.astype(np.int64), nodes.indices.astype(np.int64), nodes.data,
             np.concatenate(labels), node_offsets, np.concatenate(edge_list), edge_offsets,
             np.ascontiguousarray(np.concatenate(feats)), self.loss_weights, self.pair_index,
             self.n_pairs, K, self.n_features, np.array(methods, dtype=np.int64),
             int(np.diff(node_offsets).max()), int(np.diff(edge_offsets).max()),
-            self.lp_sweeps, self.lp_tol, np.zeros(2, dtype=np.int64), max_entries)
+            self.lp_sweeps, self.lp_tol, np.zeros(2, dtype=np.int64), max_entries,
+            self.support is not None, support_indptr, support_labels, self.n_unary)
         return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values, kernel.edges,
                                   kernel.edge_features), source=(self.block_data, X, Y))
 
@@ -177,6 +201,9 @@ class EdgeFeatureGraphCRF(KernelModel):
         y = np.asarray(y)
         unary = np.zeros((self.n_features, self.n_states))
         np.add.at(unary.T, y, nodes)
+        if self.support is not None:  # the support's pairs only
+            indptr, labels = self.support
+            unary = unary[np.repeat(np.arange(self.n_features), np.diff(indptr)), labels]
         pair = np.zeros((self.n_edge_features, self.n_pairs))
         for e, (u, v) in enumerate(edges):
             pair[:, self.pair_index[y[u], y[v]]] += z[e]
@@ -209,6 +236,27 @@ class GraphCRF(EdgeFeatureGraphCRF):
 
     def joint_feature(self, x, y) -> np.ndarray:
         return super().joint_feature(self._split(x, 0), y)
+
+
+def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM):
+    """The (node feature, state) pairs met in training graphs ``X`` (each ``(node_features,
+    …)``) labelled ``Y`` at least ``min_count`` times (a node with feature f non-zero and
+    state a meets (f, a)), as a support ``(indptr, labels)`` for the ``support`` of
+    :class:`GraphCRF` and :class:`EdgeFeatureGraphCRF`; a feature that met at least
+    ``full_rows_from`` × K states gets all K (:mod:`dualstruct.models.support`)."""
+    nodes = sp.vstack([sp.csr_matrix(x[0], dtype=np.float64) for x in X], format="csr")
+    nodes.eliminate_zeros()
+    states = np.concatenate([np.asarray(y, dtype=np.int64).ravel() for y in Y])
+    if len(states) != nodes.shape[0]:
+        raise ValueError(f"Y labels {len(states)} nodes, X has {nodes.shape[0]}")
+    if len(states) and (states.min() < 0 or states.max() >= n_states):
+        raise ValueError(f"Y must hold states in 0 … {n_states - 1}")
+    node_of_entry = np.repeat(np.arange(nodes.shape[0]), np.diff(nodes.indptr))
+    keys = nodes.indices.astype(np.int64) * n_states + states[node_of_entry]
+    keys, counts = np.unique(keys, return_counts=True)
+    features, labels = np.divmod(keys, n_states)
+    return support_from_pairs(features, labels, counts, nodes.shape[1], n_states, min_count,
+                              full_rows_from)
 
 
 def grid_edges(height, width, connectivity=4, directions=False):

@@ -1,0 +1,138 @@
+"""Sparse feature–label weights: the *support* of a model's unary weights.
+
+A model with d features and K labels (chain tags, multi-label labels, graph node states)
+scores label a of an item with feature vector x by ``Σ_f x_f W[f, a]``. With a support,
+W keeps a weight only for the allowed pairs (f, a), stored by feature as CSR: feature f's
+allowed labels are ``labels[indptr[f]:indptr[f+1]]`` (strictly increasing) and its weights
+sit at the same positions of the model's flat ``w``. The joint feature map is restricted
+to the same pairs, so a pair outside the support is a feature the model does not have (its
+contributions are dropped from φ, from every update and from every norm). The dense model
+is the support of all d·K pairs.
+
+The default support (CRFsuite's) holds the pairs that *met* in training at least
+``min_count`` times; a feature that met many labels gets its whole row, which the kernels
+read as one contiguous block (:func:`support_from_pairs`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+#: a feature that met at least this share of the K labels gets all K of them
+FULL_ROWS_FROM = 0.25
+
+
+def check_support(support, n_features, n_labels):
+    """The support as (int64 indptr, int32 labels), checked: d + 1 non-decreasing offsets
+    from 0, labels in 0..K−1 strictly increasing within each feature's row."""
+    try:
+        indptr, labels = support
+    except (TypeError, ValueError):
+        raise ValueError("support must be a pair (indptr, labels)") from None
+    indptr = np.asarray(indptr)
+    labels = np.asarray(labels)
+    if (indptr.ndim != 1 or labels.ndim != 1 or not np.issubdtype(indptr.dtype, np.integer)
+            or not np.issubdtype(labels.dtype, np.integer)):
+        raise ValueError("support indptr and labels must be 1-D integer arrays")
+    if indptr.shape != (n_features + 1,) or indptr[0] != 0 or indptr[-1] != len(labels):
+        raise ValueError(f"support indptr must have {n_features + 1} entries from 0 to "
+                         f"len(labels) = {len(labels)}")
+    if np.any(np.diff(indptr) < 0):
+        raise ValueError("support indptr must be non-decreasing")
+    if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
+        raise ValueError(f"support labels must lie in 0..{n_labels - 1}")
+    row_start = np.zeros(len(labels), dtype=bool)
+    row_start[indptr[:-1][np.diff(indptr) > 0]] = True
+    if np.any((np.diff(labels) <= 0) & ~row_start[1:]):
+        raise ValueError("support labels must be strictly increasing within a feature")
+    return np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(labels,
+                                                                              dtype=np.int32)
+
+
+def support_from_pairs(features, labels, counts, n_features, n_labels, min_count=1,
+                       full_rows_from=FULL_ROWS_FROM):
+    """The support of the distinct pairs ``(features[j], labels[j])`` met ``counts[j]``
+    times: those met at least ``min_count`` times, and the whole row of every feature that
+    kept at least ``full_rows_from`` × K labels (and at least 2; 1.0 keeps the pairs only)."""
+    keep = np.asarray(counts) >= int(min_count)
+    features = np.asarray(features, dtype=np.int64)[keep]
+    labels = np.asarray(labels, dtype=np.int64)[keep]
+    per_feature = np.bincount(features, minlength=n_features)
+    full = per_feature >= max(2.0, float(full_rows_from) * n_labels)
+    if full.any():
+        kept = ~full[features]
+        features = np.concatenate([features[kept], np.repeat(np.flatnonzero(full), n_labels)])
+        labels = np.concatenate([labels[kept], np.tile(np.arange(n_labels), int(full.sum()))])
+    order = np.lexsort((labels, features))
+    features, labels = features[order], labels[order]
+    indptr = np.zeros(n_features + 1, dtype=np.int64)
+    np.cumsum(np.bincount(features, minlength=n_features), out=indptr[1:])
+    return indptr, labels.astype(np.int32)
+
+
+def support_matrix(unary, support, n_features, n_labels):
+    """The unary weights (the support's values, in its order) as a (d, K) CSR matrix."""
+    indptr, labels = support
+    return sp.csr_matrix((np.array(unary), labels, indptr), shape=(n_features, n_labels))
+
+
+def support_size_summary(n_support, n_features, n_labels, kind):
+    """One line for the start of training: which weights, how many, their memory."""
+    dense = n_features * n_labels
+    return (f"weights: {kind}, {n_support:,} unary weights of {dense:,} "
+            f"({n_support / dense:.2%}), {8 * n_support / 2**20:.1f} MiB per copy")
+
+
+@njit(cache=True, inline="always")
+def support_position(support_indptr, support_labels, K, f, a):
+    """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
+    direct for a row of all K labels). Any sorted CSR structure: GDMM's label lists, whose
+    rows are the support's, and its listed transitions (``K = −1``: no shortcut)."""
+    lo, hi = support_indptr[f], support_indptr[f + 1]
+    if hi - lo == K:
+        return lo + a
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if support_labels[mid] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < support_indptr[f + 1] and support_labels[lo] == a:
+        return lo
+    return -1
+
+
+@njit(cache=True)
+def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_indptr,
+                          support_labels, w, out):
+    """``out[t, a] = Σ_f x_tf w[f, a]`` for the rows ``row_start..row_stop`` of a CSR
+    matrix, over the supported pairs (f, a) only: each active feature costs its
+    allowed-label count, not K (a feature allowed every label is read as a contiguous row)."""
+    K = out.shape[1]
+    for t in range(row_stop - row_start):
+        row = row_start + t
+        out[t, :] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            f = indices[p]
+            v = values[p]
+            q0, q1 = support_indptr[f], support_indptr[f + 1]
+            if q1 - q0 == K:
+                for a in range(K):
+                    out[t, a] += v * w[q0 + a]
+            else:
+                for q in range(q0, q1):
+                    out[t, support_labels[q]] += v * w[q]
+
+
+@njit(cache=True)
+def support_gather(indptr, indices, values, D, support_indptr, support_labels, out):
+    """``out[q] += Σ_i x_if D[i, a]`` for every support pair q = (f, a): the support's part
+    of ``Xᵀ D`` (n × d CSR X, n × K dense D) without forming the d × K product."""
+    for i in range(indptr.shape[0] - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            f = indices[p]
+            v = values[p]
+            for q in range(support_indptr[f], support_indptr[f + 1]):
+                out[q] += v * D[i, support_labels[q]]
