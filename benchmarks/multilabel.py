@@ -94,7 +94,7 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
     est = MultiLabelSVM(edges=edges, solver=method, C=args.C, inference=inference,
                         max_iter=max_iter, tol=0 if timing else args.tol,
                         check_every=check_every, random_state=0, callback=stop,
-                        rescaling=rescaling)
+                        rescaling=rescaling, weights=args.weights)
     t0 = time.perf_counter()
     try:
         est.fit(ds["X"], ds["Y"])
@@ -102,6 +102,7 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
         out.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         return out
     out["wall_seconds"] = time.perf_counter() - t0
+    out["unary_weights"] = est.model_.n_unary
     hist = est.history_.to_dicts()
     times = [r["time"] for r in hist]
     steps = np.diff([0.0] + times)
@@ -174,7 +175,8 @@ def quality(args, datasets, edges_list, methods):
                       f"{run['s_per_pass']:.4f} | {dash(run['final_primal'], '.6g')} | "
                       f"{dash(t1, '.2f')} | " + " | ".join(
                           f"{run[k]:.4f}" for k in METRICS) + f" | {run['lp_integral']:.3f} | "
-                      f"stop: {run['stop_reason']}{state_note(run)} |", flush=True)
+                      f"stop: {run['stop_reason']}{state_note(run)}; "
+                      f"{run['unary_weights']:,} unary weights |", flush=True)
     peer = "PyStruct MultiLabelClf: "
     try:
         import pystruct  # noqa: F401
@@ -250,6 +252,8 @@ def main(argv=None):
                     help="comma list of margin, slack (slack: exact oracle and exact prediction, "
                          "L <= 16, not gdmm)")
     ap.add_argument("--tol", type=float, default=0.01)
+    ap.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
+                    help="the unary weights (MultiLabelSVM's weights)")
     ap.add_argument("--max-iter", type=int, default=1000)
     ap.add_argument("--check-every", type=int, default=5)
     ap.add_argument("--budget", type=float, default=300.0,

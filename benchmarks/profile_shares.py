@@ -9,6 +9,7 @@ old. Run it in each checkout (``PYTHONPATH=<checkout>``) and compare. Needs ``pe
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py ocr-bcfw
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py yeast-full
+    DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py chunk-observed
 """
 
 from __future__ import annotations
@@ -40,7 +41,18 @@ est = MultiLabelSVM(edges="full", max_iter=1, check_every=10**6, warm_start=True
                     random_state=0)
 est.fit(X, Y)
 """,
+    "chunk-dense": """
+from dualstruct import StructuredSVM
+from dualstruct.datasets.conll import fetch_conll2000, split_column
+from dualstruct.features import TokenFeatures
+X, y = split_column(fetch_conll2000("train"), 2)
+D = TokenFeatures().fit_transform(X)
+est = StructuredSVM(C=0.1, fit_intercept=False, max_iter=1, check_every=10**6,
+                    warm_start=True, tol=0, random_state=0, weights="dense")
+est.fit(D, y)
+""",
 }
+WORKLOADS["chunk-observed"] = WORKLOADS["chunk-dense"].replace('"dense"', '"observed"')
 #: after the warm-up fit (compilation, first pass), the workload trains for a long time
 TRAIN_ON = """
 import os, warnings
@@ -62,8 +74,8 @@ def main(argv=None):
 
     folder = tempfile.mkdtemp()
     ready = os.path.join(folder, "ready")
-    fit_args = "[X[i] for i in tr], [y[i] for i in tr]" if args.workload == "ocr-bcfw" \
-        else "X, Y"
+    fit_args = {"ocr-bcfw": "[X[i] for i in tr], [y[i] for i in tr]",
+                "yeast-full": "X, Y"}.get(args.workload, "D, y")
     code = WORKLOADS[args.workload] + TRAIN_ON.format(ready=ready, args=fit_args)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
     try:

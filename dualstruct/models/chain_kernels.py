@@ -23,7 +23,7 @@ from ..inference.chain import sequence_gram_matrices, unigram_scores, viterbi
 from ..inference.slack_search import SEARCHES
 from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
-from .support import sparse_unigram_scores, support_position
+from .support import entry_position, entry_rows, entry_unigram_scores
 
 
 class ChainKernel(NamedTuple):
@@ -44,6 +44,8 @@ class ChainKernel(NamedTuple):
     support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
     n_unary: int               # unary weights: d·K dense, the support's size sparse
     max_sequence_nnz: int      # most feature entries of one sequence (sparse scratch size)
+    entry_start: np.ndarray    # sparse: int64 per data entry, its feature's support row
+    entry_count: np.ndarray    # and int32 its length (models.support.entry_rows)
 
 
 class _Workspace(NamedTuple):
@@ -54,6 +56,7 @@ class _Workspace(NamedTuple):
     zeros: np.ndarray    # (K,) start/end scores without start_end
     acc: np.ndarray      # sparse: (n_unary,) zeros, scratch of difference_sq_norm
     touched: np.ndarray  # sparse: int64 positions of acc in use
+    row: np.ndarray      # (K,) sparse: one token's unigram scores being summed
 
 
 @njit(cache=True, inline="always")
@@ -74,15 +77,15 @@ def _workspace(k):
     n_touched = 2 * k.max_sequence_nnz if k.sparse else 1
     return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((T, K), dtype=np.int32),
                       np.empty((2, K)), np.zeros(K), np.zeros(n_acc),
-                      np.zeros(n_touched, dtype=np.int64))
+                      np.zeros(n_touched, dtype=np.int64), np.empty(K))
 
 
 @base.implements(base.prepare, ChainKernel)
 def _prepare(k, i, w, ws):
     if k.sparse:
-        sparse_unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i],
-                              k.label_offsets[i + 1], k.support_indptr, k.support_labels, w,
-                              ws.scores)
+        entry_unigram_scores(k.indptr, k.entry_start, k.entry_count, k.values,
+                             k.label_offsets[i], k.label_offsets[i + 1], k.support_labels, w,
+                             ws.scores, ws.row)
         return
     W_U = w[:k.n_features * k.n_labels].reshape((k.n_features, k.n_labels))
     unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1],
@@ -159,8 +162,8 @@ def _add_difference(k, i, ya, yb, c, w):
         for p in range(indptr[row], indptr[row + 1]):
             x = c * values[p]
             if k.sparse:  # a pair outside the support has no weight: its feature is dropped
-                pa = support_position(k.support_indptr, k.support_labels, K, indices[p], a)
-                pb = support_position(k.support_indptr, k.support_labels, K, indices[p], b)
+                pa = entry_position(k.entry_start, k.entry_count, k.support_labels, K, p, a)
+                pb = entry_position(k.entry_start, k.entry_count, k.support_labels, K, p, b)
                 if pa >= 0:
                     w[pa] += x
                 if pb >= 0:
@@ -193,9 +196,11 @@ def _sparse_unary_sq_norm(k, i, ws, ya, yb):
             continue
         row = s0 + t
         for p in range(k.indptr[row], k.indptr[row + 1]):
-            f, v = k.indices[p], k.values[p]
-            pa = support_position(k.support_indptr, k.support_labels, k.n_labels, f, ya[t])
-            pb = support_position(k.support_indptr, k.support_labels, k.n_labels, f, yb[t])
+            v = k.values[p]
+            pa = entry_position(k.entry_start, k.entry_count, k.support_labels, k.n_labels, p,
+                                ya[t])
+            pb = entry_position(k.entry_start, k.entry_count, k.support_labels, k.n_labels, p,
+                                yb[t])
             if pa >= 0:
                 acc[pa] += v
                 touched[n] = pa
@@ -332,7 +337,10 @@ class ChainKernelModel(base.KernelModel):
         if sparse:  # the difference norms are summed by support position, not from Grams
             gram_offsets, gram = np.zeros(len(offsets), dtype=np.int64), np.zeros(0)
             support_indptr, support_labels = c.support
+            entry_start, entry_count = entry_rows(indices, support_indptr)
         else:
+            entry_start = np.zeros(0, dtype=np.int64)
+            entry_count = np.zeros(0, dtype=np.int32)
             gram_offsets, gram = sequence_gram_matrices(data)
             support_indptr = np.zeros(1, dtype=np.int64)
             support_labels = np.zeros(0, dtype=np.int32)
@@ -344,7 +352,8 @@ class ChainKernelModel(base.KernelModel):
                              gram_offsets, c.n_labels, c.n_features, c.start_end,
                              int(lengths.max()) if len(lengths) else 0, sparse, support_indptr,
                              support_labels, c.n_unary,
-                             int(seq_nnz.max()) if len(seq_nnz) else 0)
+                             int(seq_nnz.max()) if len(seq_nnz) else 0, entry_start,
+                             entry_count)
         return BlockData(kernel, (indptr, indices, values))
 
     def predict(self, w, data):

@@ -104,26 +104,86 @@ def support_position(support_indptr, support_labels, K, f, a):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
 def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_indptr,
                           support_labels, w, out):
     """``out[t, a] = Σ_f x_tf w[f, a]`` for the rows ``row_start..row_stop`` of a CSR
     matrix, over the supported pairs (f, a) only: each active feature costs its
-    allowed-label count, not K (a feature allowed every label is read as a contiguous row)."""
+    allowed-label count, not K (a feature allowed every label is read as a contiguous row).
+    A row is summed in a K-vector of its own and then stored (``fastmath`` reorders the
+    sums of a full row into vector instructions)."""
     K = out.shape[1]
+    acc = np.empty(K)
     for t in range(row_stop - row_start):
         row = row_start + t
-        out[t, :] = 0.0
+        acc[:] = 0.0
         for p in range(indptr[row], indptr[row + 1]):
             f = indices[p]
             v = values[p]
             q0, q1 = support_indptr[f], support_indptr[f + 1]
             if q1 - q0 == K:
+                row_w = w[q0:q1]
                 for a in range(K):
-                    out[t, a] += v * w[q0 + a]
+                    acc[a] += v * row_w[a]
             else:
                 for q in range(q0, q1):
-                    out[t, support_labels[q]] += v * w[q]
+                    acc[support_labels[q]] += v * w[q]
+        out[t, :] = acc
+
+
+def entry_rows(indices, support_indptr):
+    """For every entry of a CSR matrix (its column ``indices``), where its feature's support
+    row starts and how many labels it holds: ``(int64 start, int32 count)``. Kernels that
+    read the support once per entry keep these beside the data, so that a rare feature
+    costs two cold reads (its labels and weights) instead of three (its row pointer too):
+    at a few dozen labels that makes the observed weights' unary scores as fast as the
+    dense ones (12 bytes per entry)."""
+    start = support_indptr[indices]
+    return start.astype(np.int64), (support_indptr[indices + 1] - start).astype(np.int32)
+
+
+@njit(cache=True, inline="always")
+def entry_position(entry_start, entry_count, support_labels, K, p, a):
+    """The support position of the pair (feature of entry p, a), or −1: direct in a row of
+    all K labels, else a binary search in the entry's row."""
+    lo = entry_start[p]
+    n = entry_count[p]
+    if n == K:
+        return lo + a
+    hi = lo + n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if support_labels[mid] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < entry_start[p] + n and support_labels[lo] == a:
+        return lo
+    return -1
+
+
+@njit(cache=True, fastmath=True, inline="always")
+def entry_unigram_scores(indptr, entry_start, entry_count, values, row_start, row_stop,
+                         support_labels, w, out, acc):
+    """:func:`sparse_unigram_scores` from the entries' support rows (:func:`entry_rows`),
+    each row summed in the K-vector ``acc`` (scratch) and then stored."""
+    K = out.shape[1]
+    for t in range(row_stop - row_start):
+        row = row_start + t
+        for a in range(K):
+            acc[a] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            v = values[p]
+            q0 = entry_start[p]
+            n = entry_count[p]
+            if n == K:
+                for a in range(K):
+                    acc[a] += v * w[q0 + a]
+            else:
+                for q in range(q0, q0 + n):
+                    acc[support_labels[q]] += v * w[q]
+        for a in range(K):
+            out[t, a] = acc[a]
 
 
 @njit(cache=True)
