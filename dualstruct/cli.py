@@ -721,6 +721,27 @@ def _table(out, title, rows):
               f"{100 * r['f1']:>7.2f} {r['support']:>8}", file=out)
 
 
+def _plot_curves(history, target, x, title):
+    """Write the training curves of ``history`` to the image file ``target``."""
+    from .plotting import plot_history
+
+    if not history.records:
+        raise CLIError("the model file holds no training history to plot")
+    try:
+        axes = plot_history(history, x=x)
+    except ImportError as exc:
+        raise CLIError(str(exc)) from None
+    axes[0].set_title(title)
+    try:
+        axes[0].figure.savefig(target, dpi=120)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot write the plot {target}: {exc}") from None
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(axes[0].figure)
+
+
 def cmd_info(args, out):
     from .estimators import MultiLabelSVM
 
@@ -752,6 +773,9 @@ def cmd_info(args, out):
         info["tag_scheme"] = model.tag_scheme
         info["input_format"] = model.input_format
         info["feature_params"] = model.features_.get_params()
+    if args.plot:
+        _plot_curves(svm.history_, args.plot, args.plot_x, path.name)
+        info["plot"] = args.plot
     if args.top:
         top = model.top_features(args.top)
         info["top_features"] = {str(k): v for k, v in top.items()}
@@ -919,6 +943,11 @@ def build_parser():
     i.add_argument("--top", type=_positive_int, metavar="N",
                    help="also the N strongest features of every label (and, for sequence "
                         "models, the N strongest label transitions)")
+    i.add_argument("--plot", metavar="FILE",
+                   help="draw the training curves (primal, dual, gap, held-out score "
+                        "against time) into FILE (.png, .pdf, .svg; needs matplotlib)")
+    i.add_argument("--plot-x", choices=("time", "passes"), default="time",
+                   help="the curves' horizontal axis (default: time)")
 
     ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
     mls = ml.add_subparsers(dest="ml_command", required=True)

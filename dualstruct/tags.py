@@ -34,7 +34,8 @@ def to_bio(tags) -> np.ndarray:
 
 
 def is_chunk_tagset(labels) -> bool:
-    """True if every label is ``O`` or has a ``B-``/``I-``/``E-``/``S-`` prefix (and one does)."""
+    """True if the labels are chunk tags: each is "O" or starts with one of the prefixes
+    "B-", "I-", "E-", "S-", and at least one has a prefix."""
     labels = set(labels)
     prefixed = {lab for lab in labels if len(lab) > 2 and lab[0] in "BIES" and lab[1] == "-"}
     return bool(prefixed) and labels <= prefixed | {"O"}

@@ -53,8 +53,10 @@ MAX_LABEL_MATRIX_BYTES = 2**31
 
 
 def load_libsvm_multilabel(path, n_features=None, n_labels=None):
-    """Read a LIBSVM multi-label file: per line ``l1,l2,... j:v j:v ...`` with 0-based label
-    ids and 1-based feature indices (a line starting with a space has no labels).
+    """Read a LIBSVM multi-label file into a CSR feature matrix and a 0/1 label matrix.
+
+    One example per line, ``l1,l2,… j:v j:v …``: 0-based label ids and 1-based feature
+    indices (a line starting with a space has no labels).
 
     ``n_features`` / ``n_labels`` fix the widths (e.g. those of the training file when
     reading a test file); features or labels beyond them are errors. Without them the widths

@@ -61,7 +61,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     Attributes
     ----------
     classes_ : array of the class labels (sorted)
-    coef_ : (n_classes, n_features_in_) weights; ``intercept_`` : (n_classes,)
+    coef_ : (n_classes, ``n_features_in_``) weights; ``intercept_`` : (n_classes,)
     n_features_in_, feature_names_in_ (when X has column names), history_, n_iter_
     """
 

@@ -395,7 +395,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
     # -- named weights ------------------------------------------------------------------------
     @property
     def unigram_weights_(self):
-        """(K, n_features_in_) per-label token weights (without the intercept column): an
+        """(K, ``n_features_in_``) per-label token weights (without the intercept column): an
         array, or a scipy sparse matrix for observed (sparse) weights."""
         self._check_fitted()
         U = self.model_.unary_matrix(self.coef_).T

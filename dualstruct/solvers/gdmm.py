@@ -35,7 +35,7 @@ PAIR_SLOT_ARRAYS = ("pair_a", "pair_b", "q_b")
 class GDMM(PassSolver):
     """GDMM for :class:`~dualstruct.models.ChainModel` (margin rescaling).
 
-    Extra parameters
+    Other Parameters
     ----------------
     rho : float or list of (pass, value)
         Penalty ρ of the augmented Lagrangian (default 1). A list of points ``[(0, 1.0),

@@ -83,6 +83,13 @@ class History:
     def to_dicts(self) -> list:
         return [asdict(r) for r in self.records]
 
+    def plot(self, x="time", ax=None, label=None):
+        """Draw primal, dual, gap and held-out score against ``x`` ("time" or "passes"):
+        :func:`dualstruct.plot_history`."""
+        from ..plotting import plot_history
+
+        return plot_history(self, x=x, ax=ax, label=label)
+
 
 def format_header(with_validation: bool, step: str = "pass") -> str:
     cols = f"{step:>6} {'time(s)':>9} {'primal':>14} {'dual':>14} {'gap':>11} {'rel.gap':>9}"

@@ -41,10 +41,10 @@ class MultiLabelGDMM(_MultiLabelPasses):
 
     It optimizes the LP-relaxed structural SVM (exact on forests) without ever calling the
     LP: each example keeps a small active set of labels and of the pairwise factors among
-    them, grown one greedy factor per pass, so a pass costs O(n (nnz(x) L + |S|²)) instead of
+    them, grown one greedy factor per pass, so a pass costs ``O(n (nnz(x) L + |S|²))`` instead of
     BCFW's LP over all L(L−1)/2 pairs.
 
-    Extra parameters
+    Other Parameters
     ----------------
     rho : float or list of (pass, value)
         Penalty ρ of the augmented Lagrangian (default 0.3; on bibtex's 40 most frequent

@@ -1,12 +1,15 @@
-"""Label every pixel of the snakes images (PyStruct's grid-CRF task) with a graph CRF.
+"""
+Snakes: a graph CRF on pixel grids
+==================================
 
-Each image shows a snake of ten segments on a blue background; the label of a pixel is the
+Label every pixel of the snakes images (PyStruct's grid-CRF task) with a graph CRF. Each
+image shows a snake of ten segments on a blue background; the label of a pixel is the
 segment's position from the head (1–10) or 0. Colours alone cannot tell segment 4 from
 segment 8: the position has to travel along the snake through the pairwise potentials. With
 pair tables that depend on the colours at both ends of an edge and on its direction, the
 model learns that; with one table per direction it does not.
 
-    DUALSTRUCT_DATA=../shared/data python examples/snakes.py
+    DUALSTRUCT_DATA=../shared/data python examples/plot_snakes.py
 """
 
 import dualstruct
@@ -29,3 +32,19 @@ svm.fit(X_train, Y_train, validation_data=(X_test, Y_test))
 print(f"test pixel accuracy: {svm.score(X_test, Y_test):.4f}")
 calls, loose = svm.solver_.data.kernel.lp_stats
 print(f"LP oracle calls: {calls}, certified exact: {1 - loose / calls:.1%}")
+
+# %%
+# A test image, its true segment labels and the predicted ones.
+import matplotlib.pyplot as plt  # noqa: E402
+
+predicted = svm.predict(X_test[:1])[0].reshape(maps_test[0].shape)
+fig, axes = plt.subplots(1, 3, figsize=(7, 2.6), constrained_layout=True)
+for ax, image, title in zip(axes, (images_test[0], maps_test[0], predicted),
+                            ("image", "true labels", "predicted")):
+    if image.ndim == 3:
+        ax.imshow(image)
+    else:
+        ax.imshow(image, cmap="tab20", vmin=0, vmax=19)
+    ax.set_title(title)
+    ax.axis("off")
+plt.show()

@@ -1,0 +1,53 @@
+"""Sphinx configuration of the dualstruct documentation (``make -C docs html``)."""
+
+import os
+import sys
+from pathlib import Path
+
+import dualstruct
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+project = "dualstruct"
+author = "the dualstruct developers"
+copyright = "the dualstruct developers"
+release = dualstruct.__version__
+version = release
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+    "sphinxarg.ext",
+]
+
+autosummary_generate = True
+autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_typehints = "none"
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "abort_on_example_error": True,
+    "min_reported_time": 1,
+}
+
+html_theme = "pydata_sphinx_theme"
+html_title = f"dualstruct {release}"
+html_static_path = []
+html_theme_options = {"navigation_depth": 2, "show_toc_level": 2}
+templates_path = ["_templates"]
+exclude_patterns = ["_build"]
+nitpicky = False
+
+os.environ.setdefault("MPLBACKEND", "Agg")
