@@ -71,6 +71,14 @@ class TokenFeatures(BaseEstimator):
     n_columns_ : int or None
         Columns per token seen in fit (None for dict tokens); ``transform`` refuses tokens
         with another count.
+
+    Examples
+    --------
+    >>> from dualstruct.features import TokenFeatures
+    >>> features = TokenFeatures(window=1)
+    >>> data = features.fit_transform([[("The", "DT"), ("cat", "NN")]])
+    >>> data.n_tokens, data.n_features == len(features.get_feature_names_out())
+    (2, True)
     """
 
     def __init__(self, window=2, affixes=4, min_count=1, hashing=None, conjunctions=True):

@@ -61,6 +61,15 @@ def chunk_scores(y_true, y_pred) -> dict:
 
     ``y_true``/``y_pred``: lists of tag sequences. Returns ``{"overall": {...}, "types":
     {type: {"precision", "recall", "f1", "support"}}}``.
+
+    Examples
+    --------
+    >>> from dualstruct.metrics import chunk_scores
+    >>> true = [["B-NP", "I-NP", "O", "B-VP"]]
+    >>> pred = [["B-NP", "I-NP", "O", "B-NP"]]
+    >>> scores = chunk_scores(true, pred)
+    >>> scores["overall"]["f1"], scores["types"]["NP"]["recall"]
+    (0.5, 1.0)
     """
     _check_pairs(y_true, y_pred)
     tp, n_pred, n_true = {}, {}, {}
@@ -82,6 +91,14 @@ def chunk_scores(y_true, y_pred) -> dict:
 
 
 def token_accuracy(y_true, y_pred) -> float:
+    """The share of tokens labelled right over lists of label sequences.
+
+    Examples
+    --------
+    >>> from dualstruct.metrics import token_accuracy
+    >>> token_accuracy([["a", "b"], ["c"]], [["a", "x"], ["c"]])
+    0.6666666666666666
+    """
     _check_pairs(y_true, y_pred)
     hits = sum(int(np.sum(np.asarray(t) == np.asarray(p))) for t, p in zip(y_true, y_pred))
     return hits / max(1, sum(len(t) for t in y_true))
@@ -115,7 +132,16 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
     ``mean |y ∩ ŷ| / |y ∪ ŷ|`` (1 when both sets are empty), micro and macro F1 (a label
     with no true and no predicted positive counts as F1 = 1 in the macro average); the
     definitions of scikit-learn's ``average="samples"``, ``"micro"`` and ``"macro"``, also
-    for a single label (L = 1)."""
+    for a single label (L = 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.metrics import multilabel_scores
+    >>> scores = multilabel_scores(np.array([[1, 0], [1, 1]]), np.array([[1, 0], [0, 1]]))
+    >>> scores["hamming_loss"], scores["subset_accuracy"]
+    (0.25, 0.5)
+    """
     Y_true, Y_pred = np.asarray(Y_true), np.asarray(Y_pred)
     if Y_true.ndim != 2 or Y_true.shape != Y_pred.shape:
         raise ValueError(f"Y_true and Y_pred must be (n, L) matrices of the same shape, got "

@@ -122,6 +122,15 @@ def pack_sequences(X, labels=None, n_features=None, argname="X") -> PackedSequen
 
     Raises ``ValueError`` naming the offending sequence for empty sequences, wrong widths,
     NaN or infinite features, and label arrays of the wrong length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct import pack_sequences
+    >>> X = [np.eye(3), np.ones((2, 3))]                  # two sequences of 3 and 2 tokens
+    >>> data = pack_sequences(X, [np.array([0, 1, 2]), np.array([1, 1])])
+    >>> data.n_sequences, data.n_tokens, data.offsets.tolist()
+    (2, 5, [0, 3, 5])
     """
     if isinstance(X, PackedSequences):
         return X

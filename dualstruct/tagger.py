@@ -36,6 +36,17 @@ class SequenceTagger(BaseEstimator):
         Train on IOBES re-tagged chunk labels and return BIO tags.
     input_format : dict, optional
         How the input files were read (kept in the model file for the command line).
+
+    Examples
+    --------
+    >>> from dualstruct import StructuredSVM
+    >>> from dualstruct.features import TokenFeatures
+    >>> from dualstruct.tagger import SequenceTagger
+    >>> sentences = [[("the",), ("cat",), ("sat",)], [("a",), ("dog",), ("ran",)]] * 5
+    >>> tags = [["DT", "NN", "VB"], ["DT", "NN", "VB"]] * 5
+    >>> tagger = SequenceTagger(TokenFeatures(), StructuredSVM(max_iter=20, random_state=0))
+    >>> tagger.fit(sentences, tags).predict([[("the",), ("dog",), ("sat",)]])[0].tolist()
+    ['DT', 'NN', 'VB']
     """
 
     def __init__(self, features=None, svm=None, tag_scheme=None, input_format=None):

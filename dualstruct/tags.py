@@ -12,7 +12,14 @@ SCHEMES = ("iobes",)
 
 
 def to_iobes(tags) -> np.ndarray:
-    """Re-tag one sequence (BIO, IOB1 or IOBES) as IOBES; tags outside chunks become ``O``."""
+    """Re-tag one sequence (BIO, IOB1 or IOBES) as IOBES; tags outside chunks become ``O``.
+
+    Examples
+    --------
+    >>> from dualstruct.tags import to_iobes
+    >>> to_iobes(["B-NP", "I-NP", "B-NP", "O"]).tolist()
+    ['B-NP', 'E-NP', 'S-NP', 'O']
+    """
     out = np.array(["O"] * len(tags), dtype=object)
     for typ, start, end in chunks(tags):
         if end - start == 1:
@@ -25,7 +32,14 @@ def to_iobes(tags) -> np.ndarray:
 
 
 def to_bio(tags) -> np.ndarray:
-    """Re-tag one sequence (any scheme) as BIO / IOB2."""
+    """Re-tag one sequence (any scheme) as BIO / IOB2.
+
+    Examples
+    --------
+    >>> from dualstruct.tags import to_bio
+    >>> to_bio(["B-NP", "E-NP", "S-NP", "O"]).tolist()
+    ['B-NP', 'I-NP', 'B-NP', 'O']
+    """
     out = np.array(["O"] * len(tags), dtype=object)
     for typ, start, end in chunks(tags):
         out[start] = "B-" + typ
@@ -35,7 +49,14 @@ def to_bio(tags) -> np.ndarray:
 
 def is_chunk_tagset(labels) -> bool:
     """True if the labels are chunk tags: each is "O" or starts with one of the prefixes
-    "B-", "I-", "E-", "S-", and at least one has a prefix."""
+    "B-", "I-", "E-", "S-", and at least one has a prefix.
+
+    Examples
+    --------
+    >>> from dualstruct.tags import is_chunk_tagset
+    >>> is_chunk_tagset(["B-NP", "I-NP", "O"]), is_chunk_tagset(["NN", "DT"])
+    (True, False)
+    """
     labels = set(labels)
     prefixed = {lab for lab in labels if len(lab) > 2 and lab[0] in "BIES" and lab[1] == "-"}
     return bool(prefixed) and labels <= prefixed | {"O"}

@@ -20,6 +20,13 @@ def make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000, *,
 
     Returns ``(X, y)``: a list of CSR matrices (T_i × n_features) and a list of int arrays.
     Deterministic given ``random_state``.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import make_chain
+    >>> X, y = make_chain(n_sequences=3, length=4, n_labels=5, n_features=30, random_state=0)
+    >>> len(X), X[0].shape[1], int(max(labels.max() for labels in y)) < 5
+    (3, 30, True)
     """
     for name, value in (("n_sequences", n_sequences), ("length", length),
                         ("n_labels", n_labels), ("n_features", n_features),

@@ -265,6 +265,18 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
 
     Weighted averaging (``averaging=True``) averages the rounds' points with weights
     1, 2, 3, … on the driver, as BCFW averages its steps.
+
+    Examples
+    --------
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.datasets import make_chain
+    >>> from dualstruct.distributed import CoCoA
+    >>> from dualstruct.models import ChainModel
+    >>> X, y = make_chain(30, 5, 3, 12, random_state=0)
+    >>> cocoa = CoCoA(ChainModel(3, 12), C=0.1, n_partitions=2, max_iter=100, tol=0.01,
+    ...               random_state=0).fit(pack_sequences(X, y))     # 2 partitions, in process
+    >>> cocoa.history.stop_reason
+    'tol'
     """
 
     name = "cocoa"

@@ -14,7 +14,21 @@ def load(path, model=None):
     :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM`, a
     :class:`~dualstruct.MultiClassSVM` or a
     :class:`~dualstruct.SSVM` (of a built-in model, or of a user-defined Python model, which
-    must then be given as ``model``: files never hold code), whichever the file holds."""
+    must then be given as ``model``: files never hold code), whichever the file holds.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import dualstruct
+    >>> from dualstruct.datasets import make_chain
+    >>> X, y = make_chain(20, 5, 3, 10, random_state=0)
+    >>> svm = dualstruct.StructuredSVM(max_iter=20, random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "chain.npz")
+    >>> _ = svm.save(path)
+    >>> again = dualstruct.load(path)                     # a StructuredSVM again, no pickle
+    >>> all((a == b).all() for a, b in zip(again.predict(X), svm.predict(X)))
+    True
+    """
     header, arrays = io.load_arrays(path)
     if header.get("model_type") == "ssvm":
         return SSVM.from_arrays(header, arrays, path, model=model)

@@ -63,6 +63,15 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     classes_ : array of the class labels (sorted)
     coef_ : (n_classes, ``n_features_in_``) weights; ``intercept_`` : (n_classes,)
     n_features_in_, feature_names_in_ (when X has column names), history_, n_iter_
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from dualstruct import MultiClassSVM
+    >>> X, y = load_iris(return_X_y=True)
+    >>> svm = MultiClassSVM(C=1.0, max_iter=200, random_state=0).fit(X, y)
+    >>> svm.score(X, y) > 0.9
+    True
     """
 
     def __init__(self, C=1.0, solver="bcfw", fit_intercept=True, intercept_scaling=1.0,

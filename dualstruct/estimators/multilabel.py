@@ -124,6 +124,19 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     and ``interaction_weights_`` ((E,), or (E, 2, 2) tables indexed by the outcomes of the
     edge's two labels) are read from ``coef_``; ``weights_info_`` says which unary weights
     training chose and their memory.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct import MultiLabelSVM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 5))
+    >>> Y = np.stack([X[:, 0] > 0, X[:, 1] > 0, X[:, 0] + X[:, 1] > 0], axis=1).astype(int)
+    >>> svm = MultiLabelSVM(edges="full", max_iter=100, random_state=0).fit(X, Y)
+    >>> svm.predict(X[:3]).shape
+    (3, 3)
+    >>> svm.interaction_weights_.shape                    # one weight per pair of labels
+    (3,)
     """
 
     def __init__(self, edges="full", solver="bcfw", C=1.0, inference="auto", max_iter=200,

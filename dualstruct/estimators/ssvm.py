@@ -62,6 +62,19 @@ class SSVM(SolverResults, BaseEstimator):
     coef_ : ndarray (size_joint_feature,), the weights
     history_ : :class:`~dualstruct.solvers.History`
     n_iter_ : int, passes made
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct import SSVM
+    >>> from dualstruct.models import GraphCRF, grid_edges
+    >>> rng = np.random.default_rng(0)
+    >>> edges = grid_edges(2, 3)                          # a 2 x 3 pixel grid
+    >>> X = [(rng.normal(size=(6, 4)), edges) for _ in range(10)]
+    >>> Y = [(nodes[:, 0] > 0).astype(int) for nodes, _ in X]
+    >>> svm = SSVM(GraphCRF(n_states=2, n_features=4), max_iter=50, random_state=0).fit(X, Y)
+    >>> [labels.shape for labels in svm.predict(X[:2])]
+    [(6,), (6,)]
     """
 
     def __init__(self, model, solver="bcfw", C=1.0, max_iter=500, tol=1e-3, check_every=5,

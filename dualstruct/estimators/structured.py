@@ -138,6 +138,17 @@ class StructuredSVM(SolverResults, BaseEstimator):
     coef_ : ndarray, the flat weight vector (layout of :class:`~dualstruct.models.ChainModel`)
     history_ : :class:`~dualstruct.solvers.History`
     n_iter_ : int, passes made
+
+    Examples
+    --------
+    >>> from dualstruct import StructuredSVM
+    >>> from dualstruct.datasets import make_chain
+    >>> X, y = make_chain(40, 6, 4, 20, random_state=0)   # 40 sequences, 4 labels
+    >>> svm = StructuredSVM(C=0.1, max_iter=200, random_state=0).fit(X, y)
+    >>> svm.history_.stop_reason                          # certified within tol = 1%
+    'tol'
+    >>> svm.predict(X[:2])[0].shape == y[0].shape
+    True
     """
 
     def __init__(self, model="chain", solver="bcfw", C=1.0, max_iter=500, tol=1e-2,

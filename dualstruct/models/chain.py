@@ -58,6 +58,17 @@ class ChainModel:
         Sparse feature–label weights: feature f may score only the labels
         ``labels[indptr[f]:indptr[f+1]]`` (strictly increasing); see :func:`observed_support`.
         None (default): every pair, the dense d × K matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import ChainModel
+    >>> model = ChainModel(n_labels=3, n_features=4)
+    >>> model.size                  # 4 x 3 unary, 3 x 3 transitions, start, end
+    27
+    >>> phi = model.joint_feature(np.eye(4)[:2], np.array([0, 2]))
+    >>> float(phi.sum())                                 # 2 features, 1 transition, start, end
+    5.0
     """
 
     kind = "chain"
@@ -261,7 +272,18 @@ def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1,
     A feature that met at least ``full_rows_from`` × K labels gets all K (a frequent feature:
     the bias, a common word or suffix): its row is then read as one contiguous block, which
     the unary scores and updates do faster than a scattered list. 1.0 keeps the pairs met
-    only."""
+    only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.models.chain import observed_support
+    >>> data = pack_sequences([np.eye(3)], [np.array([0, 1, 1])])
+    >>> indptr, labels = observed_support(data, n_labels=2, full_rows_from=1.0)
+    >>> indptr.tolist(), labels.tolist()                 # feature f met label labels[f]
+    ([0, 1, 2, 3], [0, 1, 1])
+    """
     if data.labels is None:
         raise ValueError("the observed support needs labelled data")
     X = data.X.tocsr()

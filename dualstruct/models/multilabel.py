@@ -121,7 +121,16 @@ def pair_features(d_l, d_k, d_lk, table):
 def chow_liu_edges(Y, smoothing=1.0):
     """Edges of the maximum spanning tree over the pairwise mutual information of the
     binary label columns of ``Y`` (n × L), with additive ``smoothing`` of the 2×2 counts.
-    Prim's algorithm, O(L²); ties go to the smaller label index."""
+    Prim's algorithm, O(L²); ties go to the smaller label index.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import chow_liu_edges
+    >>> Y = np.array([[1, 1, 0], [0, 0, 1], [1, 1, 1], [0, 0, 0]])
+    >>> chow_liu_edges(Y).tolist()                       # labels 0 and 1 always agree
+    [[0, 1], [0, 2]]
+    """
     Y = np.asarray(Y, dtype=np.float64)
     n, L = Y.shape
     if L < 2:
@@ -154,7 +163,17 @@ def chow_liu_edges(Y, smoothing=1.0):
 
 
 class MultiLabelModel:
-    """L binary labels over n_features features with pairwise interactions on ``edges``."""
+    """L binary labels over n_features features with pairwise interactions on ``edges``.
+
+    Examples
+    --------
+    >>> from dualstruct.models import MultiLabelModel
+    >>> model = MultiLabelModel(n_labels=4, n_features=10, edges="chain")
+    >>> model.edges.tolist()
+    [[0, 1], [1, 2], [2, 3]]
+    >>> model.size                                       # 10 x 4 unary + 3 pair weights
+    43
+    """
 
     kind = "multilabel"
 
@@ -487,7 +506,17 @@ def observed_support(data: MultiLabelDataset, min_count: int = 1,
 
     Unlike a tag of a chain, a label that is off still reads its weights: a feature that
     never meets label l cannot argue against it either, so on dense or low-dimensional
-    inputs the dense model is the better one (``weights="auto"`` keeps it there)."""
+    inputs the dense model is the better one (``weights="auto"`` keeps it there).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models.multilabel import MultiLabelDataset, observed_support
+    >>> data = MultiLabelDataset(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[1, 0], [0, 1]]))
+    >>> indptr, labels = observed_support(data, full_rows_from=1.0)
+    >>> indptr.tolist(), labels.tolist()
+    ([0, 1, 2], [0, 1])
+    """
     X = sp.csr_matrix(data.X, copy=True)
     X.data[:] = 1.0
     counts = sp.coo_matrix(X.T @ sp.csr_matrix(data.Y, dtype=np.float64))

@@ -84,6 +84,18 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     The returned weights are the weighted average when ``averaging=True`` and it has the
     lower primal; the dual bound is the better of the current and the averaged dual point.
+
+    Examples
+    --------
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.datasets import make_chain
+    >>> from dualstruct.models import ChainModel
+    >>> from dualstruct.solvers import BCFW
+    >>> X, y = make_chain(30, 5, 3, 12, random_state=0)
+    >>> data = pack_sequences(X, y)
+    >>> solver = BCFW(ChainModel(3, 12), C=0.1, max_iter=300, tol=1e-3, random_state=0).fit(data)
+    >>> solver.history.last_checked().relative_gap <= 1e-3
+    True
     """
 
     name = "bcfw"

@@ -37,7 +37,19 @@ class Record:
 class History:
     """A list of :class:`Record` plus the reason training stopped: ``"tol"`` (the certified
     gap reached it), ``"max_iter"``, ``"callback"``, ``"interrupted"`` (Ctrl-C or SIGTERM),
-    or ``"running"`` while training goes on (a checkpoint's record)."""
+    or ``"running"`` while training goes on (a checkpoint's record).
+
+    Examples
+    --------
+    >>> from dualstruct import StructuredSVM
+    >>> from dualstruct.datasets import make_chain
+    >>> X, y = make_chain(20, 5, 3, 10, random_state=0)
+    >>> history = StructuredSVM(max_iter=10, check_every=5, random_state=0).fit(X, y).history_
+    >>> [record.passes for record in history if record.primal == record.primal]  # checked
+    [5, 10]
+    >>> history.as_arrays()["relative_gap"].shape
+    (10,)
+    """
 
     records: list = field(default_factory=list)
     stop_reason: str = ""

@@ -217,7 +217,19 @@ class EdgeFeatureGraphCRF(KernelModel):
 class GraphCRF(EdgeFeatureGraphCRF):
     """Pairwise CRF on per-example graphs with one K × K table shared by all edges (symmetric
     by default). An example ``x`` is ``(node_features, edges)``; otherwise as
-    :class:`EdgeFeatureGraphCRF` with one constant edge feature."""
+    :class:`EdgeFeatureGraphCRF` with one constant edge feature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import GraphCRF, grid_edges
+    >>> model = GraphCRF(n_states=3, n_features=2)       # one symmetric 3 x 3 table
+    >>> model.size                                       # 2 x 3 node weights + 6 pair weights
+    12
+    >>> x = (np.ones((4, 2)), grid_edges(2, 2))
+    >>> model.joint_feature(x, np.array([0, 1, 1, 2])).shape
+    (12,)
+    """
 
     def __init__(self, n_states, n_features, *, directed=False, **kwargs):
         super().__init__(n_states, n_features, 1, directed=directed, **kwargs)
@@ -243,7 +255,16 @@ def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM)
     …)``) labelled ``Y`` at least ``min_count`` times (a node with feature f non-zero and
     state a meets (f, a)), as a support ``(indptr, labels)`` for the ``support`` of
     :class:`GraphCRF` and :class:`EdgeFeatureGraphCRF`; a feature that met at least
-    ``full_rows_from`` × K states gets all K (:mod:`dualstruct.models.support`)."""
+    ``full_rows_from`` × K states gets all K (:mod:`dualstruct.models.support`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models.graph import grid_edges, observed_support
+    >>> X = [(np.eye(2), grid_edges(1, 2))]
+    >>> observed_support(X, [np.array([1, 0])], n_states=2, full_rows_from=1.0)[1].tolist()
+    [1, 0]
+    """
     nodes = sp.vstack([sp.csr_matrix(x[0], dtype=np.float64) for x in X], format="csr")
     nodes.eliminate_zeros()
     states = np.concatenate([np.asarray(y, dtype=np.int64).ravel() for y in Y])
@@ -263,7 +284,14 @@ def grid_edges(height, width, connectivity=4, directions=False):
     """Edges of a ``height × width`` pixel grid (pixels in row-major order): right and down
     neighbours (``connectivity=4``), plus both diagonals below (``8``). With
     ``directions=True`` also a one-hot edge feature per direction (right, down, then
-    down-right and down-left), for :class:`EdgeFeatureGraphCRF`."""
+    down-right and down-left), for :class:`EdgeFeatureGraphCRF`.
+
+    Examples
+    --------
+    >>> from dualstruct.models import grid_edges
+    >>> grid_edges(2, 2).tolist()                        # right neighbours, then down
+    [[0, 1], [2, 3], [0, 2], [1, 3]]
+    """
     if connectivity not in (4, 8):
         raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
     idx = np.arange(height * width).reshape(height, width)
