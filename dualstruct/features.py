@@ -37,7 +37,7 @@ def word_shape(word: str) -> str:
 
 def short_shape(shape: str) -> str:
     """The shape with runs of one character collapsed (``Xxxx-dd`` -> ``Xx-d``)."""
-    out = []
+    out: list[str] = []
     for ch in shape:
         if not out or out[-1] != ch:
             out.append(ch)
@@ -238,11 +238,11 @@ class TokenFeatures(BaseEstimator):
             self.n_features_ = int(self.hashing)
             X, offsets = self._matrix(sentences, None, grow=False)
         else:
-            vocab = {}
+            vocab: dict[str, int] = {}
             X, offsets = self._matrix(sentences, vocab, grow=True)
             counts = np.bincount(X.indices, minlength=len(vocab))
             keep = np.flatnonzero(counts >= self.min_count)
-            names = np.empty(len(vocab), dtype=object)
+            names: np.ndarray = np.empty(len(vocab), dtype=object)
             names[list(vocab.values())] = list(vocab.keys())
             # sorted as Python strings: a fixed-width string array would cost the number of
             # features times the longest name (one long token made that gigabytes)
@@ -274,14 +274,16 @@ class TokenFeatures(BaseEstimator):
             raise NotFittedError("this TokenFeatures is not fitted yet; call fit first")
         if self.vocabulary_ is None:
             return np.array([f"hash:{j}" for j in range(self.n_features_)], dtype=object)
-        return np.array(sorted(self.vocabulary_, key=self.vocabulary_.get), dtype=object)
+        vocabulary = self.vocabulary_
+        return np.array(sorted(vocabulary, key=lambda name: vocabulary[name]), dtype=object)
 
     # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
     def to_arrays(self) -> tuple[dict, dict]:
         header = {"params": self.get_params(), "n_features": self.n_features_,
                   "n_columns": getattr(self, "n_columns_", None)}
-        names = [] if self.vocabulary_ is None else sorted(self.vocabulary_,
-                                                           key=self.vocabulary_.get)
+        vocabulary = self.vocabulary_
+        names = [] if vocabulary is None else sorted(vocabulary,
+                                                     key=lambda name: vocabulary[name])
         blob = np.frombuffer(json.dumps(names).encode("utf-8"), dtype=np.uint8)
         return header, {"vocabulary": blob}
 

@@ -72,7 +72,9 @@ def chunk_scores(y_true, y_pred) -> dict:
     (0.5, 1.0)
     """
     _check_pairs(y_true, y_pred)
-    tp, n_pred, n_true = {}, {}, {}
+    tp: dict[str, int] = {}
+    n_pred: dict[str, int] = {}
+    n_true: dict[str, int] = {}
     for t, p in zip(y_true, y_pred):
         ct, cp = chunks(t), chunks(p)
         for c in ct:
