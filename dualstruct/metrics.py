@@ -107,7 +107,15 @@ def token_accuracy(y_true, y_pred) -> float:
 
 
 def label_scores(y_true, y_pred) -> dict:
-    """Per-label token precision, recall, F1 and support."""
+    """Per-label token precision, recall, F1 and support.
+
+    Examples
+    --------
+    >>> from dualstruct.metrics import label_scores
+    >>> scores = label_scores([["a", "b", "b"]], [["a", "a", "b"]])
+    >>> scores["b"]["precision"], scores["b"]["recall"], scores["b"]["support"]
+    (1.0, 0.5, 2)
+    """
     _check_pairs(y_true, y_pred)
     t = np.concatenate([np.asarray(a, dtype=object) for a in y_true])
     p = np.concatenate([np.asarray(a, dtype=object) for a in y_pred])

@@ -25,6 +25,15 @@ class PackedSequences:
         Sequence ``i`` is ``X[offsets[i]:offsets[i + 1]]``.
     labels : ndarray of int32, shape (n_tokens,), or None
         Label codes in ``0..n_labels - 1`` (None for unlabelled data).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from dualstruct import PackedSequences
+    >>> data = PackedSequences(sp.csr_matrix(np.eye(3)), np.array([0, 2, 3]), np.array([0, 1, 1]))
+    >>> data.n_sequences, data.n_tokens
+    (2, 3)
     """
 
     X: sp.csr_matrix

@@ -157,6 +157,14 @@ def fetch_conll2000(subset="train", data_home=None):
 
     Returns the sentences as lists of ``(word, pos, chunk)`` tuples; pick the label with
     :func:`split_column` (chunking: column 2, POS tagging: column 1).
+
+    Examples
+    --------
+    >>> from dualstruct.datasets.conll import fetch_conll2000, split_column
+    >>> sentences = fetch_conll2000("train")             # doctest: +SKIP
+    >>> X, y = split_column(sentences, 2)                # doctest: +SKIP
+    >>> X[0][:2], y[0][:2]                               # doctest: +SKIP
+    ([('Confidence', 'NN'), ('in', 'IN')], ['B-NP', 'B-PP'])
     """
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")

@@ -61,6 +61,17 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
     ``n_features`` / ``n_labels`` fix the widths (e.g. those of the training file when
     reading a test file); features or labels beyond them are errors. Without them the widths
     are the largest index seen plus one.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from dualstruct.datasets import load_libsvm_multilabel
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.svm")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("0,2 1:0.5 3:1\\n1 2:1\\n")
+    >>> X, Y = load_libsvm_multilabel(path)
+    >>> X.shape, Y.tolist()
+    ((2, 3), [[1, 0, 1], [0, 1, 0]])
     """
     path = Path(path)
     rows_idx, rows_val, label_rows = [], [], []
@@ -263,7 +274,15 @@ def _label_positions(attrs, labels, path):
 def fetch_multilabel(name, subset="train", fmt="arff", data_home=None):
     """``(X, Y)`` of the ``subset`` ("train" or "test") of a MULAN data set (yeast, scene,
     bibtex, ...) read from ``multilabel/<name>/`` in the data folder; ``fmt`` is ``"arff"``
-    (with the XML label names) or ``"libsvm"`` (widths from the ARFF header)."""
+    (with the XML label names) or ``"libsvm"`` (widths from the ARFF header).
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import fetch_multilabel
+    >>> X, Y = fetch_multilabel("yeast", "train")   # doctest: +SKIP
+    >>> X.shape, Y.shape                            # doctest: +SKIP
+    ((1500, 103), (1500, 14))
+    """
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
     if fmt not in ("arff", "libsvm"):

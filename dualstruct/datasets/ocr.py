@@ -109,6 +109,13 @@ def fetch_ocr(data_home=None, download_if_missing=True):
 
     A downloaded file is accepted only if its content digest matches the known one.
     Returns ``(X, y, folds)`` as :func:`load_ocr`.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import fetch_ocr
+    >>> X, y, folds = fetch_ocr()                 # doctest: +SKIP
+    >>> len(X), X[0].shape, "".join(y[0])         # doctest: +SKIP
+    (6877, (9, 128), 'ommanding')
     """
     path = find_data_file(OCR_RELPATH, data_home)
     if path is not None:

@@ -172,7 +172,20 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
 class BlockSSG(SubgradientAverage, _BlockPasses):
     """Pegasos stochastic subgradient for every kernel model (no dual; ``tol`` unused).
-    Parameters as :class:`~dualstruct.solvers.base.PassSolver`."""
+    Parameters as :class:`~dualstruct.solvers.base.PassSolver`.
+
+    Examples
+    --------
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.datasets import make_chain
+    >>> from dualstruct.models import ChainModel
+    >>> from dualstruct.solvers import SSG
+    >>> X, y = make_chain(30, 5, 3, 12, random_state=0)
+    >>> solver = SSG(ChainModel(3, 12), C=0.1, max_iter=20, random_state=0).fit(
+    ...     pack_sequences(X, y))
+    >>> solver.history.last_checked().primal > 0    # SSG reports the exact primal, no dual
+    True
+    """
 
     name = "ssg"
 

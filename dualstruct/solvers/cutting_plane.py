@@ -34,6 +34,18 @@ class CuttingPlane(KernelBlocks, PassSolver):
     Extra parameters: ``epsilon`` (minimum violation, C-form units, default 1e-6 × n),
     ``prune_after`` (iterations, default 50), ``max_constraints`` (default 1000),
     ``qp_tol`` (default 1e-10 relative).
+
+    Examples
+    --------
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.datasets import make_chain
+    >>> from dualstruct.models import ChainModel
+    >>> from dualstruct.solvers import CuttingPlane
+    >>> X, y = make_chain(30, 5, 3, 12, random_state=0)
+    >>> solver = CuttingPlane(ChainModel(3, 12), C=0.1, max_iter=500, tol=1e-3).fit(
+    ...     pack_sequences(X, y))
+    >>> solver.history.stop_reason
+    'tol'
     """
 
     name = "cutting_plane"

@@ -84,6 +84,18 @@ class GDMM(PassSolver):
     the share of token features whose row of W_U it streams (``streamed_rows``,
     :meth:`streamed_rows`) and, at checks, the seconds the oracles alone take on the current
     state (``oracle_time``; the rest of a pass is the update work).
+
+    Examples
+    --------
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.datasets import make_chain
+    >>> from dualstruct.models import ChainModel
+    >>> from dualstruct.solvers import GDMM
+    >>> X, y = make_chain(30, 5, 20, 60, random_state=0)
+    >>> solver = GDMM(ChainModel(20, 60), C=0.1, max_iter=300, tol=0.01, random_state=0).fit(
+    ...     pack_sequences(X, y))
+    >>> solver.history.last_checked().relative_gap <= 0.01   # its certified gap
+    True
     """
 
     name = "gdmm"

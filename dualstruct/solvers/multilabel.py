@@ -64,6 +64,21 @@ class MultiLabelGDMM(_MultiLabelPasses):
     allow, which gives a point of the local polytope (:meth:`dual`). ``tol`` stops training
     on that gap. Records' ``extra`` hold the consistency residual, the augmented Lagrangian,
     G, mean active labels and pairs per example and labels added.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import MultiLabelModel
+    >>> from dualstruct.models.multilabel import MultiLabelDataset
+    >>> from dualstruct.solvers import MultiLabelGDMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 4))
+    >>> Y = (X[:, :3] > 0).astype(int)
+    >>> model = MultiLabelModel(3, 4, edges="full", inference="lp")
+    >>> solver = MultiLabelGDMM(model, C=1.0, max_iter=300, tol=0.01, random_state=0).fit(
+    ...     MultiLabelDataset(X, Y))
+    >>> solver.history.stop_reason
+    'tol'
     """
 
     name = "gdmm"

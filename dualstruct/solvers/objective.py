@@ -56,7 +56,15 @@ def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray,
 
 
 def dual_objective(w: np.ndarray, loss_term: float) -> float:
-    """Dual value ``D(q) = C Σ_i E_{q_i} δ_i − ½‖w(q)‖²`` given ``w = w(q)`` and the loss term."""
+    """Dual value ``D(q) = C Σ_i E_{q_i} δ_i − ½‖w(q)‖²`` given ``w = w(q)`` and the loss term.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.solvers import dual_objective
+    >>> dual_objective(np.array([1.0, 2.0]), loss_term=4.0)   # 4 - (1 + 4) / 2
+    1.5
+    """
     return float(loss_term) - 0.5 * float(w @ w)
 
 

@@ -44,6 +44,18 @@ class EdgeFeatureGraphCRF(KernelModel):
         Sparse node weights: feature f may score only the states
         ``labels[indptr[f]:indptr[f+1]]`` (:func:`observed_support`: those it met in
         training). None (default): the dense d × K matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import EdgeFeatureGraphCRF, grid_edges
+    >>> edges, directions = grid_edges(2, 2, directions=True)   # one-hot right / down
+    >>> model = EdgeFeatureGraphCRF(n_states=2, n_features=3, n_edge_features=2)
+    >>> model.size                                   # 3 x 2 node weights + 2 tables of 2 x 2
+    14
+    >>> x = (np.ones((4, 3)), edges, directions)
+    >>> model.joint_feature(x, np.array([0, 1, 1, 0])).shape
+    (14,)
     """
 
     def __init__(self, n_states, n_features, n_edge_features, *, directed=True,

@@ -22,6 +22,16 @@ class MultiClassModel(KernelModel):
     n_features : int
     loss_weights : array of shape (n_classes,), optional
         Mislabelling an example of class ``a`` costs ``loss_weights[a]`` (default 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import MultiClassModel
+    >>> model = MultiClassModel(n_classes=3, n_features=2)
+    >>> model.size
+    6
+    >>> model.joint_feature(np.array([1.0, 2.0]), 2).tolist()   # d x K, feature-major
+    [0.0, 0.0, 1.0, 0.0, 0.0, 2.0]
     """
 
     def __init__(self, n_classes: int, n_features: int, *, loss_weights=None):
