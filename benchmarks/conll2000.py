@@ -49,22 +49,38 @@ def single(task, run, args):
     Dtr = feats.fit_transform(Xtr)
     Dte = feats.transform(Xte)
     feature_seconds = time.perf_counter() - t0
-    out = {"task": task, "run": run, "features": feats.n_features_,
-           "feature_seconds": feature_seconds, "labels": len({t for s in y_fit for t in s})}
+    out = {
+        "task": task,
+        "run": run,
+        "features": feats.n_features_,
+        "feature_seconds": feature_seconds,
+        "labels": len({t for s in y_fit for t in s}),
+    }
 
     t0 = time.perf_counter()
     if run in ("bcfw", "ssg"):
-        est = StructuredSVM(solver=run, C=args.C, tol=args.tol, fit_intercept=False,
-                            max_iter=args.max_iter if run == "bcfw" else args.ssg_passes,
-                            check_every=args.check_every, random_state=0,
-                            weights=args.weights)
+        est = StructuredSVM(
+            solver=run,
+            C=args.C,
+            tol=args.tol,
+            fit_intercept=False,
+            max_iter=args.max_iter if run == "bcfw" else args.ssg_passes,
+            check_every=args.check_every,
+            random_state=0,
+            weights=args.weights,
+        )
         est.fit(Dtr, y_fit)
         out["unary_weights"] = est.model_.n_unary
         out["train_seconds"] = time.perf_counter() - t0
         last = est.history_.last_checked()
-        out.update(passes=est.n_iter_, primal=last.primal, relative_gap=last.relative_gap,
-                   solver_seconds=last.time, monitoring_seconds=last.eval_time,
-                   stop=est.history_.stop_reason)
+        out.update(
+            passes=est.n_iter_,
+            primal=last.primal,
+            relative_gap=last.relative_gap,
+            solver_seconds=last.time,
+            monitoring_seconds=last.eval_time,
+            stop=est.history_.stop_reason,
+        )
         pred = est.predict(Dte)
     else:
         import sklearn_crfsuite
@@ -76,8 +92,9 @@ def single(task, run, args):
         crf_train, crf_test = dicts(Xtr), dicts(Xte)
         out["feature_seconds"] += time.perf_counter() - t1
         t0 = time.perf_counter()
-        crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=args.crf_c2,
-                                   max_iterations=args.crf_iter)
+        crf = sklearn_crfsuite.CRF(
+            algorithm="lbfgs", c1=0.0, c2=args.crf_c2, max_iterations=args.crf_iter
+        )
         crf.fit(crf_train, [list(t) for t in y_fit])
         out["train_seconds"] = time.perf_counter() - t0
         out.update(passes=args.crf_iter, stop="max_iterations")
@@ -101,10 +118,18 @@ def main(argv=None):
     ap.add_argument("--check-every", type=int, default=10)
     ap.add_argument("--ssg-passes", type=int, default=30)
     ap.add_argument("--min-count", type=int, default=1)
-    ap.add_argument("--weights", default="auto", choices=("auto", "dense", "observed"),
-                    help="unary weights: all feature-label pairs, or those met in training")
-    ap.add_argument("--no-iobes", dest="iobes", action="store_false",
-                    help="train the chunker on the BIO tags as given")
+    ap.add_argument(
+        "--weights",
+        default="auto",
+        choices=("auto", "dense", "observed"),
+        help="unary weights: all feature-label pairs, or those met in training",
+    )
+    ap.add_argument(
+        "--no-iobes",
+        dest="iobes",
+        action="store_false",
+        help="train the chunker on the BIO tags as given",
+    )
     ap.add_argument("--crf-c2", type=float, default=0.1)
     ap.add_argument("--crf-iter", type=int, default=100)
     ap.add_argument("--json", help="append the results to this JSON-lines file")
@@ -116,11 +141,26 @@ def main(argv=None):
         return
 
     rows = []
-    passthrough = ["-C", str(args.C), "--tol", str(args.tol), "--max-iter", str(args.max_iter),
-                   "--check-every", str(args.check_every), "--ssg-passes", str(args.ssg_passes),
-                   "--min-count", str(args.min_count), "--crf-c2", str(args.crf_c2),
-                   "--crf-iter", str(args.crf_iter), "--weights", args.weights] + (
-                       [] if args.iobes else ["--no-iobes"])
+    passthrough = [
+        "-C",
+        str(args.C),
+        "--tol",
+        str(args.tol),
+        "--max-iter",
+        str(args.max_iter),
+        "--check-every",
+        str(args.check_every),
+        "--ssg-passes",
+        str(args.ssg_passes),
+        "--min-count",
+        str(args.min_count),
+        "--crf-c2",
+        str(args.crf_c2),
+        "--crf-iter",
+        str(args.crf_iter),
+        "--weights",
+        args.weights,
+    ] + ([] if args.iobes else ["--no-iobes"])
     for task in args.tasks.split(","):
         for run in args.runs.split(","):
             if run == "crfsuite":
@@ -129,8 +169,7 @@ def main(argv=None):
                 except ImportError:
                     print("(sklearn-crfsuite not installed: skipping CRFsuite)")
                     continue
-            cmd = [sys.executable, os.path.abspath(__file__), *passthrough,
-                   "--single", task, run]
+            cmd = [sys.executable, os.path.abspath(__file__), *passthrough, "--single", task, run]
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 print(res.stderr)
@@ -142,8 +181,10 @@ def main(argv=None):
                 with open(args.json, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
     print()
-    print(f"{'task':<6} {'run':<9} {'feat s':>7} {'train s':>8} {'passes':>6} {'rel.gap':>8} "
-          f"{'F1':>6} {'acc':>7} {'peak GB':>7}")
+    print(
+        f"{'task':<6} {'run':<9} {'feat s':>7} {'train s':>8} {'passes':>6} {'rel.gap':>8} "
+        f"{'F1':>6} {'acc':>7} {'peak GB':>7}"
+    )
     for r in rows:
         _print_row(r, table=True)
 
@@ -152,11 +193,17 @@ def _print_row(r, table=False):
     gap = r.get("relative_gap")
     gap = f"{gap:.2%}" if gap is not None and gap == gap else "—"
     f1 = f"{100 * r['chunk_f1']:.2f}" if "chunk_f1" in r else "—"
-    line = (f"{r['task']:<6} {r['run']:<9} {r['feature_seconds']:>7.1f} "
-            f"{r['train_seconds']:>8.1f} {r['passes']:>6} {gap:>8} {f1:>6} "
-            f"{100 * r['token_accuracy']:>6.2f}% {r['peak_rss_gb']:>7.2f}")
-    print(line if table else line + f"   ({r['features']} features, {r['labels']} labels, "
-          f"stop: {r['stop']})", flush=True)
+    line = (
+        f"{r['task']:<6} {r['run']:<9} {r['feature_seconds']:>7.1f} "
+        f"{r['train_seconds']:>8.1f} {r['passes']:>6} {gap:>8} {f1:>6} "
+        f"{100 * r['token_accuracy']:>6.2f}% {r['peak_rss_gb']:>7.2f}"
+    )
+    print(
+        line
+        if table
+        else line + f"   ({r['features']} features, {r['labels']} labels, stop: {r['stop']})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

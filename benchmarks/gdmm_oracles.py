@@ -30,8 +30,24 @@ from dualstruct.solvers import _gdmm_kernels as kern
 
 
 @njit(cache=True)
-def unigram_calls(mode, W_U, indptr, indices, values, offsets, start, end, act, n_act,
-                  n_groups, perm, fl_start, fl_cap, fl_label, fl_len):
+def unigram_calls(
+    mode,
+    W_U,
+    indptr,
+    indices,
+    values,
+    offsets,
+    start,
+    end,
+    act,
+    n_act,
+    n_groups,
+    perm,
+    fl_start,
+    fl_cap,
+    fl_label,
+    fl_len,
+):
     """The unigram oracle once per token; returns a checksum so nothing is optimized away."""
     K = W_U.shape[1]
     theta = np.empty(act.shape[1])
@@ -46,17 +62,60 @@ def unigram_calls(mode, W_U, indptr, indices, values, offsets, start, end, act, 
             stamp += 1
             for s in range(n_act[row]):
                 mark[act[row, s]] = stamp
-            _, th = kern.unigram_fmo(mode, W_U, indptr, indices, values, row, row == first,
-                                     row == last, start, end, act[row], n_act[row], theta,
-                                     mark, stamp, 0, n_groups, perm, fl_start, fl_cap,
-                                     fl_label, fl_len, score, touched, False, np.zeros(0))
+            _, th = kern.unigram_fmo(
+                mode,
+                W_U,
+                indptr,
+                indices,
+                values,
+                row,
+                row == first,
+                row == last,
+                start,
+                end,
+                act[row],
+                n_act[row],
+                theta,
+                mark,
+                stamp,
+                0,
+                n_groups,
+                perm,
+                fl_start,
+                fl_cap,
+                fl_label,
+                fl_len,
+                score,
+                touched,
+                False,
+                np.zeros(0),
+            )
             total += th
     return total
 
 
 @njit(cache=True)
-def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
-                 pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, top):
+def bigram_calls(
+    W_B,
+    C,
+    rho,
+    offsets,
+    act,
+    n_act,
+    q_u,
+    lam_in,
+    sum_in,
+    lam_out,
+    sum_out,
+    pos_ptr,
+    pos_col,
+    pos_row,
+    cpos_ptr,
+    cpos_idx,
+    tree,
+    vals,
+    top,
+):
     """The bigram four-case search once per edge, with the messages of the current state."""
     K = W_B.shape[0]
     cap = act.shape[1]
@@ -78,10 +137,29 @@ def bigram_calls(W_B, C, rho, offsets, act, n_act, q_u, lam_in, sum_in, lam_out,
                 mark_b[act[row + 1, s]] = stamp
                 slot_b[act[row + 1, s]] = s
                 mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
-            _, _, g = kern.bigram_sorted(W_B, C, act[row], n_act[row], mu_a, act[row + 1],
-                                         n_act[row + 1], mu_b, mark_a, mark_b, slot_b, stamp,
-                                         pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx,
-                                         tree, vals, top, stack)
+            _, _, g = kern.bigram_sorted(
+                W_B,
+                C,
+                act[row],
+                n_act[row],
+                mu_a,
+                act[row + 1],
+                n_act[row + 1],
+                mu_b,
+                mark_a,
+                mark_b,
+                slot_b,
+                stamp,
+                pos_ptr,
+                pos_col,
+                pos_row,
+                cpos_ptr,
+                cpos_idx,
+                tree,
+                vals,
+                top,
+                stack,
+            )
             total += g
     return total
 
@@ -104,15 +182,26 @@ def main(argv=None):
     ds = chain_dataset(args.size)
     tuning = dict(GDMM_TUNING.get(ds["name"], GDMM_TUNING_DEFAULT))
     averaging = bool(tuning.pop("averaging", True))  # an estimator option
-    est = StructuredSVM(C=1.0, solver="gdmm", max_iter=1, check_every=10**9, tol=0,
-                        random_state=0, warm_start=True, averaging=averaging,
-                        solver_options={**tuning, "unigram_oracle": "sparse",
-                                        "bigram_oracle": "sorted"})
-    print(f"{ds['name']}, GDMM {tuning}; machine: {platform.machine()}, "
-          f"Python {platform.python_version()}; median of {args.repeats} runs (s)")
-    print(f"{'passes':>6} {'labels/token':>12} {'with mass':>9} {'list len':>8} "
-          f"{'streamed':>8} {'W_U row nnz':>11} {'unigram lists':>13} {'unigram brute':>13} "
-          f"{'unigram sampled':>15} {'bigram sorted':>13}")
+    est = StructuredSVM(
+        C=1.0,
+        solver="gdmm",
+        max_iter=1,
+        check_every=10**9,
+        tol=0,
+        random_state=0,
+        warm_start=True,
+        averaging=averaging,
+        solver_options={**tuning, "unigram_oracle": "sparse", "bigram_oracle": "sorted"},
+    )
+    print(
+        f"{ds['name']}, GDMM {tuning}; machine: {platform.machine()}, "
+        f"Python {platform.python_version()}; median of {args.repeats} runs (s)"
+    )
+    print(
+        f"{'passes':>6} {'labels/token':>12} {'with mass':>9} {'list len':>8} "
+        f"{'streamed':>8} {'W_U row nnz':>11} {'unigram lists':>13} {'unigram brute':>13} "
+        f"{'unigram sampled':>15} {'bigram sorted':>13}"
+    )
     done = 0
     for passes in (int(p) for p in args.after.split(",")):
         est.set_params(max_iter=passes - done)
@@ -122,15 +211,47 @@ def main(argv=None):
         indptr, indices, values, offsets = s.arrays
         lists = (s.fl_start, s.fl_cap, s.fl_label, s.fl_len)
 
-        def unigram(mode, s=s, lists=lists, indptr=indptr, indices=indices, values=values,
-                    offsets=offsets):
-            unigram_calls(mode, s.W.unigram, indptr, indices, values, offsets, s._start,
-                          s._end, s.act, s.n_act, s.n_groups, s.perm, *lists)
+        def unigram(
+            mode, s=s, lists=lists, indptr=indptr, indices=indices, values=values, offsets=offsets
+        ):
+            unigram_calls(
+                mode,
+                s.W.unigram,
+                indptr,
+                indices,
+                values,
+                offsets,
+                s._start,
+                s._end,
+                s.act,
+                s.n_act,
+                s.n_groups,
+                s.perm,
+                *lists,
+            )
 
         def bigram(s=s, offsets=offsets):
-            bigram_calls(s.W.transition, s.C, s.rho, offsets, s.act, s.n_act, s.q_u,
-                         s.lam_in, s.sum_in, s.lam_out, s.sum_out, s.pos_ptr, s.pos_col,
-                         s.pos_row, s.cpos_ptr, s.cpos_idx, s.tree, s.listed_vals, s.top)
+            bigram_calls(
+                s.W.transition,
+                s.C,
+                s.rho,
+                offsets,
+                s.act,
+                s.n_act,
+                s.q_u,
+                s.lam_in,
+                s.sum_in,
+                s.lam_out,
+                s.sum_out,
+                s.pos_ptr,
+                s.pos_col,
+                s.pos_row,
+                s.cpos_ptr,
+                s.cpos_idx,
+                s.tree,
+                s.listed_vals,
+                s.top,
+            )
 
         sparse = median_seconds(lambda: unigram(kern.UNIGRAM_SPARSE), args.repeats)
         brute = median_seconds(lambda: unigram(kern.UNIGRAM_BRUTE), args.repeats)
@@ -140,9 +261,12 @@ def main(argv=None):
         streamed = s.streamed_rows()
         with_mass = (s.q_u > 0).sum(axis=1).mean()
         row_nnz = (s.W.unigram[np.unique(indices)] != 0).sum(axis=1).mean()
-        print(f"{passes:>6} {s.n_act.mean():>12.1f} {with_mass:>9.1f} {list_len.mean():>8.1f} "
-              f"{streamed:>8.3f} {row_nnz:>11.1f} {sparse:>13.4f} {brute:>13.4f} "
-              f"{sampled:>15.4f} {pairs:>13.4f}", flush=True)
+        print(
+            f"{passes:>6} {s.n_act.mean():>12.1f} {with_mass:>9.1f} {list_len.mean():>8.1f} "
+            f"{streamed:>8.3f} {row_nnz:>11.1f} {sparse:>13.4f} {brute:>13.4f} "
+            f"{sampled:>15.4f} {pairs:>13.4f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

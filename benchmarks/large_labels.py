@@ -56,10 +56,12 @@ import numpy as np
 from dualstruct import StructuredSVM
 
 METHODS = {
-    "gdmm": dict(solver="gdmm",
-                 solver_options={"unigram_oracle": "sparse", "bigram_oracle": "sorted"}),
-    "gdmm-brute": dict(solver="gdmm",
-                       solver_options={"unigram_oracle": "brute", "bigram_oracle": "brute"}),
+    "gdmm": dict(
+        solver="gdmm", solver_options={"unigram_oracle": "sparse", "bigram_oracle": "sorted"}
+    ),
+    "gdmm-brute": dict(
+        solver="gdmm", solver_options={"unigram_oracle": "brute", "bigram_oracle": "brute"}
+    ),
     "bcfw": dict(solver="bcfw"),
 }
 OCR_K = 26
@@ -72,19 +74,28 @@ C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
 #: left; there and on Czech the averaged iterate never beat the last one, so GDMM runs
 #: without averaging, which saves the accumulator's writes (14% of a late pass at K = 954;
 #: BENCHMARKS.md)
-GDMM_TUNING = {"ocr": {"rho": 3.0, "eta": 3.0}, "chain100": {"rho": 3.0, "eta": 1.0},
-               "chain300": {"rho": 1.0, "eta": 0.1},
-               "chain1000": {"rho": [(0, 1.0), (100, 1.0), (250, 10.0), (350, 30.0)],
-                             "eta": [(0, 0.1), (100, 0.1), (250, 0.3)], "averaging": False},
-               "chain3000": {"rho": 0.1, "eta": 0.01},
-               "czech": {"rho": 0.1, "eta": 0.1, "averaging": False},
-               "czech_pooled": {"rho": 0.1, "eta": 0.1, "averaging": False}}
+GDMM_TUNING = {
+    "ocr": {"rho": 3.0, "eta": 3.0},
+    "chain100": {"rho": 3.0, "eta": 1.0},
+    "chain300": {"rho": 1.0, "eta": 0.1},
+    "chain1000": {
+        "rho": [(0, 1.0), (100, 1.0), (250, 10.0), (350, 30.0)],
+        "eta": [(0, 0.1), (100, 0.1), (250, 0.3)],
+        "averaging": False,
+    },
+    "chain3000": {"rho": 0.1, "eta": 0.01},
+    "czech": {"rho": 0.1, "eta": 0.1, "averaging": False},
+    "czech_pooled": {"rho": 0.1, "eta": 0.1, "averaging": False},
+}
 #: certified brackets [lower, upper] of the optimum from long runs (BENCHMARKS.md):
 #: the lower bound is a BCFW dual, the upper a primal. "Within 1%" means primal <= 1.01 ×
 #: lower, which certainly is within 1% of the optimum. Without a bracket the benchmark falls
 #: back on the lowest primal of the runs (an upper estimate, so "1%" is then an estimate).
-REFERENCES = {"ocr": (13225.2, 13237.78), "chain1000": (170.404, 171.343),
-              "czech": (568.82, 569.016)}
+REFERENCES = {
+    "ocr": (13225.2, 13237.78),
+    "chain1000": (170.404, 171.343),
+    "czech": (568.82, 569.016),
+}
 GDMM_TUNING_DEFAULT = {"rho": 1.0, "eta": 0.1}  # other synthetic sizes
 CZECH_TRAIN = ("cs_cltt-ud-train", "cs_cltt-ud-dev", "cs_cac-ud-dev")
 CZECH_TEST = ("cs_cltt-ud-test", "cs_cac-ud-test")
@@ -105,9 +116,17 @@ def ocr_dataset():
 
     X, y, folds = fetch_ocr()
     tr, te = np.flatnonzero(folds != 0), np.flatnonzero(folds == 0)
-    return dict(name="ocr", kind="ocr", fit=True, fit_intercept=True,
-                Xtr=[X[i] for i in tr], ytr=[y[i] for i in tr],
-                Xte=[X[i] for i in te], yte=[y[i] for i in te], d=X[0].shape[1])
+    return dict(
+        name="ocr",
+        kind="ocr",
+        fit=True,
+        fit_intercept=True,
+        Xtr=[X[i] for i in tr],
+        ytr=[y[i] for i in tr],
+        Xte=[X[i] for i in te],
+        yte=[y[i] for i in te],
+        d=X[0].shape[1],
+    )
 
 
 def chain_dataset(K, n_train=600):
@@ -115,10 +134,25 @@ def chain_dataset(K, n_train=600):
 
     d = max(10_000, 10 * K)
     # one seed for both halves: make_chain draws the label structure from random_state too
-    X, y = make_chain(n_sequences=2 * n_train, length=13, n_labels=K, n_features=d,
-                      nnz_per_token=15, random_state=0)
-    return dict(name=f"chain{K}", kind="chain", fit=True, fit_intercept=True,
-                Xtr=X[:n_train], ytr=y[:n_train], Xte=X[n_train:], yte=y[n_train:], d=d)
+    X, y = make_chain(
+        n_sequences=2 * n_train,
+        length=13,
+        n_labels=K,
+        n_features=d,
+        nnz_per_token=15,
+        random_state=0,
+    )
+    return dict(
+        name=f"chain{K}",
+        kind="chain",
+        fit=True,
+        fit_intercept=True,
+        Xtr=X[:n_train],
+        ytr=y[:n_train],
+        Xte=X[n_train:],
+        yte=y[n_train:],
+        d=d,
+    )
 
 
 def _read_czech(names, forms_only):
@@ -148,11 +182,22 @@ def czech_pooled_dataset(min_count):
     feats = TokenFeatures(min_count=min_count)
     Xtr = feats.fit_transform(Str)
     Xte = feats.transform(Ste)
-    print(f"czech_pooled: default features, min_count={min_count}: d = {feats.n_features_} "
-          f"({time.perf_counter() - t0:.1f} s); "
-          f"{len(set(np.concatenate(ytr).tolist()))} XPOS tags in training")
-    return dict(name="czech_pooled", kind="czech", fit=False, fit_intercept=False,
-                Xtr=Xtr, ytr=ytr, Xte=Xte, yte=yte, d=feats.n_features_)
+    print(
+        f"czech_pooled: default features, min_count={min_count}: d = {feats.n_features_} "
+        f"({time.perf_counter() - t0:.1f} s); "
+        f"{len(set(np.concatenate(ytr).tolist()))} XPOS tags in training"
+    )
+    return dict(
+        name="czech_pooled",
+        kind="czech",
+        fit=False,
+        fit_intercept=False,
+        Xtr=Xtr,
+        ytr=ytr,
+        Xte=Xte,
+        yte=yte,
+        d=feats.n_features_,
+    )
 
 
 def czech_dataset(min_count):
@@ -168,12 +213,23 @@ def czech_dataset(min_count):
     seen = set(np.concatenate(ytr).tolist())
     flat_te = np.concatenate(yte)
     unseen = float(np.mean([t not in seen for t in flat_te.tolist()]))
-    print(f"czech: features from the word forms, min_count={min_count}: d = {feats.n_features_} "
-          f"({seconds:.1f} s); {len(seen)} XPOS tags in training; {Xtr.n_tokens} train / "
-          f"{Xte.n_tokens} test tokens; {unseen:.2%} of the test tokens have a tag unseen in "
-          "training (counted as errors)")
-    return dict(name="czech", kind="czech", fit=False, fit_intercept=False,
-                Xtr=Xtr, ytr=ytr, Xte=Xte, yte=yte, d=feats.n_features_)
+    print(
+        f"czech: features from the word forms, min_count={min_count}: d = {feats.n_features_} "
+        f"({seconds:.1f} s); {len(seen)} XPOS tags in training; {Xtr.n_tokens} train / "
+        f"{Xte.n_tokens} test tokens; {unseen:.2%} of the test tokens have a tag unseen in "
+        "training (counted as errors)"
+    )
+    return dict(
+        name="czech",
+        kind="czech",
+        fit=False,
+        fit_intercept=False,
+        Xtr=Xtr,
+        ytr=ytr,
+        Xte=Xte,
+        yte=yte,
+        d=feats.n_features_,
+    )
 
 
 def describe(ds):
@@ -182,10 +238,12 @@ def describe(ds):
     ds["n_train"] = len(ytr)
     ds["train_tokens"] = int(sum(len(t) for t in ytr))
     ds["test_tokens"] = int(sum(len(t) for t in ds["yte"]))
-    print(f"\n== {ds['name']}: K = {ds['K']} labels in training, d = {ds['d']} features, "
-          f"{ds['n_train']} train sequences ({ds['train_tokens']} tokens), "
-          f"{len(ds['yte'])} test sequences ({ds['test_tokens']} tokens), C = {ds['C']:g}",
-          flush=True)
+    print(
+        f"\n== {ds['name']}: K = {ds['K']} labels in training, d = {ds['d']} features, "
+        f"{ds['n_train']} train sequences ({ds['train_tokens']} tokens), "
+        f"{len(ds['yte'])} test sequences ({ds['test_tokens']} tokens), C = {ds['C']:g}",
+        flush=True,
+    )
 
 
 # -- training ---------------------------------------------------------------------------------
@@ -208,8 +266,7 @@ def warm_up(methods):
     t0 = time.perf_counter()
     for name in methods:
         try:
-            est = StructuredSVM(max_iter=2, check_every=1, tol=0, random_state=0,
-                                **METHODS[name])
+            est = StructuredSVM(max_iter=2, check_every=1, tol=0, random_state=0, **METHODS[name])
             est.fit(X, y)
             est.score(X, y)
         except Exception as exc:  # the run itself reports it again
@@ -241,31 +298,58 @@ def train(ds, method, args, timing):
         per_pass = record.time / max(record.passes, 1)
         return record.time + check_every * per_pass > args.budget
 
-    out = dict(method=method, mode="timing" if timing else "budget", status="ok", error="",
-               passes=0, s_per_pass=math.nan, train_seconds=math.nan,
-               monitor_seconds=math.nan, wall_seconds=math.nan, final_primal=math.nan,
-               best_dual=math.nan, test_accuracy=math.nan, stop_reason="", history=[])
+    out = dict(
+        method=method,
+        mode="timing" if timing else "budget",
+        status="ok",
+        error="",
+        passes=0,
+        s_per_pass=math.nan,
+        train_seconds=math.nan,
+        monitor_seconds=math.nan,
+        wall_seconds=math.nan,
+        final_primal=math.nan,
+        best_dual=math.nan,
+        test_accuracy=math.nan,
+        stop_reason="",
+        history=[],
+    )
     kwargs = dict(METHODS[method])
     if kwargs["solver"] == "gdmm":
         tuning = GDMM_TUNING.get(ds["name"], GDMM_TUNING_DEFAULT)
         options = {**kwargs["solver_options"], **tuning, **args.gdmm_option}
         kwargs["averaging"] = bool(options.pop("averaging", True))  # an estimator option
         kwargs["solver_options"] = options
-    est = StructuredSVM(C=ds["C"], max_iter=max_iter, check_every=check_every, tol=0,
-                        fit_intercept=ds["fit_intercept"], random_state=0, callback=stop,
-                        weights=args.weights, weights_min_count=args.weights_min_count,
-                        **kwargs)
+    est = StructuredSVM(
+        C=ds["C"],
+        max_iter=max_iter,
+        check_every=check_every,
+        tol=0,
+        fit_intercept=ds["fit_intercept"],
+        random_state=0,
+        callback=stop,
+        weights=args.weights,
+        weights_min_count=args.weights_min_count,
+        **kwargs,
+    )
     t0 = time.perf_counter()
     try:
         est.fit(ds["Xtr"], ds["ytr"])
     except Exception as exc:
-        out.update(status="failed", error=f"{type(exc).__name__}: {exc}",
-                   wall_seconds=time.perf_counter() - t0)
+        out.update(
+            status="failed",
+            error=f"{type(exc).__name__}: {exc}",
+            wall_seconds=time.perf_counter() - t0,
+        )
         return out
     out["wall_seconds"] = time.perf_counter() - t0
     hist = est.history_.to_dicts()
-    out.update(history=hist, passes=int(est.n_iter_), stop_reason=est.history_.stop_reason,
-               s_per_pass=seconds_per_pass(hist))
+    out.update(
+        history=hist,
+        passes=int(est.n_iter_),
+        stop_reason=est.history_.stop_reason,
+        s_per_pass=seconds_per_pass(hist),
+    )
     if hist:
         out.update(train_seconds=hist[-1]["time"], monitor_seconds=hist[-1]["eval_time"])
     last = est.history_.last_checked()
@@ -320,17 +404,21 @@ def slope(points):
 
 
 # -- output -----------------------------------------------------------------------------------
-HEADER = (f"{'dataset':<10} {'K':>5} {'method':<11} {'s/pass':>9} {'passes@1%':>9} "
-          f"{'s@1%':>8} {'final primal':>13} {'test acc':>8}  note")
+HEADER = (
+    f"{'dataset':<10} {'K':>5} {'method':<11} {'s/pass':>9} {'passes@1%':>9} "
+    f"{'s@1%':>8} {'final primal':>13} {'test acc':>8}  note"
+)
 
 
 def row(ds, run):
-    return (f"{ds['name']:<10} {ds['K']:>5} {run['method']:<11} "
-            f"{nan_to_dash(run['s_per_pass'], '9.4f'):>9} "
-            f"{nan_to_dash(run['passes_to_1pct'], '9.0f'):>9} "
-            f"{nan_to_dash(run['seconds_to_1pct'], '8.2f'):>8} "
-            f"{nan_to_dash(run['final_primal'], '13.6g'):>13} "
-            f"{nan_to_dash(run['test_accuracy'], '8.4f'):>8}  {note(run)}")
+    return (
+        f"{ds['name']:<10} {ds['K']:>5} {run['method']:<11} "
+        f"{nan_to_dash(run['s_per_pass'], '9.4f'):>9} "
+        f"{nan_to_dash(run['passes_to_1pct'], '9.0f'):>9} "
+        f"{nan_to_dash(run['seconds_to_1pct'], '8.2f'):>8} "
+        f"{nan_to_dash(run['final_primal'], '13.6g'):>13} "
+        f"{nan_to_dash(run['test_accuracy'], '8.4f'):>8}  {note(run)}"
+    )
 
 
 def plot(results, methods, path):
@@ -341,17 +429,26 @@ def plot(results, methods, path):
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in methods:
-        pts = sorted((ds["K"], run["s_per_pass"]) for ds in results if ds["fit"]
-                     for run in ds["runs"] if run["method"] == name and run["s_per_pass"] > 0)
-        czech = [(ds["K"], run["s_per_pass"]) for ds in results if not ds["fit"]
-                 for run in ds["runs"] if run["method"] == name and run["s_per_pass"] > 0]
+        pts = sorted(
+            (ds["K"], run["s_per_pass"])
+            for ds in results
+            if ds["fit"]
+            for run in ds["runs"]
+            if run["method"] == name and run["s_per_pass"] > 0
+        )
+        czech = [
+            (ds["K"], run["s_per_pass"])
+            for ds in results
+            if not ds["fit"]
+            for run in ds["runs"]
+            if run["method"] == name and run["s_per_pass"] > 0
+        ]
         color = None
         if pts:
-            line, = ax.plot(*zip(*pts), "o-", label=f"{name} (slope {slope(pts):.2f})")
+            (line,) = ax.plot(*zip(*pts), "o-", label=f"{name} (slope {slope(pts):.2f})")
             color = line.get_color()
         if czech:
-            ax.plot(*zip(*czech), "s", color=color, mfc="none", ms=9,
-                    label=f"{name}, Czech XPOS")
+            ax.plot(*zip(*czech), "s", color=color, mfc="none", ms=9, label=f"{name}, Czech XPOS")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of labels K")
@@ -372,11 +469,13 @@ def _option(text):
         raise SystemExit(f"--gdmm-option wants KEY=VALUE, got {text!r}")
     if ":" in value:
         try:
-            return key, [(int(p), float(v)) for p, v in
-                         (item.split(":") for item in value.split(","))]
+            return key, [
+                (int(p), float(v)) for p, v in (item.split(":") for item in value.split(","))
+            ]
         except ValueError:
-            raise SystemExit(f"--gdmm-option {key}: a schedule is PASS:VALUE,..., got "
-                             f"{value!r}") from None
+            raise SystemExit(
+                f"--gdmm-option {key}: a schedule is PASS:VALUE,..., got {value!r}"
+            ) from None
     try:
         return key, int(value)
     except ValueError:
@@ -388,36 +487,72 @@ def _option(text):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="26,100,300,1000,3000",
-                    help="numbers of labels: 26 = OCR, others = synthetic chains ('' = none)")
-    ap.add_argument("--czech", action=argparse.BooleanOptionalAction, default=True,
-                    help="the Czech XPOS dataset (default on)")
+    ap.add_argument(
+        "--sizes",
+        default="26,100,300,1000,3000",
+        help="numbers of labels: 26 = OCR, others = synthetic chains ('' = none)",
+    )
+    ap.add_argument(
+        "--czech",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the Czech XPOS dataset (default on)",
+    )
     ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--budget", type=float, default=600.0,
-                    help="training seconds per run (monitoring excluded)")
+    ap.add_argument(
+        "--budget", type=float, default=600.0, help="training seconds per run (monitoring excluded)"
+    )
     ap.add_argument("--check-every", type=int, default=10)
     ap.add_argument("--max-iter", type=int, default=100_000)
-    ap.add_argument("--C", type=float, default=None,
-                    help="override C (default 1 for OCR and synthetic, 0.1 for Czech)")
-    ap.add_argument("--timing-only", default="", metavar="METHOD[:KMIN],...",
-                    help="run these methods (on datasets with K >= KMIN) for --timing-passes "
-                         "passes only, to measure seconds per pass")
+    ap.add_argument(
+        "--C",
+        type=float,
+        default=None,
+        help="override C (default 1 for OCR and synthetic, 0.1 for Czech)",
+    )
+    ap.add_argument(
+        "--timing-only",
+        default="",
+        metavar="METHOD[:KMIN],...",
+        help="run these methods (on datasets with K >= KMIN) for --timing-passes "
+        "passes only, to measure seconds per pass",
+    )
     ap.add_argument("--timing-passes", type=int, default=5)
-    ap.add_argument("--czech-pooled", action="store_true",
-                    help="the pooled Czech split (971 XPOS tags, default features)")
-    ap.add_argument("--pooled-min-count", type=int, default=1,
-                    help="feature cut-off of the pooled Czech split (3 makes dense fit)")
+    ap.add_argument(
+        "--czech-pooled",
+        action="store_true",
+        help="the pooled Czech split (971 XPOS tags, default features)",
+    )
+    ap.add_argument(
+        "--pooled-min-count",
+        type=int,
+        default=1,
+        help="feature cut-off of the pooled Czech split (3 makes dense fit)",
+    )
     ap.add_argument("--min-count", type=int, default=2, help="Czech feature cut-off")
-    ap.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
-                    help="unary weights (StructuredSVM's weights)")
+    ap.add_argument(
+        "--weights",
+        choices=("auto", "dense", "observed"),
+        default="auto",
+        help="unary weights (StructuredSVM's weights)",
+    )
     ap.add_argument("--weights-min-count", type=int, default=1)
-    ap.add_argument("--gdmm-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra GDMM option for both GDMM methods, e.g. shrink_after=5, "
-                         "rho=0:1,100:1,300:10 (a schedule) or averaging=0 (repeatable; "
-                         "values are parsed as numbers where possible)")
-    ap.add_argument("--references", action=argparse.BooleanOptionalAction, default=True,
-                    help="use the recorded brackets of the optimum (REFERENCES) for the time "
-                         "to 1%% (default on)")
+    ap.add_argument(
+        "--gdmm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra GDMM option for both GDMM methods, e.g. shrink_after=5, "
+        "rho=0:1,100:1,300:10 (a schedule) or averaging=0 (repeatable; "
+        "values are parsed as numbers where possible)",
+    )
+    ap.add_argument(
+        "--references",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="use the recorded brackets of the optimum (REFERENCES) for the time "
+        "to 1%% (default on)",
+    )
     ap.add_argument("--plot", help="write a log-log plot of seconds per pass against K")
     ap.add_argument("--json", help="write all results and histories to this JSON file")
     args = ap.parse_args(argv)
@@ -434,15 +569,20 @@ def main(argv=None):
 
     import numba
 
-    print(f"machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
-          f"Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
-    print(f"methods: {', '.join(methods)}; budget {args.budget:g} training s per run; check "
-          f"every {args.check_every} passes; timing only: "
-          f"{', '.join(f'{m} (K >= {k})' for m, k in timing_only.items()) or 'none'}")
+    print(
+        f"machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}"
+    )
+    print(
+        f"methods: {', '.join(methods)}; budget {args.budget:g} training s per run; check "
+        f"every {args.check_every} passes; timing only: "
+        f"{', '.join(f'{m} (K >= {k})' for m, k in timing_only.items()) or 'none'}"
+    )
     print(f"numba warm-up: {warm_up(methods):.2f} s", flush=True)
 
-    loaders = [(lambda: ocr_dataset()) if K == OCR_K else (lambda K=K: chain_dataset(K))
-               for K in sizes]
+    loaders = [
+        (lambda: ocr_dataset()) if K == OCR_K else (lambda K=K: chain_dataset(K)) for K in sizes
+    ]
     if args.czech:
         loaders.append(lambda: czech_dataset(args.min_count))
     if args.czech_pooled:
@@ -463,16 +603,21 @@ def main(argv=None):
             run = train(ds, method, args, timing)
             runs.append(run)
             if run["status"] == "ok":
-                print(f"  {method:<11} {run['weights']}; model file "
-                      f"{run['model_file_mb']:.1f} MB; peak RSS so far "
-                      f"{run['peak_rss_gb']:.2f} GB")
-            print(f"  {method:<11} {run['status']:<6} {run['passes']:>6} passes, "
-                  f"{nan_to_dash(run['train_seconds'], '.1f')} s train + "
-                  f"{nan_to_dash(run['monitor_seconds'], '.1f')} s monitoring "
-                  f"({nan_to_dash(run['wall_seconds'], '.1f')} s wall), "
-                  f"{nan_to_dash(run['s_per_pass'], '.4f')} s/pass, final primal "
-                  f"{nan_to_dash(run['final_primal'], '.6g')}"
-                  + (f"  [{run['error']}]" if run["error"] else ""), flush=True)
+                print(
+                    f"  {method:<11} {run['weights']}; model file "
+                    f"{run['model_file_mb']:.1f} MB; peak RSS so far "
+                    f"{run['peak_rss_gb']:.2f} GB"
+                )
+            print(
+                f"  {method:<11} {run['status']:<6} {run['passes']:>6} passes, "
+                f"{nan_to_dash(run['train_seconds'], '.1f')} s train + "
+                f"{nan_to_dash(run['monitor_seconds'], '.1f')} s monitoring "
+                f"({nan_to_dash(run['wall_seconds'], '.1f')} s wall), "
+                f"{nan_to_dash(run['s_per_pass'], '.4f')} s/pass, final primal "
+                f"{nan_to_dash(run['final_primal'], '.6g')}"
+                + (f"  [{run['error']}]" if run["error"] else ""),
+                flush=True,
+            )
             gc.collect()
         p_star, lower = reference(runs)
         known = REFERENCES.get(ds["name"]) if args.references else None
@@ -484,15 +629,37 @@ def main(argv=None):
         for run in runs:
             run["passes_to_1pct"], run["seconds_to_1pct"] = time_to(run, target)
         gap = (p_star - lower) / p_star if p_star == p_star and lower == lower else math.nan
-        print(f"  P* = {nan_to_dash(p_star, '.6g')} (lowest primal known: an upper estimate of "
-              f"the optimum); certified lower bound = {nan_to_dash(lower, '.6g')} "
-              f"({'with the recorded bracket' if known else 'best dual of these runs'}); "
-              f"relative gap between them {nan_to_dash(gap, '.2%')}; '1%' means primal <= "
-              f"{nan_to_dash(target, '.6g')}", flush=True)
-        results.append({k: ds[k] for k in ("name", "kind", "fit", "K", "d", "C", "n_train",
-                                           "train_tokens", "test_tokens")}
-                       | {"P_star": p_star, "lower_bound": lower, "target_1pct": target,
-                          "certified_1pct": known is not None, "runs": runs})
+        print(
+            f"  P* = {nan_to_dash(p_star, '.6g')} (lowest primal known: an upper estimate of "
+            f"the optimum); certified lower bound = {nan_to_dash(lower, '.6g')} "
+            f"({'with the recorded bracket' if known else 'best dual of these runs'}); "
+            f"relative gap between them {nan_to_dash(gap, '.2%')}; '1%' means primal <= "
+            f"{nan_to_dash(target, '.6g')}",
+            flush=True,
+        )
+        results.append(
+            {
+                k: ds[k]
+                for k in (
+                    "name",
+                    "kind",
+                    "fit",
+                    "K",
+                    "d",
+                    "C",
+                    "n_train",
+                    "train_tokens",
+                    "test_tokens",
+                )
+            }
+            | {
+                "P_star": p_star,
+                "lower_bound": lower,
+                "target_1pct": target,
+                "certified_1pct": known is not None,
+                "runs": runs,
+            }
+        )
         del ds
         gc.collect()
 
@@ -500,31 +667,51 @@ def main(argv=None):
     for ds in results:
         for run in ds["runs"]:
             print(row(ds, run))
-    print("(s/pass: median training seconds per pass; @1%: training seconds at the first "
-          "check with primal <= the '1%' line below: 1.01 x the certified lower bound where "
-          "a bracket is recorded, else 1.01 x P*, the lowest primal found, an estimate)")
+    print(
+        "(s/pass: median training seconds per pass; @1%: training seconds at the first "
+        "check with primal <= the '1%' line below: 1.01 x the certified lower bound where "
+        "a bracket is recorded, else 1.01 x P*, the lowest primal found, an estimate)"
+    )
     for ds in results:
         kind = "certain" if ds["certified_1pct"] else "estimate"
-        print(f"  {ds['name']:<10} P* = {nan_to_dash(ds['P_star'], '.6g'):<12} (upper "
-              f"estimate)   certified lower bound = {nan_to_dash(ds['lower_bound'], '.6g')}"
-              f"   1% line = {nan_to_dash(ds['target_1pct'], '.6g')} ({kind})")
+        print(
+            f"  {ds['name']:<10} P* = {nan_to_dash(ds['P_star'], '.6g'):<12} (upper "
+            f"estimate)   certified lower bound = {nan_to_dash(ds['lower_bound'], '.6g')}"
+            f"   1% line = {nan_to_dash(ds['target_1pct'], '.6g')} ({kind})"
+        )
 
     print("\nslope of log(s/pass) against log(K), OCR + synthetic chains (synthetic only):")
     for name in methods:
-        pts = [(ds["K"], run["s_per_pass"]) for ds in results if ds["fit"]
-               for run in ds["runs"] if run["method"] == name and run["status"] == "ok"]
-        synth = [(ds["K"], run["s_per_pass"]) for ds in results if ds["kind"] == "chain"
-                 for run in ds["runs"] if run["method"] == name and run["status"] == "ok"]
-        print(f"  {name:<11} {nan_to_dash(slope(pts), '.2f'):>5} over {len(pts)} points "
-              f"({nan_to_dash(slope(synth), '.2f')} over {len(synth)})")
+        pts = [
+            (ds["K"], run["s_per_pass"])
+            for ds in results
+            if ds["fit"]
+            for run in ds["runs"]
+            if run["method"] == name and run["status"] == "ok"
+        ]
+        synth = [
+            (ds["K"], run["s_per_pass"])
+            for ds in results
+            if ds["kind"] == "chain"
+            for run in ds["runs"]
+            if run["method"] == name and run["status"] == "ok"
+        ]
+        print(
+            f"  {name:<11} {nan_to_dash(slope(pts), '.2f'):>5} over {len(pts)} points "
+            f"({nan_to_dash(slope(synth), '.2f')} over {len(synth)})"
+        )
 
     if args.json:
-        machine = {"platform": platform.platform(), "machine": platform.machine(),
-                   "cpus": os.cpu_count(), "python": platform.python_version(),
-                   "numba": numba.__version__, "numpy": np.__version__}
+        machine = {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "numba": numba.__version__,
+            "numpy": np.__version__,
+        }
         with open(args.json, "w") as fh:
-            json.dump({"machine": machine, "args": vars(args), "datasets": results}, fh,
-                      indent=1)
+            json.dump({"machine": machine, "args": vars(args), "datasets": results}, fh, indent=1)
         print(f"results written to {args.json}")
     if args.plot:
         plot(results, methods, args.plot)

@@ -65,8 +65,11 @@ def load(name, n_labels=None):
 
 
 def dash(value, fmt):
-    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else (
-        format(value, fmt))
+    return (
+        "—"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else (format(value, fmt))
+    )
 
 
 def train(ds, edges, method, args, timing=False, rescaling="margin"):
@@ -85,16 +88,37 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
         per_pass = record.time / max(record.passes, 1)  # the next check must fit
         return record.time + check_every * per_pass > args.budget
 
-    out = dict(dataset=ds["name"], n_labels=int(ds["Y"].shape[1]), edges=edges, method=method,
-               rescaling=rescaling, status="ok", error="", passes=0, train_seconds=math.nan,
-               s_per_pass=math.nan, final_primal=math.nan, best_dual=math.nan, stop_reason="",
-               history=[])
+    out = dict(
+        dataset=ds["name"],
+        n_labels=int(ds["Y"].shape[1]),
+        edges=edges,
+        method=method,
+        rescaling=rescaling,
+        status="ok",
+        error="",
+        passes=0,
+        train_seconds=math.nan,
+        s_per_pass=math.nan,
+        final_primal=math.nan,
+        best_dual=math.nan,
+        stop_reason="",
+        history=[],
+    )
     # slack rescaling trains against exact maximizers; its rows predict exactly as well
     inference = "exact" if rescaling == "slack" else args.inference
-    est = MultiLabelSVM(edges=edges, solver=method, C=args.C, inference=inference,
-                        max_iter=max_iter, tol=0 if timing else args.tol,
-                        check_every=check_every, random_state=0, callback=stop,
-                        rescaling=rescaling, weights=args.weights)
+    est = MultiLabelSVM(
+        edges=edges,
+        solver=method,
+        C=args.C,
+        inference=inference,
+        max_iter=max_iter,
+        tol=0 if timing else args.tol,
+        check_every=check_every,
+        random_state=0,
+        callback=stop,
+        rescaling=rescaling,
+        weights=args.weights,
+    )
     t0 = time.perf_counter()
     try:
         est.fit(ds["X"], ds["Y"])
@@ -106,9 +130,13 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
     hist = est.history_.to_dicts()
     times = [r["time"] for r in hist]
     steps = np.diff([0.0] + times)
-    out.update(history=hist, passes=int(est.n_iter_), stop_reason=est.history_.stop_reason,
-               train_seconds=times[-1] if times else math.nan,
-               s_per_pass=float(np.median(steps)) if times else math.nan)
+    out.update(
+        history=hist,
+        passes=int(est.n_iter_),
+        stop_reason=est.history_.stop_reason,
+        train_seconds=times[-1] if times else math.nan,
+        s_per_pass=float(np.median(steps)) if times else math.nan,
+    )
     if timing:  # GDMM's first passes, while active sets grow, cost more than later ones
         early = steps[:WARMUP_PASSES]
         out["s_per_pass_early"] = float(np.median(early)) if len(early) else math.nan
@@ -148,22 +176,33 @@ def quality(args, datasets, edges_list, methods):
     for name in datasets:
         ds = load(name)
         L = ds["Y"].shape[1]
-        print(f"\n## {name}: {ds['X'].shape[0]} train / {ds['Xt'].shape[0]} test examples, "
-              f"{ds['X'].shape[1]} features, {L} labels", flush=True)
+        print(
+            f"\n## {name}: {ds['X'].shape[0]} train / {ds['Xt'].shape[0]} test examples, "
+            f"{ds['X'].shape[1]} features, {L} labels",
+            flush=True,
+        )
         for edges, rescaling in [(e, r) for e in edges_list for r in args.rescaling.split(",")]:
-            group = [train(ds, edges, m, args, rescaling=rescaling) for m in methods
-                     if not (m == "gdmm" and rescaling == "slack")]
+            group = [
+                train(ds, edges, m, args, rescaling=rescaling)
+                for m in methods
+                if not (m == "gdmm" and rescaling == "slack")
+            ]
             runs += group
-            primals = [r["primal"] for run in group for r in run["history"]
-                       if not math.isnan(r["primal"])]
+            primals = [
+                r["primal"] for run in group for r in run["history"] if not math.isnan(r["primal"])
+            ]
             best = min(primals) if primals else math.nan
             duals = [run["best_dual"] for run in group if not math.isnan(run["best_dual"])]
             bound = max(duals) if duals else math.nan
             how = " (exact oracle and prediction)" if rescaling == "slack" else ""
-            print(f"\n### {name}, edges={edges}, {rescaling} rescaling{how}: P* = "
-                  f"{dash(best, '.6g')}, best certified dual = {dash(bound, '.6g')}")
-            print("| method | passes | train s | s/pass | primal | to 1% (s) | Hamming | subset "
-                  "| Jaccard | micro F1 | macro F1 | LP integral | note |")
+            print(
+                f"\n### {name}, edges={edges}, {rescaling} rescaling{how}: P* = "
+                f"{dash(best, '.6g')}, best certified dual = {dash(bound, '.6g')}"
+            )
+            print(
+                "| method | passes | train s | s/pass | primal | to 1% (s) | Hamming | subset "
+                "| Jaccard | micro F1 | macro F1 | LP integral | note |"
+            )
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
             for run in group:
                 if run["status"] != "ok":
@@ -171,15 +210,20 @@ def quality(args, datasets, edges_list, methods):
                     continue
                 _, t1 = time_to(run, 1.01 * best)
                 run["time_to_1pct"] = t1
-                print(f"| {run['method']} | {run['passes']} | {run['train_seconds']:.2f} | "
-                      f"{run['s_per_pass']:.4f} | {dash(run['final_primal'], '.6g')} | "
-                      f"{dash(t1, '.2f')} | " + " | ".join(
-                          f"{run[k]:.4f}" for k in METRICS) + f" | {run['lp_integral']:.3f} | "
-                      f"stop: {run['stop_reason']}{state_note(run)}; "
-                      f"{run['unary_weights']:,} unary weights |", flush=True)
+                print(
+                    f"| {run['method']} | {run['passes']} | {run['train_seconds']:.2f} | "
+                    f"{run['s_per_pass']:.4f} | {dash(run['final_primal'], '.6g')} | "
+                    f"{dash(t1, '.2f')} | "
+                    + " | ".join(f"{run[k]:.4f}" for k in METRICS)
+                    + f" | {run['lp_integral']:.3f} | "
+                    f"stop: {run['stop_reason']}{state_note(run)}; "
+                    f"{run['unary_weights']:,} unary weights |",
+                    flush=True,
+                )
     peer = "PyStruct MultiLabelClf: "
     try:
         import pystruct  # noqa: F401
+
         peer += "installed, but not run by this script yet"
     except ImportError:
         peer += "not installed (no build for Python 3.11 / numpy 2), not compared"
@@ -189,11 +233,15 @@ def quality(args, datasets, edges_list, methods):
 
 def scaling(args, name, counts):
     rows = []
-    print(f"\n## seconds per pass on {name}, full graph, the L most frequent labels "
-          f"({args.timing_passes} passes each, no checks; medians over passes 1–"
-          f"{WARMUP_PASSES} and over the rest)")
-    print(f"| L | pairs | method | s/pass 1–{WARMUP_PASSES} | s/pass later | mean active labels "
-          "| mean active pairs |")
+    print(
+        f"\n## seconds per pass on {name}, full graph, the L most frequent labels "
+        f"({args.timing_passes} passes each, no checks; medians over passes 1–"
+        f"{WARMUP_PASSES} and over the rest)"
+    )
+    print(
+        f"| L | pairs | method | s/pass 1–{WARMUP_PASSES} | s/pass later | mean active labels "
+        "| mean active pairs |"
+    )
     print("|---:|---:|---|---:|---:|---:|---:|")
     for L in counts:
         ds = load(name, L)
@@ -201,14 +249,20 @@ def scaling(args, name, counts):
             run = train(ds, "full", method, args, timing=True)
             rows.append(run)
             extra = run["history"][-1]["extra"] if run["history"] else {}
-            print(f"| {L} | {L * (L - 1) // 2} | {method} | "
-                  f"{dash(run.get('s_per_pass_early', math.nan), '.4f')} | "
-                  f"{dash(run['s_per_pass'], '.4f')} | "
-                  f"{dash(extra.get('active_labels', math.nan), '.1f')} | "
-                  f"{dash(extra.get('active_pairs', math.nan), '.1f')} |", flush=True)
+            print(
+                f"| {L} | {L * (L - 1) // 2} | {method} | "
+                f"{dash(run.get('s_per_pass_early', math.nan), '.4f')} | "
+                f"{dash(run['s_per_pass'], '.4f')} | "
+                f"{dash(extra.get('active_labels', math.nan), '.1f')} | "
+                f"{dash(extra.get('active_pairs', math.nan), '.1f')} |",
+                flush=True,
+            )
     for method in args.scaling_methods.split(","):
-        pts = [(r["n_labels"], r["s_per_pass"]) for r in rows if r["method"] == method
-               and r["s_per_pass"] > 0]
+        pts = [
+            (r["n_labels"], r["s_per_pass"])
+            for r in rows
+            if r["method"] == method and r["s_per_pass"] > 0
+        ]
         if len(pts) >= 2:
             x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
             print(f"slope of log(s/pass) on log(L), {method}: {np.polyfit(x, y, 1)[0]:.2f}")
@@ -246,18 +300,30 @@ def main(argv=None):
     ap.add_argument("--edges", default="independent,tree,full")
     ap.add_argument("--methods", default="bcfw,gdmm")
     ap.add_argument("--C", type=float, default=1.0)
-    ap.add_argument("--inference", choices=("auto", "exact", "lp"), default="lp",
-                    help="lp (default): every method solves the same LP-relaxed problem")
-    ap.add_argument("--rescaling", default="margin",
-                    help="comma list of margin, slack (slack: exact oracle and exact prediction, "
-                         "L <= 16, not gdmm)")
+    ap.add_argument(
+        "--inference",
+        choices=("auto", "exact", "lp"),
+        default="lp",
+        help="lp (default): every method solves the same LP-relaxed problem",
+    )
+    ap.add_argument(
+        "--rescaling",
+        default="margin",
+        help="comma list of margin, slack (slack: exact oracle and exact prediction, "
+        "L <= 16, not gdmm)",
+    )
     ap.add_argument("--tol", type=float, default=0.01)
-    ap.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
-                    help="the unary weights (MultiLabelSVM's weights)")
+    ap.add_argument(
+        "--weights",
+        choices=("auto", "dense", "observed"),
+        default="auto",
+        help="the unary weights (MultiLabelSVM's weights)",
+    )
     ap.add_argument("--max-iter", type=int, default=1000)
     ap.add_argument("--check-every", type=int, default=5)
-    ap.add_argument("--budget", type=float, default=300.0,
-                    help="training seconds per run (monitoring excluded)")
+    ap.add_argument(
+        "--budget", type=float, default=300.0, help="training seconds per run (monitoring excluded)"
+    )
     ap.add_argument("--scaling", default="", help="data set of the seconds-per-pass part")
     ap.add_argument("--label-counts", default="20,40,80,159")
     ap.add_argument("--scaling-methods", default="gdmm,bcfw")
@@ -269,17 +335,20 @@ def main(argv=None):
     for m in methods:
         if m not in METHODS:
             ap.error(f"unknown method {m!r}; choose from {METHODS}")
-    print(f"# multi-label benchmark — {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}; C = {args.C:g}, "
-          f"inference = {args.inference}, tol = {args.tol:g}, budget {args.budget:g} s")
+    print(
+        f"# multi-label benchmark — {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}; C = {args.C:g}, "
+        f"inference = {args.inference}, tol = {args.tol:g}, budget {args.budget:g} s"
+    )
     MultiLabelSVM(max_iter=1).fit(np.eye(3), np.eye(3, dtype=int))  # numba warm-up
     result = {"quality": [], "scaling": []}
     datasets = [d for d in args.datasets.split(",") if d]
     if datasets:
         result["quality"] = quality(args, datasets, args.edges.split(","), methods)
     if args.scaling:
-        result["scaling"] = scaling(args, args.scaling,
-                                    [int(k) for k in args.label_counts.split(",")])
+        result["scaling"] = scaling(
+            args, args.scaling, [int(k) for k in args.label_counts.split(",")]
+        )
         if args.plot:
             plot(result["scaling"], args.plot)
     if args.json:

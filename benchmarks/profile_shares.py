@@ -67,15 +67,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload", choices=sorted(WORKLOADS))
     ap.add_argument("--seconds", type=float, default=8.0, help="sampling time")
-    ap.add_argument("--addresses", type=int, default=400,
-                    help="the hottest sampled addresses resolved (they cover most samples)")
+    ap.add_argument(
+        "--addresses",
+        type=int,
+        default=400,
+        help="the hottest sampled addresses resolved (they cover most samples)",
+    )
     ap.add_argument("--top", type=int, default=16)
     args = ap.parse_args(argv)
 
     folder = tempfile.mkdtemp()
     ready = os.path.join(folder, "ready")
-    fit_args = {"ocr-bcfw": "[X[i] for i in tr], [y[i] for i in tr]",
-                "yeast-full": "X, Y"}.get(args.workload, "D, y")
+    fit_args = {"ocr-bcfw": "[X[i] for i in tr], [y[i] for i in tr]", "yeast-full": "X, Y"}.get(
+        args.workload, "D, y"
+    )
     code = WORKLOADS[args.workload] + TRAIN_ON.format(ready=ready, args=fit_args)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
     try:
@@ -85,22 +90,32 @@ def main(argv=None):
             time.sleep(0.5)
         pid = str(proc.pid)
         data = os.path.join(folder, "perf.data")
-        subprocess.run(["perf", "record", "-q", "-p", pid, "-o", data, "--", "sleep",
-                        str(args.seconds)], check=True, stderr=subprocess.DEVNULL)
-        report = subprocess.run(["perf", "report", "-i", data, "--sort", "symbol"],
-                                capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            ["perf", "record", "-q", "-p", pid, "-o", data, "--", "sleep", str(args.seconds)],
+            check=True,
+            stderr=subprocess.DEVNULL,
+        )
+        report = subprocess.run(
+            ["perf", "report", "-i", data, "--sort", "symbol"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         rows = []  # (share, address or name)
         for line in report.splitlines():
             m = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
             if m:
                 rows.append((float(m.group(1)), m.group(2)))
-        rows = rows[:args.addresses]
+        rows = rows[: args.addresses]
         cmd = ["gdb", "-p", pid, "-batch", "-ex", "set auto-load safe-path /"]
         for _, where in rows:
             cmd += ["-ex", f"info symbol {where}" if where.startswith("0x") else "echo\n"]
         out = subprocess.run(cmd, capture_output=True, text=True).stdout
-        names = [ln for ln in out.splitlines()
-                 if "in section" in ln or "No symbol matches" in ln or ln == ""]
+        names = [
+            ln
+            for ln in out.splitlines()
+            if "in section" in ln or "No symbol matches" in ln or ln == ""
+        ]
     finally:
         proc.kill()
     shares = collections.Counter()

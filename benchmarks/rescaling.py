@@ -33,11 +33,12 @@ def ocr_split():
 
 def part_searches(args):
     Xtr, ytr, _, _ = ocr_split()
-    est = StructuredSVM(C=args.C, rescaling="slack", max_iter=0, warm_start=True,
-                        random_state=0)
-    print("Slack searches on the OCR training words at the weights after k passes of "
-          f"slack-rescaled BCFW (C={args.C}); success = returned the exact maximizer of Φ "
-          "(among words with Φ > 0)")
+    est = StructuredSVM(C=args.C, rescaling="slack", max_iter=0, warm_start=True, random_state=0)
+    print(
+        "Slack searches on the OCR training words at the weights after k passes of "
+        f"slack-rescaled BCFW (C={args.C}); success = returned the exact maximizer of Φ "
+        "(among words with Φ > 0)"
+    )
     print(f"{'passes':>6} {'search':<10} {'success':>8} {'calls/search':>13} {'ms/search':>10}")
     done = 0
     for passes in args.search_passes:
@@ -70,19 +71,31 @@ def _train(name, data, Xte, yte, score, args, **params):
     est.fit(Xtr, ytr)
     seconds = time.perf_counter() - t0
     last = est.history_.last_checked()
-    print(f"{name:<28} {seconds:>8.1f} {est.n_iter_:>6} {last.primal:>12.2f} "
-          f"{last.relative_gap:>8.2%} {score(est, Xte, yte):>9.4f}", flush=True)
+    print(
+        f"{name:<28} {seconds:>8.1f} {est.n_iter_:>6} {last.primal:>12.2f} "
+        f"{last.relative_gap:>8.2%} {score(est, Xte, yte):>9.4f}",
+        flush=True,
+    )
 
 
 def part_ocr(args):
     Xtr, ytr, Xte, yte = ocr_split()
     print(f"OCR, C={args.C}: margin vs slack rescaling (BCFW to a {args.tol:.0%} gap)")
-    print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} "
-          f"{'test err':>9}")
+    print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} {'test err':>9}")
     for resc in ("margin", "slack"):
-        _train(f"bcfw {resc}", (Xtr, ytr), Xte, yte, lambda e, X, y: 1 - e.score(X, y), args,
-               C=args.C, rescaling=resc, tol=args.tol, max_iter=args.max_iter,
-               check_every=25)
+        _train(
+            f"bcfw {resc}",
+            (Xtr, ytr),
+            Xte,
+            yte,
+            lambda e, X, y: 1 - e.score(X, y),
+            args,
+            C=args.C,
+            rescaling=resc,
+            tol=args.tol,
+            max_iter=args.max_iter,
+            check_every=25,
+        )
     print()
 
 
@@ -100,14 +113,26 @@ def part_chunk(args):
     def f1(est, X, y):
         return chunk_scores(y, est.predict(X))["overall"]["f1"]
 
-    print(f"CoNLL-2000 chunking (BIO tags), C=0.1: margin vs slack (BCFW, stop at "
-          f"{args.chunk_tol:.0%} gap or {args.chunk_passes} passes)")
-    print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} "
-          f"{'test F1':>9}")
+    print(
+        f"CoNLL-2000 chunking (BIO tags), C=0.1: margin vs slack (BCFW, stop at "
+        f"{args.chunk_tol:.0%} gap or {args.chunk_passes} passes)"
+    )
+    print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} {'test F1':>9}")
     for resc in ("margin", "slack"):
-        _train(f"bcfw {resc}", (Dtr, ytr), Dte, yte, f1, args, C=0.1, rescaling=resc,
-               tol=args.chunk_tol, max_iter=args.chunk_passes, check_every=10,
-               fit_intercept=False)
+        _train(
+            f"bcfw {resc}",
+            (Dtr, ytr),
+            Dte,
+            yte,
+            f1,
+            args,
+            C=0.1,
+            rescaling=resc,
+            tol=args.chunk_tol,
+            max_iter=args.chunk_passes,
+            check_every=10,
+            fit_intercept=False,
+        )
     print()
 
 
@@ -121,15 +146,24 @@ def part_cp(args):
         def stop(est, record, state=state):
             return time.perf_counter() - state["t0"] > args.budget
 
-        est = StructuredSVM(solver=solver, C=args.C, tol=0.01, max_iter=100_000,
-                            check_every=25 if solver == "bcfw" else 1, callback=stop,
-                            random_state=0)
+        est = StructuredSVM(
+            solver=solver,
+            C=args.C,
+            tol=0.01,
+            max_iter=100_000,
+            check_every=25 if solver == "bcfw" else 1,
+            callback=stop,
+            random_state=0,
+        )
         est.fit(Xtr, ytr)
         seconds = time.perf_counter() - state["t0"]
         last = est.history_.last_checked()
         reached = est.history_.stop_reason == "tol"
-        print(f"{solver:<16} {str(reached):>8} {seconds:>8.1f} {est.n_iter_:>10} "
-              f"{last.relative_gap:>8.2%}", flush=True)
+        print(
+            f"{solver:<16} {str(reached):>8} {seconds:>8.1f} {est.n_iter_:>10} "
+            f"{last.relative_gap:>8.2%}",
+            flush=True,
+        )
     print()
 
 

@@ -31,14 +31,15 @@ def load():
 def run(setting, data, C, passes, check_every):
     images_tr, Ytr, images_te, Yte = data
     graphs = snakes_graphs(images_tr + images_te, edge_features=SETTINGS[setting])
-    Gtr, Gte = graphs[:len(images_tr)], graphs[len(images_tr):]
+    Gtr, Gte = graphs[: len(images_tr)], graphs[len(images_tr) :]
     n_features = Gtr[0][0].shape[1]
     if SETTINGS[setting] is None:
         model = GraphCRF(11, n_features, directed=True)
     else:
         model = EdgeFeatureGraphCRF(11, n_features, Gtr[0][2].shape[1], directed=True)
-    est = dualstruct.SSVM(model, C=C, max_iter=passes, tol=1e-3, check_every=check_every,
-                          random_state=0)
+    est = dualstruct.SSVM(
+        model, C=C, max_iter=passes, tol=1e-3, check_every=check_every, random_state=0
+    )
     t0 = time.perf_counter()
     est.fit(Gtr, Ytr, validation_data=(Gte, Yte))
     return est, time.perf_counter() - t0
@@ -53,21 +54,29 @@ def main(argv=None):
     ap.add_argument("--plot", help="write test accuracy against training time to this file")
     args = ap.parse_args(argv)
     data = load()
-    print(f"snakes: {len(data[0])} train / {len(data[2])} test images; C = {args.C:g}; "
-          f"machine: {platform.machine()}, Python {platform.python_version()}\n")
-    print(f"{'edges':<10} {'pass':>5} {'train s':>8} {'primal≤':>10} {'dual':>10} "
-          f"{'rel.gap':>8} {'test acc':>8}")
+    print(
+        f"snakes: {len(data[0])} train / {len(data[2])} test images; C = {args.C:g}; "
+        f"machine: {platform.machine()}, Python {platform.python_version()}\n"
+    )
+    print(
+        f"{'edges':<10} {'pass':>5} {'train s':>8} {'primal≤':>10} {'dual':>10} "
+        f"{'rel.gap':>8} {'test acc':>8}"
+    )
     curves = {}
     for setting in args.settings.split(","):
         est, wall = run(setting, data, args.C, args.passes, args.check_every)
         rows = [r for r in est.history_ if r.validation_score == r.validation_score]
         for r in rows:
-            print(f"{setting:<10} {r.passes:>5g} {r.time:>8.2f} {r.primal:>10.2f} "
-                  f"{r.dual:>10.2f} {r.relative_gap:>8.3f} {r.validation_score:>8.4f}")
+            print(
+                f"{setting:<10} {r.passes:>5g} {r.time:>8.2f} {r.primal:>10.2f} "
+                f"{r.dual:>10.2f} {r.relative_gap:>8.3f} {r.validation_score:>8.4f}"
+            )
         calls, loose = est.solver_.data.kernel.lp_stats
-        print(f"-> {setting}: test accuracy {rows[-1].validation_score:.4f} after "
-              f"{est.n_iter_} passes, {rows[-1].time:.1f} s training ({wall:.1f} s with "
-              f"checks); LP calls {calls}, certified exact {1 - loose / max(calls, 1):.1%}\n")
+        print(
+            f"-> {setting}: test accuracy {rows[-1].validation_score:.4f} after "
+            f"{est.n_iter_} passes, {rows[-1].time:.1f} s training ({wall:.1f} s with "
+            f"checks); LP calls {calls}, certified exact {1 - loose / max(calls, 1):.1%}\n"
+        )
         curves[setting] = [(r.time, r.validation_score) for r in rows]
     if args.plot:
         import matplotlib

@@ -89,10 +89,19 @@ def chunking_comparison(args):
     runs = [("bcfw, one machine", dict(max_iter=400, check_every=10))]
     for K in args.partitions:
         for H in args.local_passes:
-            runs.append((f"CoCoA+ Spark K={K} H={H}", dict(
-                backend="spark", n_partitions=K, max_iter=args.rounds,
-                check_every=max(1, 10 // H), solver_options={"local_passes": H},
-                backend_options={"master": args.master})))
+            runs.append(
+                (
+                    f"CoCoA+ Spark K={K} H={H}",
+                    dict(
+                        backend="spark",
+                        n_partitions=K,
+                        max_iter=args.rounds,
+                        check_every=max(1, 10 // H),
+                        solver_options={"local_passes": H},
+                        backend_options={"master": args.master},
+                    ),
+                )
+            )
     print("| run | train s | passes (rounds) | rel. gap | test chunk F1 | mean overhead s/round |")
     print("|---|---|---|---|---|---|")
     for label, opts in runs:
@@ -106,12 +115,16 @@ def chunking_comparison(args):
         over = [r.extra.get("overhead_time", 0.0) for r in est.history_]
         H = (opts.get("solver_options") or {}).get("local_passes", 1)
         passes = f"{est.n_iter_ * H}" + (f" ({est.n_iter_})" if "backend" in opts else "")
-        print(f"| {label} | {seconds:.1f} | {passes} | {last.relative_gap:.2%} | {f1:.2f} | "
-              f"{np.mean(over) if 'backend' in opts else float('nan'):.3f} |", flush=True)
+        print(
+            f"| {label} | {seconds:.1f} | {passes} | {last.relative_gap:.2%} | {f1:.2f} | "
+            f"{np.mean(over) if 'backend' in opts else float('nan'):.3f} |",
+            flush=True,
+        )
 
 
-def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, seed=0,
-          check_every=1):
+def train(
+    model, data, C, solver, K, H, rounds, targets, engine_name, master, seed=0, check_every=1
+):
     """Train until the smallest target gap or ``rounds``; returns a row of the table."""
     engine = None
     if engine_name == "spark":
@@ -127,23 +140,49 @@ def train(model, data, C, solver, K, H, rounds, targets, engine_name, master, se
         return False
 
     if solver == "cocoa":
-        s = CoCoA(model, C, n_partitions=K, local_passes=H, max_iter=rounds,
-                  check_every=check_every,
-                  tol=min(targets), random_state=seed, engine=engine, callback=note)
+        s = CoCoA(
+            model,
+            C,
+            n_partitions=K,
+            local_passes=H,
+            max_iter=rounds,
+            check_every=check_every,
+            tol=min(targets),
+            random_state=seed,
+            engine=engine,
+            callback=note,
+        )
     else:
-        s = MiniBatchSSG(model, C, n_partitions=K, batch_fraction=H, max_iter=rounds,
-                         check_every=max(1, rounds // 20), random_state=seed, engine=engine)
+        s = MiniBatchSSG(
+            model,
+            C,
+            n_partitions=K,
+            batch_fraction=H,
+            max_iter=rounds,
+            check_every=max(1, rounds // 20),
+            random_state=seed,
+            engine=engine,
+        )
     try:
         s.fit(data)
     finally:
         s.close()
     log = np.array(s.round_log[1:] or s.round_log)  # the first round loads the kernels
     last = s.history.last_checked()
-    return {"solver": solver, "engine": engine_name, "K": K, "H": H, "rounds": s.passes,
-            "round_s": float(log[:, 0].mean()), "compute_s": float(log[:, 1].mean()),
-            "overhead_s": float(np.maximum(log[:, 0] - log[:, 1], 0).mean()),
-            "primal": last.primal, "gap": last.relative_gap, "reached": reached,
-            "history": [(r.passes, r.time, r.primal, r.relative_gap) for r in s.history]}
+    return {
+        "solver": solver,
+        "engine": engine_name,
+        "K": K,
+        "H": H,
+        "rounds": s.passes,
+        "round_s": float(log[:, 0].mean()),
+        "compute_s": float(log[:, 1].mean()),
+        "overhead_s": float(np.maximum(log[:, 0] - log[:, 1], 0).mean()),
+        "primal": last.primal,
+        "gap": last.relative_gap,
+        "reached": reached,
+        "history": [(r.passes, r.time, r.primal, r.relative_gap) for r in s.history],
+    }
 
 
 def scaling_model(rows, cores):
@@ -157,8 +196,7 @@ def scaling_model(rows, cores):
     if len({r["K"] for r in spark}) < 2:
         return None
     Ks = np.array([r["K"] for r in spark], dtype=float)
-    over = np.array([r["round_s"] - r["K"] * r["compute_s"] / min(r["K"], cores)
-                     for r in spark])
+    over = np.array([r["round_s"] - r["K"] * r["compute_s"] / min(r["K"], cores) for r in spark])
     A = np.vstack([np.ones_like(Ks), Ks]).T
     (a, b), *_ = np.linalg.lstsq(A, over, rcond=None)
     compute1 = float(np.mean([r["compute_s"] * r["K"] / r["H"] for r in spark]))
@@ -179,49 +217,78 @@ def main(argv=None):
     ap.add_argument("--local-passes", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--targets", type=float, nargs="+", default=[0.01, 0.001])
-    ap.add_argument("--check-every", type=int, default=1,
-                    help="rounds between certified checks (the rounds to a target are then "
-                         "known to this granularity)")
+    ap.add_argument(
+        "--check-every",
+        type=int,
+        default=1,
+        help="rounds between certified checks (the rounds to a target are then "
+        "known to this granularity)",
+    )
     ap.add_argument("--engine", choices=("spark", "local", "both"), default="spark")
     ap.add_argument("--master", default="local[2,4]")
     ap.add_argument("--ssg", action="store_true", help="also mini-batch SSG (fraction 0.1)")
     ap.add_argument("-C", type=float, default=None)
     ap.add_argument("--plot", help="write gap against time to this PNG")
-    ap.add_argument("--compare", action="store_true",
-                    help="conll2000: one-machine BCFW against Spark runs, with test F1")
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="conll2000: one-machine BCFW against Spark runs, with test F1",
+    )
     args = ap.parse_args(argv)
     if args.compare:
         return chunking_comparison(args)
     model, data, what = load_problem(args.problem)
     C = args.C if args.C is not None else (0.1 if args.problem == "conll2000" else 1.0)
     engines = ["spark", "local"] if args.engine == "both" else [args.engine]
-    print(f"# {what}; {data.n_sequences} examples; {platform.processor() or platform.machine()}"
-          f", {platform.python_version()}; master {args.master}")
+    print(
+        f"# {what}; {data.n_sequences} examples; {platform.processor() or platform.machine()}"
+        f", {platform.python_version()}; master {args.master}"
+    )
     rows = []
     for eng in engines:
         for K in args.partitions:
             for H in args.local_passes:
-                rows.append(train(model, data, C, "cocoa", K, H, args.rounds, args.targets,
-                                  eng, args.master, check_every=args.check_every))
+                rows.append(
+                    train(
+                        model,
+                        data,
+                        C,
+                        "cocoa",
+                        K,
+                        H,
+                        args.rounds,
+                        args.targets,
+                        eng,
+                        args.master,
+                        check_every=args.check_every,
+                    )
+                )
                 show(rows[-1], args.targets)
             if args.ssg:
-                rows.append(train(model, data, C, "ssg", K, 0.1, args.rounds, args.targets,
-                                  eng, args.master))
+                rows.append(
+                    train(
+                        model, data, C, "ssg", K, 0.1, args.rounds, args.targets, eng, args.master
+                    )
+                )
                 show(rows[-1], args.targets)
     fit = scaling_model(rows, cores=2)
     if fit is not None:
         a, b, compute1, rounds_fit = fit
-        print(f"# scaling model: overhead(K) = {a:.3f} + {b:.4f} K s per round; compute "
-              f"{compute1:.3f} s per pass over the data on one core")
+        print(
+            f"# scaling model: overhead(K) = {a:.3f} + {b:.4f} K s per round; compute "
+            f"{compute1:.3f} s per pass over the data on one core"
+        )
         H = max(r["H"] for r in rows if r["solver"] == "cocoa")
         if rounds_fit is not None:
             c, p = rounds_fit
             print(f"# rounds to 1% gap ≈ {c:.1f} K^{p:.2f} (fitted over the measured K, H={H})")
             for machines in (8, 32, 128):
-                n_rounds = c * machines ** p
+                n_rounds = c * machines**p
                 t = n_rounds * (H * compute1 / machines + a + b * machines)
-                print(f"#   predicted time to 1% gap on {machines} one-core machines "
-                      f"(K={machines}, H={H}): {n_rounds:.0f} rounds, {t:.0f} s")
+                print(
+                    f"#   predicted time to 1% gap on {machines} one-core machines "
+                    f"(K={machines}, H={H}): {n_rounds:.0f} rounds, {t:.0f} s"
+                )
     if args.plot:
         import matplotlib
 
@@ -232,8 +299,7 @@ def main(argv=None):
         for r in rows:
             h = [(t, g) for _, t, _, g in r["history"] if not math.isnan(g)]
             if h:
-                ax.semilogy(*zip(*h), label=f"{r['solver']} {r['engine']} K={r['K']} "
-                                            f"H={r['H']}")
+                ax.semilogy(*zip(*h), label=f"{r['solver']} {r['engine']} K={r['K']} H={r['H']}")
         ax.set_xlabel("training time (s)")
         ax.set_ylabel("relative duality gap")
         ax.set_title(what)
@@ -244,12 +310,16 @@ def main(argv=None):
 
 def show(r, targets):
     reached = "  ".join(
-        f"{t:g}: " + (f"{r['reached'][t][0]} rounds {r['reached'][t][1]:.1f}s"
-                      if t in r["reached"] else "—") for t in targets)
-    print(f"{r['solver']:6s} {r['engine']:6s} K={r['K']} H={r['H']:<4g} rounds {r['rounds']:4d} "
-          f"round {r['round_s']:.3f}s (compute {r['compute_s']:.3f}, overhead "
-          f"{r['overhead_s']:.3f})  primal {r['primal']:.6g}  gap {r['gap']:.2e}  {reached}",
-          flush=True)
+        f"{t:g}: "
+        + (f"{r['reached'][t][0]} rounds {r['reached'][t][1]:.1f}s" if t in r["reached"] else "—")
+        for t in targets
+    )
+    print(
+        f"{r['solver']:6s} {r['engine']:6s} K={r['K']} H={r['H']:<4g} rounds {r['rounds']:4d} "
+        f"round {r['round_s']:.3f}s (compute {r['compute_s']:.3f}, overhead "
+        f"{r['overhead_s']:.3f})  primal {r['primal']:.6g}  gap {r['gap']:.2e}  {reached}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

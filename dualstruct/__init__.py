@@ -10,5 +10,14 @@ from .estimators import SSVM, MultiClassSVM, MultiLabelSVM, StructuredSVM, load 
 from .plotting import plot_history  # noqa: E402
 from .sequences import PackedSequences, pack_sequences  # noqa: E402
 
-__all__ = ["StructuredSVM", "SSVM", "MultiLabelSVM", "MultiClassSVM", "load", "PackedSequences",
-           "pack_sequences", "plot_history", "__version__"]
+__all__ = [
+    "StructuredSVM",
+    "SSVM",
+    "MultiLabelSVM",
+    "MultiClassSVM",
+    "load",
+    "PackedSequences",
+    "pack_sequences",
+    "plot_history",
+    "__version__",
+]

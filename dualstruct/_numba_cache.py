@@ -47,13 +47,20 @@ def configure_numba_cache() -> None:
     if chosen is None:
         return
     if not chosen:
-        warnings.warn(f"dualstruct: numba cannot cache the compiled kernels beside the "
-                      f"package, in {user_dir} or in {temp_dir}; set NUMBA_CACHE_DIR to a "
-                      "writable folder", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"dualstruct: numba cannot cache the compiled kernels beside the "
+            f"package, in {user_dir} or in {temp_dir}; set NUMBA_CACHE_DIR to a "
+            "writable folder",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return
     import numba
 
     numba.config.CACHE_DIR = chosen
-    warnings.warn(f"dualstruct: cannot write numba's cache beside the package nor in "
-                  f"{user_dir}; the compiled kernels are cached in {chosen}", RuntimeWarning,
-                  stacklevel=3)
+    warnings.warn(
+        f"dualstruct: cannot write numba's cache beside the package nor in "
+        f"{user_dir}; the compiled kernels are cached in {chosen}",
+        RuntimeWarning,
+        stacklevel=3,
+    )

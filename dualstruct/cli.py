@@ -69,24 +69,34 @@ def read_tagged(path, fmt, label_column=None, label=None, n_columns=None, need_l
                 width = len(rows[0])
                 expected = width if n_columns is None else n_columns
                 if not -expected <= label_column < expected:
-                    raise CLIError(f"{path}:{numbers[0]}: --label-column {label_column} does not "
-                                   f"exist in {expected} columns")
+                    raise CLIError(
+                        f"{path}:{numbers[0]}: --label-column {label_column} does not "
+                        f"exist in {expected} columns"
+                    )
                 first_id = rows[0][0].replace("-", "").replace(".", "")
-                if fmt == "conll" and width == 10 and first_id.isdigit() and need_labels \
-                        and n_columns is None:
-                    raise CLIError(f"{path}:{numbers[0]}: this looks like CoNLL-U (10 columns "
-                                   "with a numeric ID); use --format conllu")
+                if (
+                    fmt == "conll"
+                    and width == 10
+                    and first_id.isdigit()
+                    and need_labels
+                    and n_columns is None
+                ):
+                    raise CLIError(
+                        f"{path}:{numbers[0]}: this looks like CoNLL-U (10 columns "
+                        "with a numeric ID); use --format conllu"
+                    )
                 col = label_column % expected
                 if width == expected:
-                    sentences.append([tuple(r[:col] + r[col + 1:]) for r in rows])
+                    sentences.append([tuple(r[:col] + r[col + 1 :]) for r in rows])
                     labels.append(np.array([r[col] for r in rows]))
                 elif width == expected - 1 and not need_labels:
                     sentences.append([tuple(r) for r in rows])
                     labels.append(None)
                 else:
                     want = f"{expected}" if need_labels else f"{expected} or {expected - 1}"
-                    raise CLIError(f"{path}:{numbers[0]}: {width} columns, the model expects "
-                                   f"{want}")
+                    raise CLIError(
+                        f"{path}:{numbers[0]}: {width} columns, the model expects {want}"
+                    )
             lines.append(numbers)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
@@ -130,6 +140,7 @@ def write_predictions(src, out, fmt, predictions, lines, label=None):
 #: as 40–50 MB several times faster than the default level)
 CHECKPOINT_LEVEL = 1
 
+
 # -- progress -----------------------------------------------------------------------------------
 class Progress:
     """One line per pass: pass, objective, gap, dev score, elapsed time, estimated time left."""
@@ -172,11 +183,15 @@ class Progress:
         def fmt(v, spec):
             return "—" if math.isnan(v) else format(v, spec)
 
-        print(f"pass {int(record.passes):>4}/{self.max_iter}"
-              f"  primal {fmt(record.primal, '.6g'):>10}  dual {fmt(record.dual, '.6g'):>10}"
-              f"  gap {fmt(record.relative_gap, '.2%'):>7}"
-              f"  dev {fmt(record.validation_score, '.4f'):>6}  elapsed {elapsed:7.1f}s"
-              f"  eta {self.eta(record):6.0f}s", file=self.out, flush=True)
+        print(
+            f"pass {int(record.passes):>4}/{self.max_iter}"
+            f"  primal {fmt(record.primal, '.6g'):>10}  dual {fmt(record.dual, '.6g'):>10}"
+            f"  gap {fmt(record.relative_gap, '.2%'):>7}"
+            f"  dev {fmt(record.validation_score, '.4f'):>6}  elapsed {elapsed:7.1f}s"
+            f"  eta {self.eta(record):6.0f}s",
+            file=self.out,
+            flush=True,
+        )
         if self.checkpoint_every and record.passes % self.checkpoint_every == 0:
             self.tagger.svm_ = estimator
             self.write_checkpoint()
@@ -188,17 +203,21 @@ class Progress:
         checkpoint."""
         t0 = time.perf_counter()
         try:
-            self.tagger.save(self.checkpoint, include_solver_state=True,
-                             compress=CHECKPOINT_LEVEL)
+            self.tagger.save(self.checkpoint, include_solver_state=True, compress=CHECKPOINT_LEVEL)
         except OSError as exc:
-            kept = (f"; {self.checkpoint} keeps the previous one" if self.checkpoint.exists()
-                    else "")
-            print(f"checkpoint not written ({exc.strerror or exc}){kept}; training goes on",
-                  file=self.out, flush=True)
+            kept = f"; {self.checkpoint} keeps the previous one" if self.checkpoint.exists() else ""
+            print(
+                f"checkpoint not written ({exc.strerror or exc}){kept}; training goes on",
+                file=self.out,
+                flush=True,
+            )
             return
         size = os.path.getsize(self.checkpoint) / 2**20
-        print(f"checkpoint {self.checkpoint}: {size:.1f} MB in "
-              f"{time.perf_counter() - t0:.1f}s", file=self.out, flush=True)
+        print(
+            f"checkpoint {self.checkpoint}: {size:.1f} MB in {time.perf_counter() - t0:.1f}s",
+            file=self.out,
+            flush=True,
+        )
 
 
 # -- multi-label commands -------------------------------------------------------------------------
@@ -211,8 +230,10 @@ def read_multilabel(path, labels=None, n_features=None, n_labels=None):
     try:
         if path.name.endswith((".arff", ".arff.gz")):
             if labels is None:
-                raise CLIError(f"{path}: an ARFF file needs --labels (the MULAN XML file or "
-                               "the number of label attributes at the end)")
+                raise CLIError(
+                    f"{path}: an ARFF file needs --labels (the MULAN XML file or "
+                    "the number of label attributes at the end)"
+                )
             if isinstance(labels, str) and labels.isdigit():
                 labels = int(labels)
             X, Y, _, _ = load_arff(path, labels)
@@ -242,8 +263,9 @@ def _load_multilabel(path):
 
     model = _load_model(path)
     if not isinstance(model, MultiLabelSVM):
-        raise CLIError(f"{path} does not hold a multi-label model (it holds a "
-                       f"{type(model).__name__})")
+        raise CLIError(
+            f"{path} does not hold a multi-label model (it holds a {type(model).__name__})"
+        )
     return model
 
 
@@ -271,13 +293,19 @@ def _refuse_changed_settings(args, saved, source):
         given = getattr(args, dest)
         if any(isinstance(v, (str, int, float, type(None))) and given == v for v in values):
             continue
-        shown = values[0] if isinstance(values[0], (str, int, float, type(None))) else (
-            "an explicit list")
+        shown = (
+            values[0]
+            if isinstance(values[0], (str, int, float, type(None)))
+            else ("an explicit list")
+        )
         flag = "-C" if dest == "C" else "--" + dest.replace("_", "-")
         changed.append(f"{flag} {given} (the model has {shown!r})")
     if changed:
-        raise CLIError(f"{source} resumes with the settings it was trained with, but "
-                       + "; ".join(changed) + " differ: drop these flags or train a new model")
+        raise CLIError(
+            f"{source} resumes with the settings it was trained with, but "
+            + "; ".join(changed)
+            + " differ: drop these flags or train a new model"
+        )
 
 
 def cmd_multilabel_train(args, out):
@@ -285,42 +313,68 @@ def cmd_multilabel_train(args, out):
     from .estimators import MultiLabelSVM
 
     model_path = Path(args.output)
-    _check_model_output(model_path, {"training": args.train, "--dev": args.dev,
-                                     "--labels": args.labels})
+    _check_model_output(
+        model_path, {"training": args.train, "--dev": args.dev, "--labels": args.labels}
+    )
     checkpoint = Path(str(model_path) + ".ckpt")
     if args.resume:
         svm = _load_multilabel(args.resume)
         if getattr(svm, "_saved_state", None) is None:
-            raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
-                           "from it")
-        _refuse_changed_settings(args, {
-            "edges": svm.edges, "solver": svm.solver, "C": svm.C,
-            "inference": (svm.inference, svm._inference()),
-            "interactions": svm.interactions, "rescaling": svm.rescaling,
-            "weights": svm.weights, "weights_min_count": svm.weights_min_count,
-            "check_every": svm.check_every, "seed": svm.random_state}, args.resume)
+            raise CLIError(
+                f"{args.resume} holds no solver state, so training cannot resume from it"
+            )
+        _refuse_changed_settings(
+            args,
+            {
+                "edges": svm.edges,
+                "solver": svm.solver,
+                "C": svm.C,
+                "inference": (svm.inference, svm._inference()),
+                "interactions": svm.interactions,
+                "rescaling": svm.rescaling,
+                "weights": svm.weights,
+                "weights_min_count": svm.weights_min_count,
+                "check_every": svm.check_every,
+                "seed": svm.random_state,
+            },
+            args.resume,
+        )
         X, Y = read_multilabel(args.train, args.labels, svm.n_features_in_, svm.n_labels_)
         done = svm.n_iter_
         if args.max_iter <= done:
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
-        svm.set_params(max_iter=args.max_iter - done, tol=args.tol, warm_start=True,
-                       **_on_this_machine(svm))
+        svm.set_params(
+            max_iter=args.max_iter - done, tol=args.tol, warm_start=True, **_on_this_machine(svm)
+        )
     else:
         X, Y = read_multilabel(args.train, args.labels, args.n_features, args.n_labels)
-        svm = MultiLabelSVM(edges=args.edges, solver=args.solver, C=args.C,
-                            inference=args.inference, max_iter=args.max_iter, tol=args.tol,
-                            check_every=args.check_every, random_state=args.seed,
-                            rescaling=args.rescaling, interactions=args.interactions,
-                            weights=args.weights, weights_min_count=args.weights_min_count,
-                            **backend)
+        svm = MultiLabelSVM(
+            edges=args.edges,
+            solver=args.solver,
+            C=args.C,
+            inference=args.inference,
+            max_iter=args.max_iter,
+            tol=args.tol,
+            check_every=args.check_every,
+            random_state=args.seed,
+            rescaling=args.rescaling,
+            interactions=args.interactions,
+            weights=args.weights,
+            weights_min_count=args.weights_min_count,
+            **backend,
+        )
     dev = None
     if args.dev:
         dev = read_multilabel(args.dev, args.labels, X.shape[1], Y.shape[1])
     saver = _MultiLabelCheckpoint()
     progress = Progress(args.max_iter, args.tol, out, args.checkpoint_every, checkpoint, saver)
     svm.set_params(callback=progress)
-    print(f"training on {X.shape[0]} examples, {X.shape[1]} features, {Y.shape[1]} labels "
-          f"({args.train}); model -> {model_path}", file=out, flush=True)
+    print(
+        f"training on {X.shape[0]} examples, {X.shape[1]} features, {Y.shape[1]} labels "
+        f"({args.train}); model -> {model_path}",
+        file=out,
+        flush=True,
+    )
     print(FIRST_PASS, file=out, flush=True)
     t0 = time.perf_counter()
     try:
@@ -333,9 +387,12 @@ def cmd_multilabel_train(args, out):
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
     saved = _save_model(
-        lambda p: svm.save(p, include_solver_state=(interrupted or args.save_state)
-                          and _holds_dual_state(svm)),
-        model_path, out)
+        lambda p: svm.save(
+            p, include_solver_state=(interrupted or args.save_state) and _holds_dual_state(svm)
+        ),
+        model_path,
+        out,
+    )
     if checkpoint.exists() and saved:
         checkpoint.unlink()
     if not saved:
@@ -347,8 +404,12 @@ def cmd_multilabel_train(args, out):
         if not math.isnan(last.relative_gap):
             summary += f", relative gap {last.relative_gap:.3%}"
     if interrupted:
-        print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
-              f"{_how_to_resume(args, svm, f'--resume {model_path}')}", file=out, flush=True)
+        print(
+            f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
+            f"{_how_to_resume(args, svm, f'--resume {model_path}')}",
+            file=out,
+            flush=True,
+        )
         return 130
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
     _say_if_not_converged(svm, args, out)
@@ -399,8 +460,10 @@ def cmd_train(args, out):
     sentences, labels, _ = read_tagged(args.train, fmt, args.label_column, args.label)
     distinct = set(np.concatenate(labels).tolist())
     if len(distinct) < 2:
-        raise CLIError(f"{args.train}: the label column holds a single value {distinct}; check "
-                       "--format and --label-column")
+        raise CLIError(
+            f"{args.train}: the label column holds a single value {distinct}; check "
+            "--format and --label-column"
+        )
     n_columns = None if fmt == "conllu" else len(sentences[0][0]) + 1
     dev = None
     if args.dev:
@@ -412,52 +475,84 @@ def cmd_train(args, out):
     if args.resume:
         tagger = _load_tagger(args.resume)
         if tagger.input_format != _input_format(args, n_columns):
-            raise CLIError(f"{args.resume} was trained on input read as {tagger.input_format}, "
-                           f"not {_input_format(args, n_columns)}")
+            raise CLIError(
+                f"{args.resume} was trained on input read as {tagger.input_format}, "
+                f"not {_input_format(args, n_columns)}"
+            )
         if getattr(tagger.svm_, "_saved_state", None) is None:
-            raise CLIError(f"{args.resume} holds no solver state, so training cannot resume "
-                           "from it; use a checkpoint (MODEL.ckpt), a model saved on Ctrl-C, "
-                           "or one trained with --save-state")
+            raise CLIError(
+                f"{args.resume} holds no solver state, so training cannot resume "
+                "from it; use a checkpoint (MODEL.ckpt), a model saved on Ctrl-C, "
+                "or one trained with --save-state"
+            )
         fitted, feats = tagger.svm_, tagger.features
-        _refuse_changed_settings(args, {
-            "solver": fitted.solver, "C": fitted.C, "rescaling": fitted.rescaling,
-            "slack_search": fitted.slack_search, "check_every": fitted.check_every,
-            "weights": fitted.weights, "weights_min_count": fitted.weights_min_count,
-            "seed": fitted.random_state, "window": feats.window,
-            "min_count": feats.min_count, "hashing": feats.hashing,
-            "tag_scheme": tagger.tag_scheme or "none"}, args.resume)
+        _refuse_changed_settings(
+            args,
+            {
+                "solver": fitted.solver,
+                "C": fitted.C,
+                "rescaling": fitted.rescaling,
+                "slack_search": fitted.slack_search,
+                "check_every": fitted.check_every,
+                "weights": fitted.weights,
+                "weights_min_count": fitted.weights_min_count,
+                "seed": fitted.random_state,
+                "window": feats.window,
+                "min_count": feats.min_count,
+                "hashing": feats.hashing,
+                "tag_scheme": tagger.tag_scheme or "none",
+            },
+            args.resume,
+        )
         done = tagger.svm_.n_iter_
         if args.max_iter <= done:
             raise CLIError(f"{args.resume} has already made {done} passes; raise --max-iter")
-        tagger.svm_.set_params(max_iter=args.max_iter - done, tol=args.tol,
-                               **_on_this_machine(tagger.svm_))
+        tagger.svm_.set_params(
+            max_iter=args.max_iter - done, tol=args.tol, **_on_this_machine(tagger.svm_)
+        )
     else:
-        svm = StructuredSVM(solver=args.solver, C=args.C, rescaling=args.rescaling,
-                            slack_search=args.slack_search,
-                            max_iter=args.max_iter, tol=args.tol,
-                            check_every=args.check_every, fit_intercept=False,
-                            random_state=args.seed, weights=args.weights,
-                            weights_min_count=args.weights_min_count,
-                            **backend)
-        feats = TokenFeatures(window=args.window, min_count=args.min_count,
-                              hashing=args.hashing)
+        svm = StructuredSVM(
+            solver=args.solver,
+            C=args.C,
+            rescaling=args.rescaling,
+            slack_search=args.slack_search,
+            max_iter=args.max_iter,
+            tol=args.tol,
+            check_every=args.check_every,
+            fit_intercept=False,
+            random_state=args.seed,
+            weights=args.weights,
+            weights_min_count=args.weights_min_count,
+            **backend,
+        )
+        feats = TokenFeatures(window=args.window, min_count=args.min_count, hashing=args.hashing)
         scheme = None if args.tag_scheme == "none" else args.tag_scheme
-        tagger = SequenceTagger(feats, svm, tag_scheme=scheme,
-                                input_format=_input_format(args, n_columns))
+        tagger = SequenceTagger(
+            feats, svm, tag_scheme=scheme, input_format=_input_format(args, n_columns)
+        )
     progress = Progress(args.max_iter, args.tol, out, args.checkpoint_every, checkpoint, tagger)
     if args.resume:
         tagger.svm_.set_params(callback=progress)
     else:
         tagger.svm.set_params(callback=progress)
     n_tok = sum(len(s) for s in sentences)
-    print(f"training on {len(sentences)} sentences, {n_tok} tokens "
-          f"({args.train}); model -> {model_path}", file=out, flush=True)
+    print(
+        f"training on {len(sentences)} sentences, {n_tok} tokens "
+        f"({args.train}); model -> {model_path}",
+        file=out,
+        flush=True,
+    )
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():  # said below in the command line's own terms
             warnings.simplefilter("ignore", ConvergenceWarning)
-            tagger.fit(sentences, labels, validation_data=dev, resume=bool(args.resume),
-                       on_stage=partial(_say_stage, out))
+            tagger.fit(
+                sentences,
+                labels,
+                validation_data=dev,
+                resume=bool(args.resume),
+                on_stage=partial(_say_stage, out),
+            )
     except (MemoryError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     svm = tagger.svm_
@@ -465,23 +560,30 @@ def cmd_train(args, out):
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
     saved = _save_model(
-        lambda p: tagger.save(p, include_solver_state=(interrupted or args.save_state)
-                          and _holds_dual_state(svm)),
-        model_path, out)
+        lambda p: tagger.save(
+            p, include_solver_state=(interrupted or args.save_state) and _holds_dual_state(svm)
+        ),
+        model_path,
+        out,
+    )
     if checkpoint.exists() and saved:
         checkpoint.unlink()
     if not saved:
         return 1
     last = svm.history_.last_checked()
-    summary = (f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}")
+    summary = f"{svm.n_iter_} passes, {time.perf_counter() - t0:.1f}s, stop: {stop}"
     if last is not None:
         summary += f", primal {last.primal:.6g}"
         if not math.isnan(last.relative_gap):
             summary += f", relative gap {last.relative_gap:.3%}"
     if interrupted:
         how = f"dualstruct train {args.train} -o {model_path} --resume {model_path} ..."
-        print(f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
-              f"{_how_to_resume(args, svm, how)}", file=out, flush=True)
+        print(
+            f"interrupted: the model trained so far ({summary}) is saved to {model_path}; "
+            f"{_how_to_resume(args, svm, how)}",
+            file=out,
+            flush=True,
+        )
         return 130
     print(f"done: {summary}; model saved to {model_path}", file=out, flush=True)
     _say_if_not_converged(svm, args, out)
@@ -510,10 +612,14 @@ def _how_to_resume(args, svm, command):
     if _holds_dual_state(svm):
         return f"resume with: {command}"
     if getattr(args, "spark_checkpoint_dir", None):
-        return (f"resume the Spark run with --spark-checkpoint-dir {args.spark_checkpoint_dir}"
-                " --spark-resume")
-    return ("this Spark run cannot be resumed: give --spark-checkpoint-dir DIR (or "
-            "--save-state) to make it resumable")
+        return (
+            f"resume the Spark run with --spark-checkpoint-dir {args.spark_checkpoint_dir}"
+            " --spark-resume"
+        )
+    return (
+        "this Spark run cannot be resumed: give --spark-checkpoint-dir DIR (or "
+        "--save-state) to make it resumable"
+    )
 
 
 def _on_this_machine(svm) -> dict:
@@ -522,18 +628,24 @@ def _on_this_machine(svm) -> dict:
         return {}
     from .estimators.base import _problem_options
 
-    return {"backend": "local", "backend_options": None,
-            "solver_options": _problem_options(svm.solver_options)}
+    return {
+        "backend": "local",
+        "backend_options": None,
+        "solver_options": _problem_options(svm.solver_options),
+    }
 
 
 def _say_if_not_converged(svm, args, out):
     """The ConvergenceWarning of the estimators, as advice for the command line."""
     gap = unconverged_gap(svm.history_, args.tol)
     if gap is not None:
-        print(f"note: not converged: the relative gap {gap:.3%} is above --tol "
-              f"{args.tol:g} after --max-iter {args.max_iter} passes; train with a larger "
-              "--max-iter (--save-state keeps what --resume needs to continue)", file=out,
-              flush=True)
+        print(
+            f"note: not converged: the relative gap {gap:.3%} is above --tol "
+            f"{args.tol:g} after --max-iter {args.max_iter} passes; train with a larger "
+            "--max-iter (--save-state keeps what --resume needs to continue)",
+            file=out,
+            flush=True,
+        )
 
 
 def _input_path(path, what):
@@ -558,9 +670,11 @@ def _load_model(path):
 def _load_tagger(path):
     model = _load_model(path)
     if not isinstance(model, SequenceTagger):
-        kind = ("a multi-label model (use `dualstruct multilabel ...`)"
-                if type(model).__name__ == "MultiLabelSVM" else
-                f"a bare {type(model).__name__}")
+        kind = (
+            "a multi-label model (use `dualstruct multilabel ...`)"
+            if type(model).__name__ == "MultiLabelSVM"
+            else f"a bare {type(model).__name__}"
+        )
         raise CLIError(f"{path} holds {kind}, not a tagger trained on text")
     return model
 
@@ -569,8 +683,9 @@ def _read_for_model(tagger, path, need_labels):
     f = tagger.input_format or {"format": "conll", "label_column": -1, "n_columns": None}
     if f["format"] == "conllu":
         return read_tagged(path, "conllu", label=f["label"], need_labels=need_labels)
-    return read_tagged(path, "conll", f["label_column"], n_columns=f["n_columns"],
-                       need_labels=need_labels)
+    return read_tagged(
+        path, "conll", f["label_column"], n_columns=f["n_columns"], need_labels=need_labels
+    )
 
 
 def _check_model_output(model_path, inputs, out_flag="-o"):
@@ -583,10 +698,16 @@ def _check_model_output(model_path, inputs, out_flag="-o"):
     if not folder.is_dir():
         raise CLIError(f"cannot write {model_path}: folder {folder} does not exist")
     for name, path in inputs.items():
-        if path and model_path.exists() and Path(str(path)).exists() and os.path.samefile(
-                model_path, path):
-            raise CLIError(f"{out_flag} {model_path} is the {name} file {path}: writing the "
-                           "model would overwrite it")
+        if (
+            path
+            and model_path.exists()
+            and Path(str(path)).exists()
+            and os.path.samefile(model_path, path)
+        ):
+            raise CLIError(
+                f"{out_flag} {model_path} is the {name} file {path}: writing the "
+                "model would overwrite it"
+            )
     try:  # a read-only folder (or one we may not write) fails here, not after training
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{model_path.name}.", suffix=".probe")
         os.close(fd)
@@ -631,8 +752,11 @@ def _save_model(save, model_path, out):
             save(rescue)
         except OSError:
             continue
-        print(f"error: cannot write {model_path} ({reason}); the trained model is saved to "
-              f"{rescue}", file=out, flush=True)
+        print(
+            f"error: cannot write {model_path} ({reason}); the trained model is saved to {rescue}",
+            file=out,
+            flush=True,
+        )
         return False
     raise CLIError(f"cannot write {model_path} ({reason}), nor a rescue copy of the model")
 
@@ -663,10 +787,10 @@ def _write_output(path, write):
 
 
 def _refuse_overwriting_model(args):
-    if args.output and Path(args.output).exists() and os.path.samefile(args.output,
-                                                                        args.model):
-        raise CLIError(f"-o {args.output} is the model file {args.model}: the predictions "
-                       "would overwrite it")
+    if args.output and Path(args.output).exists() and os.path.samefile(args.output, args.model):
+        raise CLIError(
+            f"-o {args.output} is the model file {args.model}: the predictions would overwrite it"
+        )
 
 
 def cmd_predict(args, out):
@@ -677,8 +801,10 @@ def cmd_predict(args, out):
     pred = tagger.predict(sentences)
     f = tagger.input_format or {"format": "conll"}
     if args.output:
-        _write_output(args.output, lambda fh: write_predictions(
-            args.input, fh, f["format"], pred, lines, f.get("label")))
+        _write_output(
+            args.output,
+            lambda fh: write_predictions(args.input, fh, f["format"], pred, lines, f.get("label")),
+        )
         print(f"wrote {sum(len(p) for p in pred)} predicted labels to {args.output}", file=out)
     else:
         write_predictions(args.input, out, f["format"], pred, lines, f.get("label"))
@@ -686,8 +812,12 @@ def cmd_predict(args, out):
 
 
 def evaluate_labels(gold, pred) -> dict:
-    result = {"tokens": int(sum(len(g) for g in gold)), "sentences": len(gold),
-              "token_accuracy": token_accuracy(gold, pred), "labels": label_scores(gold, pred)}
+    result = {
+        "tokens": int(sum(len(g) for g in gold)),
+        "sentences": len(gold),
+        "token_accuracy": token_accuracy(gold, pred),
+        "labels": label_scores(gold, pred),
+    }
     if is_chunk_tagset(np.concatenate([np.asarray(g) for g in gold]).tolist()):
         result["chunks"] = chunk_scores(gold, pred)
     return result
@@ -706,9 +836,11 @@ def cmd_evaluate(args, out):
     _table(out, "label", result["labels"])
     if "chunks" in result:
         o = result["chunks"]["overall"]
-        print(f"\nchunks (conlleval): precision {100 * o['precision']:.2f}  recall "
-              f"{100 * o['recall']:.2f}  F1 {100 * o['f1']:.2f}  ({o['support']} chunks)\n",
-              file=out)
+        print(
+            f"\nchunks (conlleval): precision {100 * o['precision']:.2f}  recall "
+            f"{100 * o['recall']:.2f}  F1 {100 * o['f1']:.2f}  ({o['support']} chunks)\n",
+            file=out,
+        )
         _table(out, "chunk type", result["chunks"]["types"])
     return 0
 
@@ -717,8 +849,11 @@ def _table(out, title, rows):
     width = max([len(title)] + [len(k) for k in rows])
     print(f"{title:<{width}}  {'precision':>9} {'recall':>7} {'F1':>7} {'support':>8}", file=out)
     for name, r in rows.items():
-        print(f"{name:<{width}}  {100 * r['precision']:>9.2f} {100 * r['recall']:>7.2f} "
-              f"{100 * r['f1']:>7.2f} {r['support']:>8}", file=out)
+        print(
+            f"{name:<{width}}  {100 * r['precision']:>9.2f} {100 * r['recall']:>7.2f} "
+            f"{100 * r['f1']:>7.2f} {r['support']:>8}",
+            file=out,
+        )
 
 
 def _plot_curves(history, target, x, title):
@@ -749,13 +884,19 @@ def cmd_info(args, out):
     model = _load_model(path)
     svm = model.svm_ if isinstance(model, SequenceTagger) else model
     multilabel = isinstance(model, MultiLabelSVM)
-    kind = ("tagger" if isinstance(model, SequenceTagger) else
-            "multilabel" if multilabel else "structured_svm")
+    kind = (
+        "tagger"
+        if isinstance(model, SequenceTagger)
+        else "multilabel"
+        if multilabel
+        else "structured_svm"
+    )
     info = {
         "file": str(path),
         "kind": kind,
-        "labels": ([str(j) for j in range(svm.n_labels_)] if multilabel
-                   else [str(c) for c in svm.classes_]),
+        "labels": (
+            [str(j) for j in range(svm.n_labels_)] if multilabel else [str(c) for c in svm.classes_]
+        ),
         "n_features": int(svm.n_features_in_),
         "params": {k: v for k, v in svm.get_params().items() if k != "callback"},
         "passes": int(svm.n_iter_),
@@ -764,8 +905,13 @@ def cmd_info(args, out):
     }
     last = svm.history_.last_checked()
     if last is not None:
-        info["final"] = {"primal": last.primal, "dual": last.dual, "gap": last.gap,
-                         "relative_gap": last.relative_gap, "train_seconds": last.time}
+        info["final"] = {
+            "primal": last.primal,
+            "dual": last.dual,
+            "gap": last.gap,
+            "relative_gap": last.relative_gap,
+            "train_seconds": last.time,
+        }
     if multilabel:
         info["n_edges"] = int(len(svm.edges_))
         info["params"]["edges"] = svm.model_.edge_kind
@@ -780,8 +926,10 @@ def cmd_info(args, out):
         top = model.top_features(args.top)
         info["top_features"] = {str(k): v for k, v in top.items()}
         if not multilabel:
-            info["transitions"] = {"labels": info["labels"],
-                                   "weights": svm.transition_weights_.tolist()}
+            info["transitions"] = {
+                "labels": info["labels"],
+                "weights": svm.transition_weights_.tolist(),
+            }
     if args.json:
         json.dump(info, out, indent=1, default=str)
         out.write("\n")
@@ -800,7 +948,7 @@ def cmd_info(args, out):
     if args.top and not multilabel:
         W = svm.transition_weights_
         labels = info["labels"]
-        order = np.argsort(-np.abs(W), axis=None)[:args.top]
+        order = np.argsort(-np.abs(W), axis=None)[: args.top]
         print(f"strongest {args.top} transitions (from -> to: weight):", file=out)
         for a, b in zip(*np.unravel_index(order, W.shape)):
             print(f"  {labels[a]} -> {labels[b]}: {W[a, b]:+.3g}", file=out)
@@ -829,22 +977,29 @@ def _positive_int(text):
 
 def _backend_params(args):
     """The estimator's backend parameters from ``--spark-master`` and its companions."""
-    spark_only = {"--partitions": args.partitions, "--local-passes": args.local_passes,
-                  "--spark-checkpoint-dir": args.spark_checkpoint_dir,
-                  "--spark-resume": args.spark_resume or None}
+    spark_only = {
+        "--partitions": args.partitions,
+        "--local-passes": args.local_passes,
+        "--spark-checkpoint-dir": args.spark_checkpoint_dir,
+        "--spark-resume": args.spark_resume or None,
+    }
     if args.spark_master is None:
         given = [k for k, v in spark_only.items() if v is not None]
         if given:
             raise CLIError(f"{', '.join(given)} need --spark-master")
         return {}
     if args.resume:
-        raise CLIError("--resume continues a model file; a Spark run resumes from its "
-                       "checkpoint directory with --spark-checkpoint-dir DIR --spark-resume")
+        raise CLIError(
+            "--resume continues a model file; a Spark run resumes from its "
+            "checkpoint directory with --spark-checkpoint-dir DIR --spark-resume"
+        )
     if args.spark_resume and not args.spark_checkpoint_dir:
         raise CLIError("--spark-resume needs --spark-checkpoint-dir")
     if args.checkpoint_every:
-        raise CLIError("a Spark run checkpoints to --spark-checkpoint-dir (every "
-                       "--spark-checkpoint-every rounds), not with --checkpoint-every")
+        raise CLIError(
+            "a Spark run checkpoints to --spark-checkpoint-dir (every "
+            "--spark-checkpoint-every rounds), not with --checkpoint-every"
+        )
     options = {"master": args.spark_master}
     if args.save_state:  # the dual state comes back to this machine at the end
         options["keep_dual_state"] = True
@@ -859,28 +1014,54 @@ def _backend_params(args):
         if args.solver != "bcfw":
             raise CLIError("--local-passes is for --solver bcfw (CoCoA+)")
         solver_options[key] = args.local_passes
-    return {"backend": "spark", "n_partitions": args.partitions or 2,
-            "backend_options": options, "solver_options": solver_options or None}
+    return {
+        "backend": "spark",
+        "n_partitions": args.partitions or 2,
+        "backend_options": options,
+        "solver_options": solver_options or None,
+    }
 
 
 def _add_spark_arguments(parser):
     g = parser.add_argument_group(
-        "Spark", "train on Apache Spark with CoCoA+ (--solver bcfw) or mini-batch SSG "
-        "(--solver ssg); needs pip install \"dualstruct[spark]\". --max-iter and "
-        "--check-every then count rounds")
-    g.add_argument("--spark-master", metavar="MASTER",
-                   help="e.g. local[2,4] (2 threads, 4 attempts per task), spark://host:7077, "
-                        "yarn")
-    g.add_argument("--partitions", type=_positive_int, metavar="K",
-                   help="partitions of the training examples (default 2)")
-    g.add_argument("--local-passes", type=_positive_int, metavar="H",
-                   help="BCFW passes of each partition per round (default 1)")
-    g.add_argument("--spark-checkpoint-dir", metavar="DIR",
-                   help="where the run is checkpointed (a shared filesystem on a cluster)")
-    g.add_argument("--spark-checkpoint-every", type=_positive_int, metavar="N",
-                   help="rounds between checkpoints (default 10)")
-    g.add_argument("--spark-resume", action="store_true",
-                   help="continue the run checkpointed in --spark-checkpoint-dir")
+        "Spark",
+        "train on Apache Spark with CoCoA+ (--solver bcfw) or mini-batch SSG "
+        '(--solver ssg); needs pip install "dualstruct[spark]". --max-iter and '
+        "--check-every then count rounds",
+    )
+    g.add_argument(
+        "--spark-master",
+        metavar="MASTER",
+        help="e.g. local[2,4] (2 threads, 4 attempts per task), spark://host:7077, yarn",
+    )
+    g.add_argument(
+        "--partitions",
+        type=_positive_int,
+        metavar="K",
+        help="partitions of the training examples (default 2)",
+    )
+    g.add_argument(
+        "--local-passes",
+        type=_positive_int,
+        metavar="H",
+        help="BCFW passes of each partition per round (default 1)",
+    )
+    g.add_argument(
+        "--spark-checkpoint-dir",
+        metavar="DIR",
+        help="where the run is checkpointed (a shared filesystem on a cluster)",
+    )
+    g.add_argument(
+        "--spark-checkpoint-every",
+        type=_positive_int,
+        metavar="N",
+        help="rounds between checkpoints (default 10)",
+    )
+    g.add_argument(
+        "--spark-resume",
+        action="store_true",
+        help="continue the run checkpointed in --spark-checkpoint-dir",
+    )
 
 
 def build_parser():
@@ -892,45 +1073,82 @@ def build_parser():
     t.add_argument("train", help="training file (CoNLL columns or CoNLL-U; .gz allowed)")
     t.add_argument("-o", "--output", required=True, help="model file to write")
     t.add_argument("--format", choices=("conll", "conllu"), default="conll")
-    t.add_argument("--label-column", type=int, default=-1,
-                   help="CoNLL: 0-based label column (negative counts from the end; default -1)")
+    t.add_argument(
+        "--label-column",
+        type=int,
+        default=-1,
+        help="CoNLL: 0-based label column (negative counts from the end; default -1)",
+    )
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
-    t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
-                   default="bcfw")
+    t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"), default="bcfw")
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
     t.add_argument("--rescaling", choices=("margin", "slack"), default="margin")
-    t.add_argument("--slack-search", choices=("exact", "angular", "bisecting", "binary"),
-                   default="exact", help="how the slack-rescaled oracle is computed")
-    t.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
-                   help="unary weights: every (feature, label) pair, or only those met in "
-                        "training (auto: observed when the dense matrix would exceed 1 GiB)")
-    t.add_argument("--weights-min-count", type=int, default=1,
-                   help="observed weights: occurrences a (feature, label) pair needs")
+    t.add_argument(
+        "--slack-search",
+        choices=("exact", "angular", "bisecting", "binary"),
+        default="exact",
+        help="how the slack-rescaled oracle is computed",
+    )
+    t.add_argument(
+        "--weights",
+        choices=("auto", "dense", "observed"),
+        default="auto",
+        help="unary weights: every (feature, label) pair, or only those met in "
+        "training (auto: observed when the dense matrix would exceed 1 GiB)",
+    )
+    t.add_argument(
+        "--weights-min-count",
+        type=int,
+        default=1,
+        help="observed weights: occurrences a (feature, label) pair needs",
+    )
     t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
-    t.add_argument("--tol", type=float, default=0.01,
-                   help="stop at this relative duality gap (default 0.01)")
-    t.add_argument("--check-every", type=int, default=5,
-                   help="passes between exact objective/gap/dev evaluations (default 5)")
+    t.add_argument(
+        "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
+    )
+    t.add_argument(
+        "--check-every",
+        type=int,
+        default=5,
+        help="passes between exact objective/gap/dev evaluations (default 5)",
+    )
     t.add_argument("--dev", help="held-out file scored at every check")
-    t.add_argument("--tag-scheme", choices=("iobes", "none"), default="none",
-                   help="train chunk tags re-tagged as IOBES (output stays BIO)")
+    t.add_argument(
+        "--tag-scheme",
+        choices=("iobes", "none"),
+        default="none",
+        help="train chunk tags re-tagged as IOBES (output stays BIO)",
+    )
     t.add_argument("--window", type=int, default=2)
     t.add_argument("--min-count", type=int, default=1)
     t.add_argument("--hashing", type=int, default=None, help="hash features into N columns")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--checkpoint-every", type=int, default=0,
-                   help="save a resumable checkpoint to MODEL.ckpt every N passes")
+    t.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="save a resumable checkpoint to MODEL.ckpt every N passes",
+    )
     t.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
-    t.add_argument("--save-state", action="store_true",
-                   help="keep the solver state in the final model so training can continue")
+    t.add_argument(
+        "--save-state",
+        action="store_true",
+        help="keep the solver state in the final model so training can continue",
+    )
     _add_spark_arguments(t)
 
     p = sub.add_parser("predict", help="append (CoNLL) or fill (CoNLL-U) predicted labels")
     p.add_argument("model")
     p.add_argument("input")
     p.add_argument("-o", "--output", help="output file (default: standard output)")
-    p.add_argument("-j", "--jobs", type=_n_jobs, default=None, metavar="N",
-                   help="threads that share the input (-1: every core)")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_n_jobs,
+        default=None,
+        metavar="N",
+        help="threads that share the input (-1: every core)",
+    )
 
     e = sub.add_parser("evaluate", help="accuracy, per-label and chunk P/R/F1 on a labelled file")
     e.add_argument("model")
@@ -940,54 +1158,98 @@ def build_parser():
     i = sub.add_parser("info", help="labels, features, hyperparameters, final objective and gap")
     i.add_argument("model")
     i.add_argument("--json", action="store_true")
-    i.add_argument("--top", type=_positive_int, metavar="N",
-                   help="also the N strongest features of every label (and, for sequence "
-                        "models, the N strongest label transitions)")
-    i.add_argument("--plot", metavar="FILE",
-                   help="draw the training curves (primal, dual, gap, held-out score "
-                        "against time) into FILE (.png, .pdf, .svg; needs matplotlib)")
-    i.add_argument("--plot-x", choices=("time", "passes"), default="time",
-                   help="the curves' horizontal axis (default: time)")
+    i.add_argument(
+        "--top",
+        type=_positive_int,
+        metavar="N",
+        help="also the N strongest features of every label (and, for sequence "
+        "models, the N strongest label transitions)",
+    )
+    i.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the training curves (primal, dual, gap, held-out score "
+        "against time) into FILE (.png, .pdf, .svg; needs matplotlib)",
+    )
+    i.add_argument(
+        "--plot-x",
+        choices=("time", "passes"),
+        default="time",
+        help="the curves' horizontal axis (default: time)",
+    )
 
     ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
     mls = ml.add_subparsers(dest="ml_command", required=True)
-    labels_help = ("ARFF input: the MULAN XML file naming the label attributes, or their "
-                   "number (the last attributes)")
+    labels_help = (
+        "ARFF input: the MULAN XML file naming the label attributes, or their "
+        "number (the last attributes)"
+    )
     mt = mls.add_parser("train", help="train a multi-label model")
     mt.add_argument("train", help="LIBSVM multi-label (l1,l2 j:v ...) or ARFF file (.gz allowed)")
     mt.add_argument("-o", "--output", required=True, help="model file to write")
     mt.add_argument("--labels", help=labels_help)
     mt.add_argument("--edges", choices=("independent", "chain", "tree", "full"), default="full")
     mt.add_argument("--inference", choices=("auto", "exact", "lp"), default="auto")
-    mt.add_argument("--interactions", choices=("11", "table"), default="11",
-                    help="what an edge scores: its (1, 1) outcome or a full 2x2 table")
-    mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
-                    default="bcfw")
+    mt.add_argument(
+        "--interactions",
+        choices=("11", "table"),
+        default="11",
+        help="what an edge scores: its (1, 1) outcome or a full 2x2 table",
+    )
+    mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"), default="bcfw")
     mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
-    mt.add_argument("--rescaling", choices=("margin", "slack"), default="margin",
-                    help="slack: exact oracle by enumeration, at most 16 labels")
-    mt.add_argument("--weights", choices=("auto", "dense", "observed"), default="auto",
-                    help="unary weights: every (feature, label) pair, or only those that met "
-                         "in training, label on (auto: observed when the dense matrix would "
-                         "exceed 1 GiB)")
-    mt.add_argument("--weights-min-count", type=int, default=1,
-                    help="observed weights: occurrences a (feature, label) pair needs")
+    mt.add_argument(
+        "--rescaling",
+        choices=("margin", "slack"),
+        default="margin",
+        help="slack: exact oracle by enumeration, at most 16 labels",
+    )
+    mt.add_argument(
+        "--weights",
+        choices=("auto", "dense", "observed"),
+        default="auto",
+        help="unary weights: every (feature, label) pair, or only those that met "
+        "in training, label on (auto: observed when the dense matrix would "
+        "exceed 1 GiB)",
+    )
+    mt.add_argument(
+        "--weights-min-count",
+        type=int,
+        default=1,
+        help="observed weights: occurrences a (feature, label) pair needs",
+    )
     mt.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
-    mt.add_argument("--tol", type=float, default=0.01,
-                    help="stop at this relative duality gap (default 0.01)")
+    mt.add_argument(
+        "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
+    )
     mt.add_argument("--check-every", type=int, default=5)
-    mt.add_argument("--n-features", type=_positive_int, metavar="D",
-                    help="feature width of a LIBSVM file (default: its largest index), so "
-                         "that test files may use features the training file never does")
-    mt.add_argument("--n-labels", type=_positive_int, metavar="L",
-                    help="number of labels of a LIBSVM file (default: its largest id + 1)")
+    mt.add_argument(
+        "--n-features",
+        type=_positive_int,
+        metavar="D",
+        help="feature width of a LIBSVM file (default: its largest index), so "
+        "that test files may use features the training file never does",
+    )
+    mt.add_argument(
+        "--n-labels",
+        type=_positive_int,
+        metavar="L",
+        help="number of labels of a LIBSVM file (default: its largest id + 1)",
+    )
     mt.add_argument("--dev", help="held-out file (same format) scored at every check")
     mt.add_argument("--seed", type=int, default=0)
-    mt.add_argument("--checkpoint-every", type=int, default=0,
-                    help="save a resumable checkpoint to MODEL.ckpt every N passes")
+    mt.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="save a resumable checkpoint to MODEL.ckpt every N passes",
+    )
     mt.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
-    mt.add_argument("--save-state", action="store_true",
-                    help="keep the solver state in the final model so training can continue")
+    mt.add_argument(
+        "--save-state",
+        action="store_true",
+        help="keep the solver state in the final model so training can continue",
+    )
     _add_spark_arguments(mt)
     me = mls.add_parser("evaluate", help="Hamming loss, subset/Jaccard accuracy, micro/macro F1")
     me.add_argument("model")
@@ -999,8 +1261,14 @@ def build_parser():
     mp.add_argument("input")
     mp.add_argument("--labels", help=labels_help)
     mp.add_argument("-o", "--output", help="output file (default: standard output)")
-    mp.add_argument("-j", "--jobs", type=_n_jobs, default=None, metavar="N",
-                    help="threads that share the input (-1: every core)")
+    mp.add_argument(
+        "-j",
+        "--jobs",
+        type=_n_jobs,
+        default=None,
+        metavar="N",
+        help="threads that share the input (-1: every core)",
+    )
     return ap
 
 
@@ -1015,10 +1283,17 @@ def main(argv=None, out=None):
                 ap.error(f"--{name.replace('_', '-')} must be >= 1")
         if not args.C > 0:
             ap.error("-C must be positive")
-    commands = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate,
-                "info": cmd_info}
-    multilabel = {"train": cmd_multilabel_train, "evaluate": cmd_multilabel_evaluate,
-                  "predict": cmd_multilabel_predict}
+    commands = {
+        "train": cmd_train,
+        "predict": cmd_predict,
+        "evaluate": cmd_evaluate,
+        "info": cmd_info,
+    }
+    multilabel = {
+        "train": cmd_multilabel_train,
+        "evaluate": cmd_multilabel_evaluate,
+        "predict": cmd_multilabel_predict,
+    }
     try:
         if args.command == "multilabel":
             return multilabel[args.ml_command](args, out)

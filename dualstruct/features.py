@@ -177,18 +177,20 @@ class TokenFeatures(BaseEstimator):
             if isinstance(tok, str) or not isinstance(tok, (tuple, list)):
                 raise TypeError(
                     f"sentence {i}: a token must be a tuple of column strings or a feature dict, "
-                    f"got {type(tok).__name__}")
+                    f"got {type(tok).__name__}"
+                )
             for j, t in enumerate(sent):
                 if width is None:
                     width = len(t)
                 if len(t) != width:
-                    raise ValueError(
-                        f"sentence {i}, token {j}: {len(t)} columns, expected {width}")
+                    raise ValueError(f"sentence {i}, token {j}: {len(t)} columns, expected {width}")
                 for c, value in enumerate(t):
                     if not isinstance(value, str):
-                        raise TypeError(f"sentence {i}, token {j}, column {c}: a column must "
-                                        f"be a string, got {type(value).__name__} "
-                                        f"({value!r})")
+                        raise TypeError(
+                            f"sentence {i}, token {j}, column {c}: a column must "
+                            f"be a string, got {type(value).__name__} "
+                            f"({value!r})"
+                        )
         return width
 
     # -- fit / transform ----------------------------------------------------------------------
@@ -216,9 +218,14 @@ class TokenFeatures(BaseEstimator):
                 values.extend(row.values())
                 indptr.append(len(indices))
         width = n_hash if hashed else len(vocab)
-        X = sp.csr_matrix((np.asarray(values, dtype=np.float64),
-                           np.asarray(indices, dtype=np.int64),
-                           np.asarray(indptr, dtype=np.int64)), shape=(len(indptr) - 1, width))
+        X = sp.csr_matrix(
+            (
+                np.asarray(values, dtype=np.float64),
+                np.asarray(indices, dtype=np.int64),
+                np.asarray(indptr, dtype=np.int64),
+            ),
+            shape=(len(indptr) - 1, width),
+        )
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return X, offsets
@@ -232,8 +239,9 @@ class TokenFeatures(BaseEstimator):
         self.n_columns_ = self._check_sentences(sentences)
         if self.hashing is not None:
             if int(self.hashing) < 1:
-                raise ValueError(f"hashing must be a positive number of columns, got "
-                                 f"{self.hashing}")
+                raise ValueError(
+                    f"hashing must be a positive number of columns, got {self.hashing}"
+                )
             self.vocabulary_ = None
             self.n_features_ = int(self.hashing)
             X, offsets = self._matrix(sentences, None, grow=False)
@@ -260,9 +268,11 @@ class TokenFeatures(BaseEstimator):
         width = self._check_sentences(sentences)
         fitted = getattr(self, "n_columns_", None)
         if width is not None and fitted is not None and width != fitted:
-            raise ValueError(f"the tokens have {width} columns, the features were fitted on "
-                             f"tokens of {fitted} (a column missing or added would shift "
-                             "every column feature)")
+            raise ValueError(
+                f"the tokens have {width} columns, the features were fitted on "
+                f"tokens of {fitted} (a column missing or added would shift "
+                "every column feature)"
+            )
         X, offsets = self._matrix(sentences, self.vocabulary_, grow=False)
         X.sort_indices()
         return PackedSequences(X, offsets)
@@ -279,11 +289,13 @@ class TokenFeatures(BaseEstimator):
 
     # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
     def to_arrays(self) -> tuple[dict, dict]:
-        header = {"params": self.get_params(), "n_features": self.n_features_,
-                  "n_columns": getattr(self, "n_columns_", None)}
+        header = {
+            "params": self.get_params(),
+            "n_features": self.n_features_,
+            "n_columns": getattr(self, "n_columns_", None),
+        }
         vocabulary = self.vocabulary_
-        names = [] if vocabulary is None else sorted(vocabulary,
-                                                     key=lambda name: vocabulary[name])
+        names = [] if vocabulary is None else sorted(vocabulary, key=lambda name: vocabulary[name])
         blob = np.frombuffer(json.dumps(names).encode("utf-8"), dtype=np.uint8)
         return header, {"vocabulary": blob}
 
@@ -317,6 +329,8 @@ def _dict_features(tok: dict):
         elif isinstance(val, str):
             out.append((f"{name}={val}", 1.0))
         else:
-            raise TypeError(f"feature {name!r} has a value of type {type(val).__name__}; "
-                            "use str, number or bool")
+            raise TypeError(
+                f"feature {name!r} has a value of type {type(val).__name__}; "
+                "use str, number or bool"
+            )
     return out

@@ -63,8 +63,9 @@ def save_arrays(path, header: dict, arrays: dict, compress=True) -> Path:
     # interrupted save never leaves a broken model, and two processes saving to one path at
     # once each rename a complete file (the last one wins)
     _remove_stale_temporaries(path)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.{os.getpid()}.",
-                                    suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(
+        dir=path.parent or ".", prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
+    )
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -86,8 +87,9 @@ def _write_npz(fh, arrays: dict, compress) -> None:
         method, level = zipfile.ZIP_STORED, None
     else:
         method, level = zipfile.ZIP_DEFLATED, (6 if compress is True else int(compress))
-    with zipfile.ZipFile(fh, mode="w", compression=method, compresslevel=level,
-                         allowZip64=True) as zf:
+    with zipfile.ZipFile(
+        fh, mode="w", compression=method, compresslevel=level, allowZip64=True
+    ) as zf:
         for name, arr in arrays.items():
             with zf.open(name + ".npy", mode="w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
@@ -106,7 +108,7 @@ def _remove_stale_temporaries(path: Path) -> None:
     killed before its rename); those of running processes are left alone."""
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
         try:
-            pid = int(tmp.name[len(path.name) + 2:].split(".", 1)[0])
+            pid = int(tmp.name[len(path.name) + 2 :].split(".", 1)[0])
         except ValueError:
             continue
         if pid == os.getpid():
@@ -137,8 +139,10 @@ def load_arrays(path):
         if member not in sizes:
             raise ValueError(f"{path}: not a dualstruct model file (no header)")
         if sizes[member] > MAX_HEADER_BYTES:
-            raise ValueError(f"{path}: the header member claims {sizes[member]:,} bytes "
-                             f"(at most {MAX_HEADER_BYTES:,})")
+            raise ValueError(
+                f"{path}: the header member claims {sizes[member]:,} bytes "
+                f"(at most {MAX_HEADER_BYTES:,})"
+            )
         with np.load(path, allow_pickle=False) as npz:  # members are read one by one
             header = json.loads(npz[_HEADER_KEY].tobytes().decode("utf-8"))
             if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
@@ -147,7 +151,8 @@ def load_arrays(path):
             if version != FORMAT_VERSION:
                 raise ValueError(
                     f"{path}: model file format version {version} is not supported by this "
-                    f"version of dualstruct (supports {FORMAT_VERSION})")
+                    f"version of dualstruct (supports {FORMAT_VERSION})"
+                )
             # members, shapes and sizes against the header before any array is read
             _check_members(header.get("arrays"), sizes)
             arrays = {k: npz[k] for k in npz.files if k != _HEADER_KEY}
@@ -157,8 +162,15 @@ def load_arrays(path):
         if str(exc).startswith(str(path)):
             raise
         raise ValueError(f"{path}: not a valid dualstruct model file ({exc})") from None
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, KeyError,
-            UnicodeDecodeError, MemoryError) as exc:
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        OSError,
+        EOFError,
+        KeyError,
+        UnicodeDecodeError,
+        MemoryError,
+    ) as exc:
         raise ValueError(f"{path}: corrupt or truncated model file ({exc!r})") from None
     try:
         _check_arrays(header["arrays"], arrays)
@@ -184,28 +196,35 @@ def _check_members(meta, sizes: dict) -> None:
     other = sorted(name for name in sizes if not name.endswith(".npy"))
     if other or members != set(meta):
         unknown = sorted(members - set(meta)) + other
-        raise ValueError(f"the archive's members do not match the header's arrays (unknown: "
-                         f"{unknown}, missing: {sorted(set(meta) - members)})")
+        raise ValueError(
+            f"the archive's members do not match the header's arrays (unknown: "
+            f"{unknown}, missing: {sorted(set(meta) - members)})"
+        )
     total, largest = 0, (0, "")
     for name, m in meta.items():
         dtype, shape = m.get("dtype"), m.get("shape")
         if dtype not in _ALLOWED_DTYPES:
             raise ValueError(f"array {name!r} has the unsupported dtype {dtype!r}")
         if not isinstance(shape, list) or not all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+        ):
             raise ValueError(f"array {name!r} has an invalid shape {shape!r}")
         nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
         if sizes[name + ".npy"] > nbytes + _NPY_HEADER_ROOM:
-            raise ValueError(f"array {name!r}: its member unpacks to {sizes[name + '.npy']:,} "
-                             f"bytes, its shape {tuple(shape)} {dtype} needs {nbytes:,}")
+            raise ValueError(
+                f"array {name!r}: its member unpacks to {sizes[name + '.npy']:,} "
+                f"bytes, its shape {tuple(shape)} {dtype} needs {nbytes:,}"
+            )
         total += nbytes
         largest = max(largest, (nbytes, name))
     from .memory import available_bytes
 
     room = available_bytes()
     if room is not None and total > room:
-        raise ValueError(f"its arrays would take {total:,} bytes (array {largest[1]!r} "
-                         f"{largest[0]:,}), more than the {room:,} bytes of memory available")
+        raise ValueError(
+            f"its arrays would take {total:,} bytes (array {largest[1]!r} "
+            f"{largest[0]:,}), more than the {room:,} bytes of memory available"
+        )
 
 
 def _check_arrays(meta: dict, arrays: dict) -> None:
@@ -218,6 +237,7 @@ def _check_arrays(meta: dict, arrays: dict) -> None:
         if list(arr.shape) != list(m["shape"]) or arr.dtype.name != m["dtype"]:
             raise ValueError(
                 f"array {name!r} has shape {arr.shape} and dtype {arr.dtype}, the header says "
-                f"{tuple(m['shape'])} {m['dtype']}")
+                f"{tuple(m['shape'])} {m['dtype']}"
+            )
         if _digest(arr) != m["sha256"]:
             raise ValueError(f"array {name!r} does not match its checksum (file altered)")

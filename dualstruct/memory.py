@@ -24,8 +24,7 @@ def parse_bytes(text: str) -> int:
     try:
         value = float(text) * scale
     except ValueError:
-        raise ValueError(f"{ENV_LIMIT} must be a number of bytes (e.g. 2G), got "
-                         f"{text!r}") from None
+        raise ValueError(f"{ENV_LIMIT} must be a number of bytes (e.g. 2G), got {text!r}") from None
     if not value > 0:
         raise ValueError(f"{ENV_LIMIT} must be positive")
     return int(value)
@@ -63,5 +62,6 @@ def check_memory(name: str, parts: dict, advice: str = "") -> int:
         source = ENV_LIMIT if os.environ.get(ENV_LIMIT) else "available memory"
         raise MemoryError(
             f"{name} would need about {format_bytes(total)} ({listed}); the {source} is "
-            f"{format_bytes(limit)}. {advice}".rstrip())
+            f"{format_bytes(limit)}. {advice}".rstrip()
+        )
     return total

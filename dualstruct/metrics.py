@@ -57,10 +57,18 @@ def _prf(tp, n_pred, n_true):
 
 
 def chunk_scores(y_true, y_pred) -> dict:
-    """Phrase-level precision, recall and F1 (percent-free fractions), overall and per type.
+    """Phrase-level precision, recall and F1 (fractions, as conlleval computes them), overall
+    and per chunk type.
 
-    ``y_true``/``y_pred``: lists of tag sequences. Returns ``{"overall": {...}, "types":
-    {type: {"precision", "recall", "f1", "support"}}}``.
+    Parameters
+    ----------
+    y_true, y_pred : list of sequences of str
+        True and predicted chunk tags (BIO, IOB1 or IOBES), sequence by sequence.
+
+    Returns
+    -------
+    dict
+        ``{"overall": {"precision", "recall", "f1", "support"}, "types": {type: {...}}}``.
 
     Examples
     --------
@@ -88,12 +96,23 @@ def chunk_scores(y_true, y_pred) -> dict:
         p, r, f = _prf(tp.get(typ, 0), n_pred.get(typ, 0), n_true.get(typ, 0))
         types[typ] = {"precision": p, "recall": r, "f1": f, "support": n_true.get(typ, 0)}
     p, r, f = _prf(sum(tp.values()), sum(n_pred.values()), sum(n_true.values()))
-    return {"overall": {"precision": p, "recall": r, "f1": f, "support": sum(n_true.values())},
-            "types": types}
+    return {
+        "overall": {"precision": p, "recall": r, "f1": f, "support": sum(n_true.values())},
+        "types": types,
+    }
 
 
 def token_accuracy(y_true, y_pred) -> float:
-    """The share of tokens labelled right over lists of label sequences.
+    """The share of tokens labelled right.
+
+    Parameters
+    ----------
+    y_true, y_pred : list of sequences
+        True and predicted labels, sequence by sequence.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -109,6 +128,16 @@ def token_accuracy(y_true, y_pred) -> float:
 def label_scores(y_true, y_pred) -> dict:
     """Per-label token precision, recall, F1 and support.
 
+    Parameters
+    ----------
+    y_true, y_pred : list of sequences
+        True and predicted labels, sequence by sequence.
+
+    Returns
+    -------
+    dict
+        ``{label: {"precision", "recall", "f1", "support"}}``.
+
     Examples
     --------
     >>> from dualstruct.metrics import label_scores
@@ -123,8 +152,12 @@ def label_scores(y_true, y_pred) -> dict:
     for lab in sorted(set(t.tolist()) | set(p.tolist()), key=str):
         tp = int(np.sum((t == lab) & (p == lab)))
         prec, rec, f = _prf(tp, int(np.sum(p == lab)), int(np.sum(t == lab)))
-        out[str(lab)] = {"precision": prec, "recall": rec, "f1": f,
-                         "support": int(np.sum(t == lab))}
+        out[str(lab)] = {
+            "precision": prec,
+            "recall": rec,
+            "f1": f,
+            "support": int(np.sum(t == lab)),
+        }
     return out
 
 
@@ -137,12 +170,23 @@ def _check_pairs(y_true, y_pred):
 
 
 def multilabel_scores(Y_true, Y_pred) -> dict:
-    """Multi-label metrics of two (n, L) 0/1 matrices: Hamming loss (fraction of wrong label
-    bits), subset accuracy (whole label sets right), example-based (Jaccard) accuracy
-    ``mean |y ∩ ŷ| / |y ∪ ŷ|`` (1 when both sets are empty), micro and macro F1 (a label
-    with no true and no predicted positive counts as F1 = 1 in the macro average); the
-    definitions of scikit-learn's ``average="samples"``, ``"micro"`` and ``"macro"``, also
-    for a single label (L = 1).
+    """Multi-label metrics of two (n, L) 0/1 matrices.
+
+    Hamming loss (fraction of wrong label bits), subset accuracy (whole label sets right),
+    example-based (Jaccard) accuracy ``mean |y ∩ ŷ| / |y ∪ ŷ|`` (1 when both sets are empty),
+    micro and macro F1 (a label with no true and no predicted positive counts as F1 = 1 in the
+    macro average): the definitions of scikit-learn's ``average="samples"``, ``"micro"`` and
+    ``"macro"``, also for a single label.
+
+    Parameters
+    ----------
+    Y_true, Y_pred : array of shape (n, L)
+        0/1 label matrices.
+
+    Returns
+    -------
+    dict
+        ``hamming_loss``, ``subset_accuracy``, ``jaccard``, ``micro_f1``, ``macro_f1``.
 
     Examples
     --------
@@ -154,8 +198,10 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
     """
     Y_true, Y_pred = np.asarray(Y_true), np.asarray(Y_pred)
     if Y_true.ndim != 2 or Y_true.shape != Y_pred.shape:
-        raise ValueError(f"Y_true and Y_pred must be (n, L) matrices of the same shape, got "
-                         f"{Y_true.shape} and {Y_pred.shape}")
+        raise ValueError(
+            f"Y_true and Y_pred must be (n, L) matrices of the same shape, got "
+            f"{Y_true.shape} and {Y_pred.shape}"
+        )
     for name, Y in (("Y_true", Y_true), ("Y_pred", Y_pred)):
         if not np.all((Y == 0) | (Y == 1)):
             raise ValueError(f"{name} must hold only 0 and 1")
@@ -171,6 +217,5 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
         "subset_accuracy": float(np.mean(np.all(t == p, axis=1))),
         "jaccard": float(np.mean(jaccard)),
         "micro_f1": float(2 * tp.sum() / micro_den) if micro_den > 0 else 0.0,
-        "macro_f1": float(np.mean(np.where(macro_den > 0, 2 * tp / np.maximum(macro_den, 1),
-                                           1.0))),
+        "macro_f1": float(np.mean(np.where(macro_den > 0, 2 * tp / np.maximum(macro_den, 1), 1.0))),
     }

@@ -59,14 +59,15 @@ def plot_history(history, x="time", ax=None, label=None, log_gap=True):
     has_score = bool(np.any(~np.isnan(cols["validation_score"])))
     n_panels = 3 if has_score else 2
     if ax is None:
-        _, ax = plt.subplots(n_panels, 1, sharex=True, figsize=(6, 2.2 * n_panels),
-                             constrained_layout=True)
+        _, ax = plt.subplots(
+            n_panels, 1, sharex=True, figsize=(6, 2.2 * n_panels), constrained_layout=True
+        )
     ax = np.atleast_1d(ax)
     if len(ax) < n_panels:
         raise ValueError(f"this history needs {n_panels} axes, got {len(ax)}")
     t = cols[x][checked]
     name = label or ""
-    line, = ax[0].plot(t, cols["primal"][checked], "-", label=f"{name} primal".strip())
+    (line,) = ax[0].plot(t, cols["primal"][checked], "-", label=f"{name} primal".strip())
     dual = cols["dual"][checked]
     if np.any(~np.isnan(dual)):
         ax[0].plot(t, dual, "--", color=line.get_color(), label=f"{name} dual".strip())
@@ -80,8 +81,9 @@ def plot_history(history, x="time", ax=None, label=None, log_gap=True):
     ax[1].set_ylabel("relative gap")
     if has_score:
         scored = ~np.isnan(cols["validation_score"])
-        ax[2].plot(cols[x][scored], cols["validation_score"][scored], color=line.get_color(),
-                   label=label)
+        ax[2].plot(
+            cols[x][scored], cols["validation_score"][scored], color=line.get_color(), label=label
+        )
         ax[2].set_ylabel("held-out score")
     ax[n_panels - 1].set_xlabel("training seconds" if x == "time" else "passes")
     return ax

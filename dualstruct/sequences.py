@@ -17,7 +17,7 @@ import scipy.sparse as sp
 class PackedSequences:
     """Token features and labels of many sequences, packed once.
 
-    Attributes
+    Parameters
     ----------
     X : scipy.sparse.csr_matrix, shape (n_tokens, n_features), float64
         One row per token, sorted indices, no explicit duplicates.
@@ -47,9 +47,7 @@ class PackedSequences:
         if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0:
             raise ValueError("offsets must be a 1-D array starting at 0")
         if offsets[-1] != self.X.shape[0]:
-            raise ValueError(
-                f"offsets end at {offsets[-1]} but X has {self.X.shape[0]} token rows"
-            )
+            raise ValueError(f"offsets end at {offsets[-1]} but X has {self.X.shape[0]} token rows")
         if np.any(np.diff(offsets) <= 0):
             raise ValueError("every sequence must have at least one token (empty sequence found)")
         if self.labels is not None:
@@ -57,7 +55,8 @@ class PackedSequences:
             if labels.ndim != 1 or len(labels) != self.X.shape[0]:
                 raise ValueError(
                     f"labels must be 1-D with one entry per token row ({self.X.shape[0]}), got "
-                    f"shape {labels.shape}")
+                    f"shape {labels.shape}"
+                )
             if labels.dtype.kind not in "iu":
                 raise ValueError(f"labels must be integer codes, got dtype {labels.dtype}")
             if len(labels) and labels.min() < 0:
@@ -101,8 +100,11 @@ class PackedSequences:
     def take(self, indices) -> PackedSequences:
         """The sequences ``indices`` (in that order) as a new PackedSequences."""
         indices = np.asarray(indices, dtype=np.int64)
-        rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
-                               for i in indices]) if len(indices) else np.zeros(0, np.int64)
+        rows = (
+            np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in indices])
+            if len(indices)
+            else np.zeros(0, np.int64)
+        )
         offsets = np.zeros(len(indices) + 1, dtype=np.int64)
         np.cumsum(self.lengths[indices], out=offsets[1:])
         labels = None if self.labels is None else self.labels[rows]
@@ -124,13 +126,24 @@ def pack_sequences(X, labels=None, n_features=None, argname="X") -> PackedSequen
 
     Parameters
     ----------
-    X : list of array-like or sparse matrices, each of shape (T_i, n_features)
-    labels : list of integer arrays of length T_i, optional (already encoded as codes)
+    X : list of array-like or sparse matrices
+        Each of shape (T_i, n_features).
+    labels : list of integer arrays, optional
+        Per sequence its T_i label codes.
     n_features : int, optional
         Required width; a sequence of another width raises ``ValueError``.
+    argname : str, default "X"
+        The argument's name in error messages.
 
-    Raises ``ValueError`` naming the offending sequence for empty sequences, wrong widths,
-    NaN or infinite features, and label arrays of the wrong length.
+    Returns
+    -------
+    PackedSequences
+
+    Raises
+    ------
+    ValueError
+        Naming the offending sequence, for empty sequences, wrong widths, NaN or infinite
+        features, and label arrays of the wrong length.
 
     Examples
     --------

@@ -77,16 +77,19 @@ class SequenceTagger(BaseEstimator):
         the output scheme.
         """
         if self.tag_scheme is not None and self.tag_scheme not in SCHEMES:
-            raise ValueError(f"tag_scheme must be None or one of {SCHEMES}, got "
-                             f"{self.tag_scheme!r}")
+            raise ValueError(
+                f"tag_scheme must be None or one of {SCHEMES}, got {self.tag_scheme!r}"
+            )
         if len(sentences) != len(labels):
             raise ValueError(f"{len(sentences)} sentences but {len(labels)} label sequences")
         if len(sentences) == 0:
             raise ValueError("no sentences to train on")
         if self.tag_scheme is not None and not is_chunk_tagset(
-                np.concatenate([np.asarray(lab) for lab in labels]).tolist()):
-            raise ValueError(f"tag_scheme={self.tag_scheme!r} needs chunk tags (B-/I-/O); "
-                             "these labels are not")
+            np.concatenate([np.asarray(lab) for lab in labels]).tolist()
+        ):
+            raise ValueError(
+                f"tag_scheme={self.tag_scheme!r} needs chunk tags (B-/I-/O); these labels are not"
+            )
         clock = time.perf_counter()
 
         def stage(name):
@@ -103,8 +106,7 @@ class SequenceTagger(BaseEstimator):
             svm = self.svm_
             svm.set_params(warm_start=True)
         else:
-            self.features_ = clone(self.features) if self.features is not None \
-                else TokenFeatures()
+            self.features_ = clone(self.features) if self.features is not None else TokenFeatures()
             if self.svm is None:
                 svm = StructuredSVM(C=0.1, fit_intercept=False)
             else:  # the callback (which may hold open files) is shared, not deep-copied
@@ -168,10 +170,17 @@ class SequenceTagger(BaseEstimator):
     def to_arrays(self, include_solver_state=False):
         fh, fa = self.features_.to_arrays()
         sh, sa = self.svm_.to_arrays(include_solver_state)
-        header = {"model_type": "tagger", "tag_scheme": self.tag_scheme,
-                  "input_format": self.input_format, "features": fh, "svm": sh}
-        arrays = {**{"features." + k: v for k, v in fa.items()},
-                  **{"svm." + k: v for k, v in sa.items()}}
+        header = {
+            "model_type": "tagger",
+            "tag_scheme": self.tag_scheme,
+            "input_format": self.input_format,
+            "features": fh,
+            "svm": sh,
+        }
+        arrays = {
+            **{"features." + k: v for k, v in fa.items()},
+            **{"svm." + k: v for k, v in sa.items()},
+        }
         return header, arrays
 
     def save(self, path, include_solver_state=False, compress=True):
@@ -180,13 +189,17 @@ class SequenceTagger(BaseEstimator):
     @classmethod
     def from_arrays(cls, header, arrays, path="model file"):
         def part(prefix):
-            return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
 
         try:
             features = TokenFeatures.from_arrays(header["features"], part("features."))
             svm = StructuredSVM.from_arrays(header["svm"], part("svm."), path)
-            tagger = cls(features=clone(features), svm=clone(svm),
-                         tag_scheme=header["tag_scheme"], input_format=header["input_format"])
+            tagger = cls(
+                features=clone(features),
+                svm=clone(svm),
+                tag_scheme=header["tag_scheme"],
+                input_format=header["input_format"],
+            )
             if svm.n_features_in_ != features.n_features_:
                 raise ValueError("the SVM and the feature extractor disagree on the width")
         except (KeyError, TypeError, AttributeError) as exc:

@@ -14,6 +14,16 @@ SCHEMES = ("iobes",)
 def to_iobes(tags) -> np.ndarray:
     """Re-tag one sequence (BIO, IOB1 or IOBES) as IOBES; tags outside chunks become ``O``.
 
+    Parameters
+    ----------
+    tags : sequence of str
+        One sequence's chunk tags.
+
+    Returns
+    -------
+    ndarray of str
+        The same chunks in IOBES (``S-`` single-token chunks, ``E-`` chunk ends).
+
     Examples
     --------
     >>> from dualstruct.tags import to_iobes
@@ -26,13 +36,23 @@ def to_iobes(tags) -> np.ndarray:
             out[start] = "S-" + typ
         else:
             out[start] = "B-" + typ
-            out[start + 1:end - 1] = "I-" + typ
+            out[start + 1 : end - 1] = "I-" + typ
             out[end - 1] = "E-" + typ
     return out.astype(str)
 
 
 def to_bio(tags) -> np.ndarray:
     """Re-tag one sequence (any scheme) as BIO / IOB2.
+
+    Parameters
+    ----------
+    tags : sequence of str
+        One sequence's chunk tags.
+
+    Returns
+    -------
+    ndarray of str
+        The same chunks in BIO: every chunk starts with ``B-``.
 
     Examples
     --------
@@ -43,13 +63,22 @@ def to_bio(tags) -> np.ndarray:
     out = np.array(["O"] * len(tags), dtype=object)
     for typ, start, end in chunks(tags):
         out[start] = "B-" + typ
-        out[start + 1:end] = "I-" + typ
+        out[start + 1 : end] = "I-" + typ
     return out.astype(str)
 
 
 def is_chunk_tagset(labels) -> bool:
-    """True if the labels are chunk tags: each is "O" or starts with one of the prefixes
-    "B-", "I-", "E-", "S-", and at least one has a prefix.
+    """Whether labels are chunk tags.
+
+    Parameters
+    ----------
+    labels : iterable of str
+
+    Returns
+    -------
+    bool
+        True if each label is "O" or starts with one of the prefixes "B-", "I-", "E-", "S-",
+        and at least one has a prefix.
 
     Examples
     --------

@@ -16,8 +16,7 @@ import matplotlib.pyplot as plt
 import dualstruct
 from dualstruct.datasets import make_chain
 
-X, y = make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000,
-                  random_state=0)
+X, y = make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000, random_state=0)
 BUDGET = 18.0  # seconds of training per solver
 
 
@@ -27,15 +26,25 @@ def stop_at_budget(estimator, record):
 
 runs = {}
 for solver, every, options in (("bcfw", 5, None), ("gdmm", 20, {"rho": 1.0, "eta": 0.1})):
-    svm = dualstruct.StructuredSVM(solver=solver, C=1.0, tol=0.01, max_iter=10_000,
-                                   check_every=every, averaging=False, random_state=0,
-                                   callback=stop_at_budget, solver_options=options)
+    svm = dualstruct.StructuredSVM(
+        solver=solver,
+        C=1.0,
+        tol=0.01,
+        max_iter=10_000,
+        check_every=every,
+        averaging=False,
+        random_state=0,
+        callback=stop_at_budget,
+        solver_options=options,
+    )
     t0 = time.perf_counter()
     svm.fit(X, y)
     runs[solver] = svm
     last = svm.history_.last_checked()
-    print(f"{solver}: {svm.n_iter_} passes in {time.perf_counter() - t0:.1f} s, primal "
-          f"{last.primal:.2f}, certified gap {last.relative_gap:.2%}")
+    print(
+        f"{solver}: {svm.n_iter_} passes in {time.perf_counter() - t0:.1f} s, primal "
+        f"{last.primal:.2f}, certified gap {last.relative_gap:.2%}"
+    )
 
 # %%
 # Primal, dual and gap against training time.

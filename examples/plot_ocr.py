@@ -20,12 +20,13 @@ test = np.flatnonzero(folds == 0)
 X_train, y_train = [X[i] for i in train], [y[i] for i in train]
 X_test, y_test = [X[i] for i in test], [y[i] for i in test]
 
-svm = dualstruct.StructuredSVM(C=1.0, tol=0.01, check_every=25, max_iter=600,
-                               random_state=0)
+svm = dualstruct.StructuredSVM(C=1.0, tol=0.01, check_every=25, max_iter=600, random_state=0)
 svm.fit(X_train, y_train, validation_data=(X_test, y_test))
 last = svm.history_.last_checked()
-print(f"{svm.n_iter_} passes, certified gap {last.relative_gap:.2%}, "
-      f"test letter accuracy {svm.score(X_test, y_test):.4f}")
+print(
+    f"{svm.n_iter_} passes, certified gap {last.relative_gap:.2%}, "
+    f"test letter accuracy {svm.score(X_test, y_test):.4f}"
+)
 
 # %%
 # The training curves: primal and certified dual, their relative gap, and the held-out

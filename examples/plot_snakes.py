@@ -20,13 +20,14 @@ from dualstruct.models import EdgeFeatureGraphCRF
 images_train, maps_train = fetch_snakes("train")
 images_test, maps_test = fetch_snakes("test")
 graphs = snakes_graphs(images_train + images_test, edge_features="colours")
-X_train, X_test = graphs[:len(images_train)], graphs[len(images_train):]
-Y_train = [m.ravel() for m in maps_train]   # one label per pixel, row-major
+X_train, X_test = graphs[: len(images_train)], graphs[len(images_train) :]
+Y_train = [m.ravel() for m in maps_train]  # one label per pixel, row-major
 Y_test = [m.ravel() for m in maps_test]
 
 nodes, edges, edge_features = X_train[0]
-model = EdgeFeatureGraphCRF(n_states=11, n_features=nodes.shape[1],
-                            n_edge_features=edge_features.shape[1], directed=True)
+model = EdgeFeatureGraphCRF(
+    n_states=11, n_features=nodes.shape[1], n_edge_features=edge_features.shape[1], directed=True
+)
 svm = dualstruct.SSVM(model, C=10.0, max_iter=20, check_every=5, verbose=1, random_state=0)
 svm.fit(X_train, Y_train, validation_data=(X_test, Y_test))
 print(f"test pixel accuracy: {svm.score(X_test, Y_test):.4f}")
@@ -39,8 +40,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 predicted = svm.predict(X_test[:1])[0].reshape(maps_test[0].shape)
 fig, axes = plt.subplots(1, 3, figsize=(7, 2.6), constrained_layout=True)
-for ax, image, title in zip(axes, (images_test[0], maps_test[0], predicted),
-                            ("image", "true labels", "predicted")):
+for ax, image, title in zip(
+    axes, (images_test[0], maps_test[0], predicted), ("image", "true labels", "predicted")
+):
     if image.ndim == 3:
         ax.imshow(image)
     else:

@@ -24,8 +24,10 @@ for edges in ("independent", "full"):
     svm = MultiLabelSVM(edges=edges, C=1.0, tol=0.01, random_state=0).fit(X, Y)
     results[edges] = svm
     scores = svm.evaluate(X_test, Y_test)
-    print(f"{edges:>11}: Hamming loss {scores['hamming_loss']:.4f}, "
-          f"Jaccard {scores['jaccard']:.4f}, {svm.n_iter_} passes")
+    print(
+        f"{edges:>11}: Hamming loss {scores['hamming_loss']:.4f}, "
+        f"Jaccard {scores['jaccard']:.4f}, {svm.n_iter_} passes"
+    )
 
 # %%
 # The interaction weights of the full graph as an L × L matrix.

@@ -155,9 +155,15 @@ class _Faulty(PlainMultiClass):
         return y_hat
 
 
-@pytest.mark.parametrize("fault, method", [
-    ("length", "joint_feature"), ("nan", "joint_feature"),
-    ("shape", "loss_augmented_inference"), ("worse", "loss_augmented_inference")])
+@pytest.mark.parametrize(
+    "fault, method",
+    [
+        ("length", "joint_feature"),
+        ("nan", "joint_feature"),
+        ("shape", "loss_augmented_inference"),
+        ("worse", "loss_augmented_inference"),
+    ],
+)
 @pytest.mark.parametrize("solver", [BlockBCFW, BlockSSG, CuttingPlane])
 def test_faulty_user_model_is_named(fault, method, solver):
     X, y = _blobs(7, n=12)
@@ -206,8 +212,9 @@ def test_multiclass_matches_liblinear_crammer_singer():
     model = MultiClassModel(10, 64)
     data = model.block_data(X, y)
     C = 0.1
-    ref = LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=C, tol=1e-10,
-                    max_iter=200_000).fit(X, y)
+    ref = LinearSVC(
+        multi_class="crammer_singer", fit_intercept=False, C=C, tol=1e-10, max_iter=200_000
+    ).fit(X, y)
     p_ref = primal_objective(model, data, np.ascontiguousarray(ref.coef_.T).ravel(), C)
     est = dualstruct.SSVM(model, C=C, tol=1e-5, max_iter=2000, random_state=0).fit(X, y)
     assert est.history_.stop_reason == "tol"
@@ -220,9 +227,14 @@ def test_ssvm_trains_a_user_model():
 
     X, y = _blobs(8, n=50)
     records = []
-    est = dualstruct.SSVM(PlainMultiClass(3, 4), solver="bcfw", C=1.0, tol=1e-6,
-                          random_state=0,
-                          callback=lambda e, r: records.append(r.passes) or False)
+    est = dualstruct.SSVM(
+        PlainMultiClass(3, 4),
+        solver="bcfw",
+        C=1.0,
+        tol=1e-6,
+        random_state=0,
+        callback=lambda e, r: records.append(r.passes) or False,
+    )
     est.fit(list(X), list(y))
     assert est.history_.stop_reason == "tol" and records
     builtin = dualstruct.SSVM(MultiClassModel(3, 4), C=1.0, tol=1e-6, random_state=0).fit(X, y)
@@ -272,8 +284,9 @@ def test_classic_step_reaches_the_pairwise_optimum_on_a_user_model():
     data = builtin.block_data(X, y)
     pairwise = _train(BlockBCFW, builtin, data, tol=1e-8)
     user = UserModel(PlainMultiClass(3, 4))
-    classic = _train(BlockBCFW, user, user.block_data(list(X), list(y)), step="fw", tol=1e-4,
-                     max_iter=5000)
+    classic = _train(
+        BlockBCFW, user, user.block_data(list(X), list(y)), step="fw", tol=1e-4, max_iter=5000
+    )
     assert classic.resolved_step == "fw" and classic.history.stop_reason == "tol"
     assert classic.history.last.primal == pytest.approx(pairwise.history.last.primal, rel=1e-4)
     assert np.allclose(classic.block_weights.sum(axis=0), classic.w)
@@ -284,8 +297,9 @@ def test_ssvm_files_of_builtin_and_user_models(tmp_path):
     from dualstruct.models.graph import GraphCRF
 
     X, y = _blobs(13, n=40)
-    est = dualstruct.SSVM(MultiClassModel(3, 4, loss_weights=[1.0, 2.0, 1.0]), C=0.5,
-                          random_state=0, max_iter=30).fit(X, y)
+    est = dualstruct.SSVM(
+        MultiClassModel(3, 4, loss_weights=[1.0, 2.0, 1.0]), C=0.5, random_state=0, max_iter=30
+    ).fit(X, y)
     est.save(tmp_path / "mc.npz")
     back = dualstruct.load(tmp_path / "mc.npz")
     assert isinstance(back, dualstruct.SSVM) and back.C == 0.5

@@ -28,8 +28,9 @@ def test_chain_kernel_oracles_match_brute_force(start_end):
     X, Y, chain, data, blocks = _problem(0, start_end)
     w = np.random.default_rng(1).normal(size=chain.size)
     hinge, _ = ChainKernelModel(chain).hinge(w, blocks)
-    np.testing.assert_allclose(hinge, [brute_hinge(chain, w, x, y) for x, y in zip(X, Y)],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        hinge, [brute_hinge(chain, w, x, y) for x, y in zip(X, Y)], rtol=1e-12
+    )
     np.testing.assert_array_equal(ChainKernelModel(chain).decode(w, blocks), chain.predict(w, data))
 
 
@@ -63,10 +64,17 @@ def test_block_bcfw_on_the_chain_kernel_follows_chain_bcfw():
     for passes, tol in ((5, 0.0), (3000, 1e-7)):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            a = BCFW(chain, C=1.0, max_iter=passes, tol=tol, check_every=5,
-                     random_state=0).fit(data)
-            b = BlockBCFW(ChainKernelModel(chain), C=1.0, max_iter=passes, tol=tol, check_every=5,
-                          random_state=0).fit(blocks)
+            a = BCFW(chain, C=1.0, max_iter=passes, tol=tol, check_every=5, random_state=0).fit(
+                data
+            )
+            b = BlockBCFW(
+                ChainKernelModel(chain),
+                C=1.0,
+                max_iter=passes,
+                tol=tol,
+                check_every=5,
+                random_state=0,
+            ).fit(blocks)
         runs[passes] = a, b
     a, b = runs[5]
     np.testing.assert_allclose(b.weights(), a.weights(), atol=1e-12)

@@ -36,18 +36,21 @@ def test_load_ocr_plain_and_gzip(tmp_path, compressed):
     assert np.array_equal(X[0][1], expected)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda ls: ls[:1] + ["1\ta\t2\n"] + ls[2:], r":2: expected 134 tab-separated fields"),
-    (lambda ls: [ls[0].replace("\tc\t", "\tC\t", 1)] + ls[1:], r":1: letter field 'C'"),
-    (lambda ls: ls[:-1], r":4: file ends inside a word"),
-    (lambda ls: [ls[0].replace("\t0\t", "\t5\t", 1)] + ls[1:], r":2: fold changes"),
-    (lambda ls: [ls[0][:-2] + "2\n"] + ls[1:], r":1: pixel values must be 0 or 1"),
-    (lambda ls: [ls[0].replace("\t1\t", "\tx\t", 1)] + ls[1:], r":1: non-numeric"),
-    # a line deleted inside a word, two lines swapped: the next-id chain breaks
-    (lambda ls: ls[:1] + ls[2:], r":2: letter id 3, but the previous letter's next id is 2"),
-    (lambda ls: [ls[1], ls[0]] + ls[2:], r":1: position 2 in word 1, expected 1"),
-    (lambda ls: [ls[0], ls[2], ls[1]] + ls[3:], r":2: letter id 3, but the previous"),
-])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda ls: ls[:1] + ["1\ta\t2\n"] + ls[2:], r":2: expected 134 tab-separated fields"),
+        (lambda ls: [ls[0].replace("\tc\t", "\tC\t", 1)] + ls[1:], r":1: letter field 'C'"),
+        (lambda ls: ls[:-1], r":4: file ends inside a word"),
+        (lambda ls: [ls[0].replace("\t0\t", "\t5\t", 1)] + ls[1:], r":2: fold changes"),
+        (lambda ls: [ls[0][:-2] + "2\n"] + ls[1:], r":1: pixel values must be 0 or 1"),
+        (lambda ls: [ls[0].replace("\t1\t", "\tx\t", 1)] + ls[1:], r":1: non-numeric"),
+        # a line deleted inside a word, two lines swapped: the next-id chain breaks
+        (lambda ls: ls[:1] + ls[2:], r":2: letter id 3, but the previous letter's next id is 2"),
+        (lambda ls: [ls[1], ls[0]] + ls[2:], r":1: position 2 in word 1, expected 1"),
+        (lambda ls: [ls[0], ls[2], ls[1]] + ls[3:], r":2: letter id 3, but the previous"),
+    ],
+)
 def test_load_ocr_malformed(tmp_path, edit, match):
     lines = edit(_tiny_ocr_text(np.random.default_rng(1)))
     path = tmp_path / "letter.data"
@@ -109,10 +112,12 @@ def test_make_chain_is_deterministic_and_learnable():
     from dualstruct import StructuredSVM
     from dualstruct.datasets import make_chain
 
-    X, y = make_chain(80, 8, n_labels=12, n_features=300, nnz_per_token=6, noise=0.05,
-                      random_state=0)
-    X2, y2 = make_chain(80, 8, n_labels=12, n_features=300, nnz_per_token=6, noise=0.05,
-                        random_state=0)
+    X, y = make_chain(
+        80, 8, n_labels=12, n_features=300, nnz_per_token=6, noise=0.05, random_state=0
+    )
+    X2, y2 = make_chain(
+        80, 8, n_labels=12, n_features=300, nnz_per_token=6, noise=0.05, random_state=0
+    )
     assert all((a != b).nnz == 0 for a, b in zip(X, X2))
     assert all(np.array_equal(a, b) for a, b in zip(y, y2))
     assert all(x.shape[1] == 300 and x.shape[0] == len(t) for x, t in zip(X, y))

@@ -33,8 +33,9 @@ def chain_problem():
 def test_one_partition_is_bcfw(chain_problem):
     """K = 1 (σ' = 1): a round is a BCFW pass over the same order; w agrees to 1e-12."""
     model, data = chain_problem
-    cocoa = CoCoA(model, 1.0, n_partitions=1, averaging=False, max_iter=4, tol=0,
-                  random_state=0).fit(data)
+    cocoa = CoCoA(
+        model, 1.0, n_partitions=1, averaging=False, max_iter=4, tol=0, random_state=0
+    ).fit(data)
     bcfw = BCFW(model, 1.0, averaging=False, max_iter=0, random_state=0).fit(data)
     for r in range(4):
         bcfw._run(local_order(cocoa.seed, r, 0, 0, data.n_sequences))
@@ -42,13 +43,23 @@ def test_one_partition_is_bcfw(chain_problem):
     assert cocoa.scalars[0] == pytest.approx(bcfw.scalars[0], rel=1e-12)
 
 
-@pytest.mark.parametrize("K,aggregation,H", [(2, "adding", 1), (4, "adding", 2),
-                                             (3, "averaging", 1)])
+@pytest.mark.parametrize(
+    "K,aggregation,H", [(2, "adding", 1), (4, "adding", 2), (3, "averaging", 1)]
+)
 def test_dual_never_decreases_and_gap_is_certified(chain_problem, K, aggregation, H):
     model, data = chain_problem
-    solver = CoCoA(model, 1.0, n_partitions=K, local_passes=H, aggregation=aggregation,
-                   averaging=False, max_iter=40, tol=0, check_every=4,
-                   random_state=1).fit(data)
+    solver = CoCoA(
+        model,
+        1.0,
+        n_partitions=K,
+        local_passes=H,
+        aggregation=aggregation,
+        averaging=False,
+        max_iter=40,
+        tol=0,
+        check_every=4,
+        random_state=1,
+    ).fit(data)
     duals = [r.dual for r in solver.history]
     assert np.all(np.diff(duals) >= -1e-9)
     for r in solver.history:
@@ -56,15 +67,24 @@ def test_dual_never_decreases_and_gap_is_certified(chain_problem, K, aggregation
             assert r.gap >= -1e-9
     # the certificate uses the one primal of every solver
     last = solver.history.last_checked()
-    assert last.primal == pytest.approx(primal_objective(model, data, solver.weights(), 1.0),
-                                        rel=1e-12)
+    assert last.primal == pytest.approx(
+        primal_objective(model, data, solver.weights(), 1.0), rel=1e-12
+    )
 
 
 def test_cocoa_reaches_the_bcfw_optimum(chain_problem):
     model, data = chain_problem
     ref = BCFW(model, 1.0, max_iter=3000, tol=1e-6, check_every=20, random_state=0).fit(data)
-    cocoa = CoCoA(model, 1.0, n_partitions=4, local_passes=3, max_iter=3000, tol=1e-5,
-                  check_every=10, random_state=0).fit(data)
+    cocoa = CoCoA(
+        model,
+        1.0,
+        n_partitions=4,
+        local_passes=3,
+        max_iter=3000,
+        tol=1e-5,
+        check_every=10,
+        random_state=0,
+    ).fit(data)
     p_ref = ref.history.last_checked().primal
     assert cocoa.history.stop_reason == "tol"
     assert cocoa.history.last_checked().primal == pytest.approx(p_ref, rel=1e-3)
@@ -89,8 +109,17 @@ def test_unsafe_aggregation_is_refused(chain_problem):
 def test_averaging_aggregation_keeps_progressing(chain_problem):
     """γ = 1/K, σ' = 1 (the classic step): the gap keeps shrinking round after round."""
     model, data = chain_problem
-    solver = CoCoA(model, 1.0, n_partitions=2, local_passes=3, aggregation="averaging",
-                   max_iter=300, tol=0, check_every=100, random_state=0).fit(data)
+    solver = CoCoA(
+        model,
+        1.0,
+        n_partitions=2,
+        local_passes=3,
+        aggregation="averaging",
+        max_iter=300,
+        tol=0,
+        check_every=100,
+        random_state=0,
+    ).fit(data)
     gaps = [r.relative_gap for r in solver.history if not math.isnan(r.relative_gap)]
     assert gaps[-1] < 0.5 * gaps[0] and gaps[-1] < 0.01
 
@@ -110,24 +139,53 @@ def test_every_kernel_model_trains_distributed():
     X, y = _blobs(n=50)
     builtin = MultiClassModel(3, 4)
     user = UserModel(PlainMultiClass(3, 4))
-    ref = BCFW(builtin, 1.0, max_iter=2000, tol=1e-7, check_every=20,
-               random_state=0).fit(builtin.block_data(X, y))
+    ref = BCFW(builtin, 1.0, max_iter=2000, tol=1e-7, check_every=20, random_state=0).fit(
+        builtin.block_data(X, y)
+    )
     p_ref = ref.history.last_checked().primal
-    for model, data in ((builtin, builtin.block_data(X, y)),
-                        (user, user.block_data(list(X), list(y)))):
-        solver = CoCoA(model, 1.0, n_partitions=3, local_passes=2, max_iter=2000, tol=1e-6,
-                       check_every=10, random_state=0).fit(data)
+    for model, data in (
+        (builtin, builtin.block_data(X, y)),
+        (user, user.block_data(list(X), list(y))),
+    ):
+        solver = CoCoA(
+            model,
+            1.0,
+            n_partitions=3,
+            local_passes=2,
+            max_iter=2000,
+            tol=1e-6,
+            check_every=10,
+            random_state=0,
+        ).fit(data)
         assert solver.history.last_checked().primal == pytest.approx(p_ref, rel=1e-3)
 
 
 def test_classic_step_on_partitions(chain_problem):
     model, data = chain_problem
-    pairwise = CoCoA(model, 1.0, n_partitions=2, local_passes=2, max_iter=2000, tol=1e-5,
-                     check_every=10, random_state=0).fit(data)
-    classic = CoCoA(model, 1.0, n_partitions=2, local_passes=2, step="fw", max_iter=2000,
-                    tol=1e-5, check_every=10, random_state=0).fit(data)
+    pairwise = CoCoA(
+        model,
+        1.0,
+        n_partitions=2,
+        local_passes=2,
+        max_iter=2000,
+        tol=1e-5,
+        check_every=10,
+        random_state=0,
+    ).fit(data)
+    classic = CoCoA(
+        model,
+        1.0,
+        n_partitions=2,
+        local_passes=2,
+        step="fw",
+        max_iter=2000,
+        tol=1e-5,
+        check_every=10,
+        random_state=0,
+    ).fit(data)
     assert classic.history.last_checked().primal == pytest.approx(
-        pairwise.history.last_checked().primal, rel=1e-3)
+        pairwise.history.last_checked().primal, rel=1e-3
+    )
 
 
 def test_checkpoint_in_process_resumes_exactly(chain_problem):
@@ -146,8 +204,15 @@ def test_checkpoint_in_process_resumes_exactly(chain_problem):
 
 def test_minibatch_ssg_lowers_the_primal(chain_problem):
     model, data = chain_problem
-    ssg = MiniBatchSSG(model, 1.0, n_partitions=2, batch_fraction=0.25, max_iter=200,
-                       check_every=50, random_state=0).fit(data)
+    ssg = MiniBatchSSG(
+        model,
+        1.0,
+        n_partitions=2,
+        batch_fraction=0.25,
+        max_iter=200,
+        check_every=50,
+        random_state=0,
+    ).fit(data)
     primals = [r.primal for r in ssg.history if not math.isnan(r.primal)]
     assert primals[-1] < primals[0]
     assert ssg.history.last_checked().extra["data_passes"] == pytest.approx(50.0)
@@ -171,8 +236,18 @@ def test_a_run_continues_on_one_machine(chain_problem, step, aggregation):
     averaged point, and w = Σ of the joined blocks' shares (the classic step); BCFW then
     goes on to the optimum."""
     model, data = chain_problem
-    cocoa = CoCoA(model, 1.0, n_partitions=3, local_passes=2, aggregation=aggregation,
-                  step=step, max_iter=5, tol=0, check_every=5, random_state=0).fit(data)
+    cocoa = CoCoA(
+        model,
+        1.0,
+        n_partitions=3,
+        local_passes=2,
+        aggregation=aggregation,
+        step=step,
+        max_iter=5,
+        tol=0,
+        check_every=5,
+        random_state=0,
+    ).fit(data)
     bcfw = cocoa.single_machine_solver()
     assert bcfw.dual() == cocoa.dual() and bcfw.current_dual() == cocoa.current_dual()
     assert np.array_equal(bcfw.weights(), cocoa.weights())
@@ -184,8 +259,8 @@ def test_a_run_continues_on_one_machine(chain_problem, step, aggregation):
         assert bcfw.atom_count.max() <= bcfw.capacity
         bcfw.tol = 1e-6
         bcfw.fit(data, max_iter=2000)
-        ref = BCFW(model, 1.0, max_iter=3000, tol=1e-6, check_every=20,
-                   random_state=0).fit(data)
+        ref = BCFW(model, 1.0, max_iter=3000, tol=1e-6, check_every=20, random_state=0).fit(data)
         assert bcfw.history.stop_reason == "tol"
         assert bcfw.history.last_checked().primal == pytest.approx(
-            ref.history.last_checked().primal, rel=1e-5)
+            ref.history.last_checked().primal, rel=1e-5
+        )

@@ -21,8 +21,9 @@ def test_kernels_compile_and_cache_when_install_and_home_are_read_only(tmp_path)
     """A process where neither the package's __pycache__ nor the user cache can be written:
     one RuntimeWarning, and a cached kernel compiles into the temporary folder."""
     kernel = tmp_path / "kernel_mod.py"
-    kernel.write_text("from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n"
-                      "    return 2 * x\n")
+    kernel.write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n"
+    )
     script = textwrap.dedent(f"""
         import os, sys, tempfile, warnings
         from pathlib import Path
@@ -43,6 +44,7 @@ def test_kernels_compile_and_cache_when_install_and_home_are_read_only(tmp_path)
         assert found, "no cache index written"
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr

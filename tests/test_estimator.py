@@ -117,8 +117,9 @@ def test_keyboard_interrupt_leaves_usable_model_and_warm_start_resumes(problem):
         if record.passes == 2:
             raise KeyboardInterrupt
 
-    est = StructuredSVM(max_iter=50, tol=0, callback=interrupt, warm_start=True,
-                        random_state=0).fit(X, y)
+    est = StructuredSVM(
+        max_iter=50, tol=0, callback=interrupt, warm_start=True, random_state=0
+    ).fit(X, y)
     assert est.history_.stop_reason == "interrupted" and est.n_iter_ == 2
     assert len(est.predict(X)) == len(X)
     est.set_params(callback=None, max_iter=3)
@@ -126,20 +127,36 @@ def test_keyboard_interrupt_leaves_usable_model_and_warm_start_resumes(problem):
     assert est.n_iter_ == 5
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda X, y: (X[:-1], y), "sequences but y has"),
-    (lambda X, y: (X, [t[:-1] if i == 2 else t for i, t in enumerate(y)]),
-     r"sequence 2: X\[2\] has \d+ token rows but y\[2\] has"),
-    (lambda X, y: (X[:3] + [np.zeros((0, 5))], y[:3] + [np.array([], dtype=str)]),
-     "empty sequence"),
-    (lambda X, y: ([x.copy() if i != 1 else np.full_like(x, np.nan) for i, x in enumerate(X)],
-                   y), r"X\[1\] contains NaN"),
-    (lambda X, y: ([x if i != 1 else np.full_like(x, np.inf) for i, x in enumerate(X)], y),
-     "infinite"),
-    (lambda X, y: ([x if i != 4 else x[:, :3] for i, x in enumerate(X)], y),
-     r"X\[4\] has 3 feature columns"),
-    (lambda X, y: ([x[0] for x in X], y), "is 1-D"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda X, y: (X[:-1], y), "sequences but y has"),
+        (
+            lambda X, y: (X, [t[:-1] if i == 2 else t for i, t in enumerate(y)]),
+            r"sequence 2: X\[2\] has \d+ token rows but y\[2\] has",
+        ),
+        (
+            lambda X, y: (X[:3] + [np.zeros((0, 5))], y[:3] + [np.array([], dtype=str)]),
+            "empty sequence",
+        ),
+        (
+            lambda X, y: (
+                [x.copy() if i != 1 else np.full_like(x, np.nan) for i, x in enumerate(X)],
+                y,
+            ),
+            r"X\[1\] contains NaN",
+        ),
+        (
+            lambda X, y: ([x if i != 1 else np.full_like(x, np.inf) for i, x in enumerate(X)], y),
+            "infinite",
+        ),
+        (
+            lambda X, y: ([x if i != 4 else x[:, :3] for i, x in enumerate(X)], y),
+            r"X\[4\] has 3 feature columns",
+        ),
+        (lambda X, y: ([x[0] for x in X], y), "is 1-D"),
+    ],
+)
 def test_bad_training_input(problem, bad, match):
     X, y = problem
     Xb, yb = bad(list(X), list(y))
@@ -160,8 +177,9 @@ def test_bad_prediction_input(problem):
         est.predict(np.zeros((3, 5)))
 
 
-@pytest.mark.parametrize("param, value", [("C", 0), ("C", -1.0), ("solver", "sgd"),
-                                          ("model", "crf"), ("max_iter", -1)])
+@pytest.mark.parametrize(
+    "param, value", [("C", 0), ("C", -1.0), ("solver", "sgd"), ("model", "crf"), ("max_iter", -1)]
+)
 def test_bad_parameters(problem, param, value):
     X, y = problem
     with pytest.raises(ValueError, match=param):
@@ -254,8 +272,9 @@ def test_packed_sequences_validation():
         PackedSequences(X, np.array([0, 3]), np.array([0.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match="empty sequence"):
         PackedSequences(X, np.array([0, 0, 3]))
-    unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([1, 0]), np.array([0, 2, 2, 2])),
-                             shape=(3, 2))
+    unsorted = sp.csr_matrix(
+        (np.array([1.0, 2.0]), np.array([1, 0]), np.array([0, 2, 2, 2])), shape=(3, 2)
+    )
     assert PackedSequences(unsorted, np.array([0, 3])).X.has_sorted_indices
 
 
@@ -283,8 +302,11 @@ def test_checkpoint_resume_equals_uninterrupted_training(problem, tmp_path, solv
 
 def test_a_failed_resume_keeps_the_checkpoint(problem, tmp_path):
     X, y = problem
-    path = StructuredSVM(max_iter=3, tol=0, random_state=0).fit(X, y).save(
-        tmp_path / "c.npz", include_solver_state=True)
+    path = (
+        StructuredSVM(max_iter=3, tol=0, random_state=0)
+        .fit(X, y)
+        .save(tmp_path / "c.npz", include_solver_state=True)
+    )
     est = dualstruct.load(path)
     est.set_params(warm_start=True, max_iter=2)
     with pytest.raises(ValueError, match="different training data"):
@@ -295,8 +317,12 @@ def test_a_failed_resume_keeps_the_checkpoint(problem, tmp_path):
 
 def test_a_failed_first_fit_does_not_block_the_next(problem):
     X, y = problem
-    est = StructuredSVM(solver="cutting_plane", warm_start=True, max_iter=2,
-                        solver_options={"max_constraints": 10**9})
+    est = StructuredSVM(
+        solver="cutting_plane",
+        warm_start=True,
+        max_iter=2,
+        solver_options={"max_constraints": 10**9},
+    )
     with pytest.raises(MemoryError):
         est.fit(X, y)
     est.set_params(solver_options={"max_constraints": 100})
@@ -306,8 +332,9 @@ def test_a_failed_first_fit_does_not_block_the_next(problem):
 def test_warm_start_sees_parameters_changed_in_place(problem, tmp_path):
     X, y = problem
     opts = {"rho": [(0, 1.0), (5, 2.0)]}
-    est = StructuredSVM(solver="gdmm", solver_options=opts, warm_start=True, max_iter=2,
-                        check_every=1).fit(X, y)
+    est = StructuredSVM(
+        solver="gdmm", solver_options=opts, warm_start=True, max_iter=2, check_every=1
+    ).fit(X, y)
     opts["rho"] = 50.0
     with pytest.raises(ValueError, match=r"parameters \['solver_options'\] changed"):
         est.fit(X, y)
@@ -339,8 +366,9 @@ def test_fitted_estimators_pickle_and_deepcopy(problem, solver):
     import pickle
 
     X, y = problem
-    est = StructuredSVM(solver=solver, max_iter=3, warm_start=True,
-                        callback=_never_stop).fit(X, y, validation_data=(X, y))
+    est = StructuredSVM(solver=solver, max_iter=3, warm_start=True, callback=_never_stop).fit(
+        X, y, validation_data=(X, y)
+    )
     twins = (pickle.loads(pickle.dumps(est)), copy.deepcopy(est))
     for twin in twins:
         assert [list(p) for p in twin.predict(X)] == [list(p) for p in est.predict(X)]
@@ -355,8 +383,11 @@ def test_labels_must_line_up_with_packed_sequences(problem):
     j = next(j for j in range(1, len(y)) if len(y[j]) != len(y[0]))
     swapped = list(y)
     swapped[0], swapped[j] = y[j], y[0]  # the same number of tokens, shifted labels
-    with pytest.raises(ValueError, match=rf"sequence 0: X has {len(y[0])} tokens but y\[0\] has "
-                                         rf"{len(y[j])} labels"):
+    with pytest.raises(
+        ValueError,
+        match=rf"sequence 0: X has {len(y[0])} tokens but y\[0\] has "
+        rf"{len(y[j])} labels",
+    ):
         StructuredSVM(max_iter=1).fit(dualstruct.pack_sequences(X), swapped)
 
 
@@ -384,8 +415,11 @@ def test_object_labels_are_stored_as_str_or_int(problem, tmp_path):
 
 def test_an_error_during_training_leaves_the_estimator_with_its_solver(problem, tmp_path):
     X, y = problem
-    path = StructuredSVM(max_iter=3, tol=0, random_state=0).fit(X, y).save(
-        tmp_path / "c.npz", include_solver_state=True)
+    path = (
+        StructuredSVM(max_iter=3, tol=0, random_state=0)
+        .fit(X, y)
+        .save(tmp_path / "c.npz", include_solver_state=True)
+    )
 
     def fail_at_5(estimator, record):
         if record.passes == 5:

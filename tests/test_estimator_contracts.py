@@ -44,10 +44,20 @@ def _graphs(seed=0, n=10, d=4, K=3):
 def _sentences(seed=0, n=12):
     rng = np.random.default_rng(seed)
     words = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
-    tags = {"the": "DET", "a": "DET", "cat": "N", "mat": "N", "dog": "N", "sat": "V",
-            "ran": "V", "on": "P"}
-    sents = [[(words[i],) for i in rng.integers(0, len(words), int(rng.integers(2, 6)))]
-             for _ in range(n)]
+    tags = {
+        "the": "DET",
+        "a": "DET",
+        "cat": "N",
+        "mat": "N",
+        "dog": "N",
+        "sat": "V",
+        "ran": "V",
+        "on": "P",
+    }
+    sents = [
+        [(words[i],) for i in rng.integers(0, len(words), int(rng.integers(2, 6)))]
+        for _ in range(n)
+    ]
     return sents, [[tags[w] for (w,) in s] for s in sents]
 
 
@@ -55,9 +65,12 @@ def _estimators():
     return {
         "StructuredSVM": (StructuredSVM(max_iter=15, random_state=0), _sequences()),
         "SSVM-GraphCRF": (SSVM(GraphCRF(3, 4), max_iter=15, random_state=0), _graphs()),
-        "SequenceTagger": (SequenceTagger(svm=StructuredSVM(C=0.1, fit_intercept=False,
-                                                             max_iter=15, random_state=0)),
-                           _sentences()),
+        "SequenceTagger": (
+            SequenceTagger(
+                svm=StructuredSVM(C=0.1, fit_intercept=False, max_iter=15, random_state=0)
+            ),
+            _sentences(),
+        ),
     }
 
 

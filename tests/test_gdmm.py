@@ -84,8 +84,9 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
             p = rng.integers(len(pos_col))
             W[pos_row[p], pos_col[p]] = rng.integers(-1, 2) if kind == "ties" else rng.normal()
             a, b = pos_row[p], pos_col[p]
-            kern._listed_changed(W[a, b], p, a, b, tree, vals, pos_ptr, cpos_ptr, cpos_idx,
-                                 top, top_at)
+            kern._listed_changed(
+                W[a, b], p, a, b, tree, vals, pos_ptr, cpos_ptr, cpos_idx, top, top_at
+            )
         np.testing.assert_array_equal(vals, W[pos_row, pos_col])
         # each row's and column's largest listed value, -inf where none is listed
         masked = np.where(listed, W, -np.inf)
@@ -102,8 +103,11 @@ def test_listed_tree_tops_and_excluding_search_match_brute_force(K, kind):
         # the largest listed value outside the excluded rows and columns, >= floor, ties to
         # the smallest position
         values = W[pos_row, pos_col]
-        ok = [p for p in range(len(pos_col))
-              if ma[pos_row[p]] != 7 and mb[pos_col[p]] != 7 and values[p] >= floor]
+        ok = [
+            p
+            for p in range(len(pos_col))
+            if ma[pos_row[p]] != 7 and mb[pos_col[p]] != 7 and values[p] >= floor
+        ]
         expected = -1 if not ok else min(ok, key=lambda p: (-values[p], p))
         assert kern.tree_best(tree, vals, pos_row, pos_col, ma, mb, 7, floor, stack) == expected
 
@@ -114,8 +118,15 @@ def test_the_pass_keeps_the_sign_of_w_b_and_the_search_structures_exact():
     listed copy, the max-tree and the row and column tops agree with W_B."""
     X, y = make_chain(40, 6, 30, 300, nnz_per_token=6, random_state=3)
     data = pack_sequences(X, y, 300)
-    s = GDMM(ChainModel(30, 300), 0.7, max_iter=8, check_every=8, random_state=2,
-             unigram_oracle="sparse", bigram_oracle="sorted").fit(data)
+    s = GDMM(
+        ChainModel(30, 300),
+        0.7,
+        max_iter=8,
+        check_every=8,
+        random_state=2,
+        unigram_oracle="sparse",
+        bigram_oracle="sorted",
+    ).fit(data)
     W = s.W.transition
     listed = np.zeros(W.shape, dtype=bool)
     listed[s.pos_row, s.pos_col] = True
@@ -152,12 +163,26 @@ def test_bigram_oracles_match_brute_force(K, kind, zero_messages):
         g_min = grads.min()
         first = np.flatnonzero(grads.ravel() == g_min)[0]
         expected = (first // K, first % K, g_min)
-        brute = kern.bigram_brute(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
-                                  np.zeros(K), np.zeros(K))
+        brute = kern.bigram_brute(
+            W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b, np.zeros(K), np.zeros(K)
+        )
         pattern = _listed_pattern(W, rng if _trial % 2 else None)
-        fast = kern.bigram_sorted(W, C, act_a, len(act_a), mu_a, act_b, len(act_b), mu_b,
-                                  _marks(K, act_a), _marks(K, act_b), _slots(K, act_b), 7,
-                                  *pattern, stack)
+        fast = kern.bigram_sorted(
+            W,
+            C,
+            act_a,
+            len(act_a),
+            mu_a,
+            act_b,
+            len(act_b),
+            mu_b,
+            _marks(K, act_a),
+            _marks(K, act_b),
+            _slots(K, act_b),
+            7,
+            *pattern,
+            stack,
+        )
         assert brute == pytest.approx(expected, abs=0)
         assert fast == pytest.approx(expected, abs=0)
 
@@ -171,9 +196,22 @@ def test_bigram_sorted_keeps_ties_at_large_scores():
     act_b, mu_b = np.array([0, 1], np.int32), np.array([-0.2, -0.3])
     marks = np.full(2, 7, np.int64)
     brute = kern.bigram_brute(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, np.zeros(2), np.zeros(2))
-    fast = kern.bigram_sorted(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, marks, marks,
-                              _slots(2, act_b), 7, *_listed_pattern(W),
-                              np.empty(130, np.int64))
+    fast = kern.bigram_sorted(
+        W,
+        1.0,
+        act_a,
+        2,
+        mu_a,
+        act_b,
+        2,
+        mu_b,
+        marks,
+        marks,
+        _slots(2, act_b),
+        7,
+        *_listed_pattern(W),
+        np.empty(130, np.int64),
+    )
     assert fast == brute and brute[:2] == (0, 0)
 
 
@@ -211,8 +249,12 @@ def test_unigram_oracles_match_brute_force(K, density, ties, common):
     w_s = W_U[support]
     all_k = np.arange(K, dtype=np.int32)
     sup_len = np.concatenate([np.diff(sup_indptr), [K, K]])
-    sparse_lists = (np.concatenate([sup_indptr[:-1], [sup_indptr[-1], sup_indptr[-1] + K]]),
-                    sup_len.copy(), np.concatenate([sup_labels, all_k, all_k]), sup_len)
+    sparse_lists = (
+        np.concatenate([sup_indptr[:-1], [sup_indptr[-1], sup_indptr[-1] + K]]),
+        sup_len.copy(),
+        np.concatenate([sup_labels, all_k, all_k]),
+        sup_len,
+    )
     u_feat = d - 1
     for _trial in range(30):
         x = sp.random(1, d, density=rng.uniform(0.2, 1.0), format="csr", random_state=rng)
@@ -237,26 +279,50 @@ def test_unigram_oracles_match_brute_force(K, density, ties, common):
         results = {}
         groups = {}
         for mode, sparse_w in itertools.product(
-                (kern.UNIGRAM_BRUTE, kern.UNIGRAM_SPARSE, kern.UNIGRAM_SAMPLED), (False, True)):
+            (kern.UNIGRAM_BRUTE, kern.UNIGRAM_SPARSE, kern.UNIGRAM_SAMPLED), (False, True)
+        ):
             mark = _marks(K, act)
             theta = np.zeros(K)
             group = groups.setdefault(mode, int(rng.integers(n_groups)))
             lists = sparse_lists if sparse_w else (first, room, lab, length)
             got = kern.unigram_fmo(
-                mode, W_U, indptr, indices, values, 0, at_start, at_end, start, end, act,
-                len(act), theta, mark, 7, group, n_groups, perm, lists[0], lists[1],
-                lists[2], lists[3], np.zeros(K), np.zeros(K, dtype=np.int64), sparse_w,
-                w_s if sparse_w else np.zeros(0))
+                mode,
+                W_U,
+                indptr,
+                indices,
+                values,
+                0,
+                at_start,
+                at_end,
+                start,
+                end,
+                act,
+                len(act),
+                theta,
+                mark,
+                7,
+                group,
+                n_groups,
+                perm,
+                lists[0],
+                lists[1],
+                lists[2],
+                lists[3],
+                np.zeros(K),
+                np.zeros(K, dtype=np.int64),
+                sparse_w,
+                w_s if sparse_w else np.zeros(0),
+            )
             if sparse_w:  # the same answer as on the dense weights
                 assert got[0] == results[mode][0]
                 assert got[1] == pytest.approx(results[mode][1], abs=1e-12)
                 continue
             results[mode] = got
-            assert np.allclose(theta[:len(act)], scores[act], rtol=0, atol=1e-12)
+            assert np.allclose(theta[: len(act)], scores[act], rtol=0, atol=1e-12)
             assert np.array_equal(mark, _marks(K, act))  # scratch marks are cleaned up
             if mode == kern.UNIGRAM_SAMPLED:  # the best inactive label of the drawn group
                 size = -(-K // n_groups)
-                members = np.setdiff1d(perm[group * size:(group + 1) * size], act)
+                members = np.setdiff1d(perm[group * size : (group + 1) * size], act)
                 if len(members):
                     top = scores[members].max()
                     want = (int(members[scores[members] == top][0]), top)
@@ -276,20 +342,36 @@ def _problem(seed, n=10, K=3, d=4, start_end=True):
 
 
 # (unigram oracle, bigram oracle, shrink_after, support_steps)
-ORACLES = [("sparse", "sorted", 0, 3), ("brute", "brute", 0, 3), ("sampled", "sorted", 0, 3),
-           ("sparse", "sorted", 5, 3), ("sparse", "sorted", 0, 0)]
+ORACLES = [
+    ("sparse", "sorted", 0, 3),
+    ("brute", "brute", 0, 3),
+    ("sampled", "sorted", 0, 3),
+    ("sparse", "sorted", 5, 3),
+    ("sparse", "sorted", 0, 0),
+]
 
 
 @pytest.mark.parametrize("unigram, bigram, shrink_after, support_steps", ORACLES)
-@pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (12, 0.3, 3, False),
-                                                   (13, 1.0, 6, True)])
-def test_gdmm_reaches_the_bcfw_optimum(seed, C, K, start_end, unigram, bigram, shrink_after,
-                                       support_steps):
+@pytest.mark.parametrize(
+    "seed, C, K, start_end", [(11, 1.0, 3, True), (12, 0.3, 3, False), (13, 1.0, 6, True)]
+)
+def test_gdmm_reaches_the_bcfw_optimum(
+    seed, C, K, start_end, unigram, bigram, shrink_after, support_steps
+):
     data, model = _problem(seed, K=K, start_end=start_end)
     bcfw = BCFW(model, C, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
-    gdmm = GDMM(model, C, max_iter=1500, check_every=1500, random_state=0,
-                unigram_oracle=unigram, bigram_oracle=bigram, n_groups=2,
-                shrink_after=shrink_after, support_steps=support_steps).fit(data)
+    gdmm = GDMM(
+        model,
+        C,
+        max_iter=1500,
+        check_every=1500,
+        random_state=0,
+        unigram_oracle=unigram,
+        bigram_oracle=bigram,
+        n_groups=2,
+        shrink_after=shrink_after,
+        support_steps=support_steps,
+    ).fit(data)
     p = bcfw.history.last.primal
     last = gdmm.history.last
     assert last.primal == pytest.approx(p, rel=1e-3)
@@ -344,7 +426,7 @@ def _random_edge(rng, K, case):
     act[0, :nA] = rng.permutation(K)[:nA]
     act[1, :nB] = rng.permutation(K)[:nB]
     slots = np.array([(a, b) for a in range(nA) for b in range(nB)])
-    pairs = slots[rng.permutation(len(slots))[:rng.integers(1, len(slots) + 1)]]
+    pairs = slots[rng.permutation(len(slots))[: rng.integers(1, len(slots) + 1)]]
     if case == "unpaired mass" and nA > 1:  # the last slot has mass but is in no pair
         pairs = np.unique(np.c_[np.minimum(pairs[:, 0], nA - 2), pairs[:, 1]], axis=0)
     q_e = _simplex_point(rng, len(pairs), 0.2)
@@ -367,10 +449,15 @@ def _round_edges(offsets, C, act, n_act, q_u, supports, K):
     n_pair = np.zeros(len(supports), dtype=np.int32)
     for e, (pairs, q_e) in enumerate(supports):
         n_pair[e] = len(q_e)
-        pair_a[e, :len(q_e)], pair_b[e, :len(q_e)], q_b[e, :len(q_e)] = pairs.T[0], pairs.T[1], q_e
+        pair_a[e, : len(q_e)], pair_b[e, : len(q_e)], q_b[e, : len(q_e)] = (
+            pairs.T[0],
+            pairs.T[1],
+            q_e,
+        )
     change = np.zeros((K, K))
-    kern.transport_rounding(np.asarray(offsets), C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair,
-                            change)
+    kern.transport_rounding(
+        np.asarray(offsets), C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair, change
+    )
     return change
 
 
@@ -388,14 +475,16 @@ def test_transport_rounding_gives_pair_marginals_consistent_with_the_unigrams(ca
         np.add.at(dense, (act[0, pairs[:, 0]], act[1, pairs[:, 1]]), q_e)
         pi = dense - change / C
         want_rows, want_cols = np.zeros(K), np.zeros(K)
-        want_rows[act[0, :n_act[0]]] = q_u[0, :n_act[0]]
-        want_cols[act[1, :n_act[1]]] = q_u[1, :n_act[1]]
+        want_rows[act[0, : n_act[0]]] = q_u[0, : n_act[0]]
+        want_cols[act[1, : n_act[1]]] = q_u[1, : n_act[1]]
         assert pi.min() >= -1e-15
         np.testing.assert_allclose(pi.sum(axis=1), want_rows, atol=1e-14)
         np.testing.assert_allclose(pi.sum(axis=0), want_cols, atol=1e-14)
         moved = np.abs(dense - pi).sum()
-        inconsistency = (np.abs(dense.sum(axis=1) - want_rows).sum()
-                         + np.abs(dense.sum(axis=0) - want_cols).sum())
+        inconsistency = (
+            np.abs(dense.sum(axis=1) - want_rows).sum()
+            + np.abs(dense.sum(axis=0) - want_cols).sum()
+        )
         assert moved <= 2 * inconsistency + 1e-12
         if case == "consistent":
             assert moved == pytest.approx(0.0, abs=1e-14)
@@ -419,18 +508,26 @@ def test_transport_rounding_adds_up_the_edges_of_every_sequence():
     for row in (0, 1, 4):  # the rows with an edge to their right
         nA, nB = n_act[row], n_act[row + 1]
         slots = np.array([(a, b) for a in range(nA) for b in range(nB)], dtype=np.int32)
-        pairs = slots[rng.permutation(len(slots))[:rng.integers(1, len(slots) + 1)]]
+        pairs = slots[rng.permutation(len(slots))[: rng.integers(1, len(slots) + 1)]]
         q_e = _simplex_point(rng, len(pairs), 0.2)
         supports.append((pairs, q_e))
-        expected += _round_edges([0, 2], C, act[row:row + 2], n_act[row:row + 2],
-                                 q_u[row:row + 2], [(pairs, q_e)], K)
+        expected += _round_edges(
+            [0, 2],
+            C,
+            act[row : row + 2],
+            n_act[row : row + 2],
+            q_u[row : row + 2],
+            [(pairs, q_e)],
+            K,
+        )
     change = _round_edges(offsets, C, act, n_act, q_u, supports, K)
     assert np.abs(expected).sum() > 0.1
     np.testing.assert_allclose(change, expected, atol=1e-14)
 
 
-@pytest.mark.parametrize("seed, C, K, start_end", [(11, 1.0, 3, True), (13, 1.0, 6, True),
-                                                   (12, 0.3, 3, False)])
+@pytest.mark.parametrize(
+    "seed, C, K, start_end", [(11, 1.0, 3, True), (13, 1.0, 6, True), (12, 0.3, 3, False)]
+)
 def test_certified_dual_bounds_the_optimum_and_its_gap_closes(seed, C, K, start_end):
     """At every check GDMM's dual lies below BCFW's optimum and its own primal, it equals
     −G(q) once the marginals are consistent, and with ``tol`` the certified gap stops
@@ -446,8 +543,7 @@ def test_certified_dual_bounds_the_optimum_and_its_gap_closes(seed, C, K, start_
     last = checks[-1]
     assert last.relative_gap < 1e-6
     assert last.dual == pytest.approx(-last.extra["G"], rel=1e-9)
-    stopped = GDMM(model, C, max_iter=1500, check_every=10, tol=1e-3,
-                   random_state=0).fit(data)
+    stopped = GDMM(model, C, max_iter=1500, check_every=10, tol=1e-3, random_state=0).fit(data)
     assert stopped.history.stop_reason == "tol"
     assert stopped.passes < 1500 and stopped.history.last.relative_gap <= 1e-3
 
@@ -461,17 +557,21 @@ def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic(in
         d += 1
     data = pack_sequences(X, y, d)
     model = ChainModel(60, d)
-    runs = [GDMM(model, 1.0, max_iter=6, check_every=3, random_state=5, unigram_oracle=u,
-                 bigram_oracle=b).fit(data)
-            for u, b in [("sparse", "sorted"), ("brute", "brute"), ("sparse", "sorted")]]
+    runs = [
+        GDMM(
+            model, 1.0, max_iter=6, check_every=3, random_state=5, unigram_oracle=u, bigram_oracle=b
+        ).fit(data)
+        for u, b in [("sparse", "sorted"), ("brute", "brute"), ("sparse", "sorted")]
+    ]
     _check_label_lists(runs[0], data)
     for other in runs[1:]:
         assert np.array_equal(runs[0].w, other.w)
         assert [r.primal for r in runs[0].history] == [r.primal for r in other.history]
     _check_w_equals_w_of_q(runs[0], model, data, 1.0)
     extra = runs[0].history.last.extra
-    assert {"residual", "G", "augmented", "active_labels", "active_pairs",
-            "oracle_time"} <= set(extra)
+    assert {"residual", "G", "augmented", "active_labels", "active_pairs", "oracle_time"} <= set(
+        extra
+    )
     assert 1.0 <= extra["active_labels"] <= 60
     assert "streamed_rows" not in runs[1].history.last.extra  # brute force streams them all
 
@@ -486,8 +586,9 @@ def test_streamed_rows_counts_the_token_features_whose_list_is_long():
     shares = []
     for passes in (2, 5):
         gdmm.fit(data, max_iter=passes - gdmm.passes)
-        streamed = [16 * gdmm.fl_len[j] > 200
-                    for x in X for row in sp.csr_matrix(x) for j in row.indices]
+        streamed = [
+            16 * gdmm.fl_len[j] > 200 for x in X for row in sp.csr_matrix(x) for j in row.indices
+        ]
         shares.append(gdmm.history.last.extra["streamed_rows"])
         assert shares[-1] == pytest.approx(np.mean(streamed))
     assert 0.0 < shares[0] < shares[1] < 1.0
@@ -540,8 +641,15 @@ def test_shrinking_drops_idle_labels_and_keeps_the_state_consistent():
     model = ChainModel(60, 400)
     sizes = {}
     for shrink_after in (0, 1):
-        g = GDMM(model, 1.0, max_iter=15, check_every=15, random_state=0,
-                 shrink_after=shrink_after, unigram_oracle="sparse").fit(data)
+        g = GDMM(
+            model,
+            1.0,
+            max_iter=15,
+            check_every=15,
+            random_state=0,
+            shrink_after=shrink_after,
+            unigram_oracle="sparse",
+        ).fit(data)
         _check_w_equals_w_of_q(g, model, data, 1.0)
         _check_label_lists(g, data)
         g._prepare()  # as after loading a checkpoint: the lists are rebuilt from the state
@@ -563,12 +671,12 @@ def _check_label_lists(g, data):
     assert np.all(g.fl_member[weights != 0.0] == 1)
     X = data.X.tocsr()
     for row in range(data.n_tokens):
-        for k in g.act[row, :g.n_act[row]]:
-            assert np.all(g.fl_member[X.indices[X.indptr[row]:X.indptr[row + 1]], k] == 1)
+        for k in g.act[row, : g.n_act[row]]:
+            assert np.all(g.fl_member[X.indices[X.indptr[row] : X.indptr[row + 1]], k] == 1)
     ends = []
     for j in range(d + 2):
         assert g.fl_len[j] <= g.fl_cap[j]
-        listed = g.fl_label[g.fl_start[j]:g.fl_start[j] + g.fl_len[j]].tolist()
+        listed = g.fl_label[g.fl_start[j] : g.fl_start[j] + g.fl_len[j]].tolist()
         assert sorted(listed) == np.flatnonzero(g.fl_member[j]).tolist()
         if g.fl_cap[j]:
             ends.append((g.fl_start[j], g.fl_start[j] + g.fl_cap[j]))
@@ -579,8 +687,9 @@ def _check_label_lists(g, data):
 
 def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
     data, model = _problem(3, n=12)
-    g = GDMM(model, 1.0, max_iter=4, check_every=2, random_state=0, primal_sample=12,
-             averaging=False).fit(data)
+    g = GDMM(
+        model, 1.0, max_iter=4, check_every=2, random_state=0, primal_sample=12, averaging=False
+    ).fit(data)
     last = g.history.last
     assert last.extra["sample_size"] == 12
     assert last.extra["sampled_primal"] == pytest.approx(last.primal, rel=1e-12)
@@ -588,15 +697,25 @@ def test_sampled_primal_is_labelled_and_unbiased_at_full_size():
     assert small.history.last.extra["sample_size"] == 4
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"rho": 0}, "rho"), ({"eta": -1}, "eta"), ({"unigram_oracle": "fast"}, "unigram_oracle"),
-    ({"bigram_oracle": "heap"}, "bigram_oracle"), ({"n_groups": 0}, "n_groups"),
-    ({"primal_sample": 0}, "primal_sample"), ({"rescaling": "slack"}, "margin"),
-    ({"shrink_after": -1}, "shrink_after"), ({"inner_passes": 0}, "inner_passes"),
-    ({"support_steps": -1}, "support_steps"), ({"rho": [(0, 1.0), (10, -1.0)]}, "rho"),
-    ({"rho": [(10, 1.0), (5, 2.0)]}, "non-decreasing"), ({"eta": "fast"}, "eta"),
-    ({"rho": []}, "no points"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"rho": 0}, "rho"),
+        ({"eta": -1}, "eta"),
+        ({"unigram_oracle": "fast"}, "unigram_oracle"),
+        ({"bigram_oracle": "heap"}, "bigram_oracle"),
+        ({"n_groups": 0}, "n_groups"),
+        ({"primal_sample": 0}, "primal_sample"),
+        ({"rescaling": "slack"}, "margin"),
+        ({"shrink_after": -1}, "shrink_after"),
+        ({"inner_passes": 0}, "inner_passes"),
+        ({"support_steps": -1}, "support_steps"),
+        ({"rho": [(0, 1.0), (10, -1.0)]}, "rho"),
+        ({"rho": [(10, 1.0), (5, 2.0)]}, "non-decreasing"),
+        ({"eta": "fast"}, "eta"),
+        ({"rho": []}, "no points"),
+    ],
+)
 def test_bad_gdmm_parameters(kwargs, match):
     _, model = _problem(0)
     with pytest.raises(ValueError, match=match):
@@ -608,7 +727,8 @@ def test_schedules_interpolate_geometrically():
 
     points = _schedule("rho", [(0, 1.0), (100, 1.0), (300, 100.0)])
     assert [value_at(points, p) for p in (0, 50, 100, 200, 300, 1000)] == pytest.approx(
-        [1.0, 1.0, 1.0, 10.0, 100.0, 100.0])
+        [1.0, 1.0, 1.0, 10.0, 100.0, 100.0]
+    )
     assert value_at(_schedule("rho", 3), 7) == 3.0
     assert value_at(_schedule("eta", [(10, 2.0)]), 0) == 2.0  # constant before the first point
 
@@ -616,8 +736,15 @@ def test_schedules_interpolate_geometrically():
 def test_penalty_schedule_reaches_the_bcfw_optimum():
     data, model = _problem(13, K=6)
     bcfw = BCFW(model, 1.0, max_iter=20000, tol=1e-8, check_every=20, random_state=0).fit(data)
-    gdmm = GDMM(model, 1.0, max_iter=1500, check_every=1500, random_state=0,
-                rho=[(0, 1.0), (200, 10.0)], eta=0.3).fit(data)
+    gdmm = GDMM(
+        model,
+        1.0,
+        max_iter=1500,
+        check_every=1500,
+        random_state=0,
+        rho=[(0, 1.0), (200, 10.0)],
+        eta=0.3,
+    ).fit(data)
     assert gdmm.history.last.primal == pytest.approx(bcfw.history.last.primal, rel=1e-3)
     assert gdmm.residuals[-1] < 1e-6 * gdmm.residuals[0]
     _check_w_equals_w_of_q(gdmm, model, data, 1.0)
@@ -663,8 +790,12 @@ def test_a_saved_state_with_torn_or_out_of_range_arrays_is_refused():
     data, model = _problem(14, K=6)
     g = GDMM(model, 1.0, max_iter=3, random_state=0).fit(data)
     meta, arrays = g.state_dict()
-    torn = dict(arrays, q_u=arrays["q_u"][:, :-1] if arrays["q_u"].shape[1] > 1
-                else np.hstack([arrays["q_u"], arrays["q_u"]]))
+    torn = dict(
+        arrays,
+        q_u=arrays["q_u"][:, :-1]
+        if arrays["q_u"].shape[1] > 1
+        else np.hstack([arrays["q_u"], arrays["q_u"]]),
+    )
     with pytest.raises(ValueError, match="one width"):
         GDMM(model, 1.0).load_state(data, meta, torn)
     bad = dict(arrays, n_act=arrays["n_act"] + arrays["act"].shape[1])

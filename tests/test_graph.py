@@ -23,8 +23,10 @@ from dualstruct.solvers.block import BlockBCFW, BlockSSG
 
 def _brute(theta, edges, pot):
     n, K = theta.shape
-    return max(labelling_score(theta, edges, pot, np.array(x))
-               for x in itertools.product(range(K), repeat=n))
+    return max(
+        labelling_score(theta, edges, pot, np.array(x))
+        for x in itertools.product(range(K), repeat=n)
+    )
 
 
 def _random_tree(rng, n):
@@ -104,15 +106,20 @@ def _graphs(seed, n_graphs=8, K=3, d=4, edge_features=False):
 @pytest.mark.parametrize("inference", ["auto", "lp"])
 def test_graph_hinge_matches_brute_force(edge_features, inference):
     X, Y = _graphs(1, edge_features=edge_features)
-    model = (EdgeFeatureGraphCRF(3, 4, 2, inference=inference) if edge_features
-             else GraphCRF(3, 4, inference=inference))
+    model = (
+        EdgeFeatureGraphCRF(3, 4, 2, inference=inference)
+        if edge_features
+        else GraphCRF(3, 4, inference=inference)
+    )
     data = model.block_data(X, Y)
     w = np.random.default_rng(2).normal(size=model.size)
     hinge, _ = model.hinge(w, data)
     for i, (x, y) in enumerate(zip(X, Y)):
         n = len(y)
-        values = [model.loss(y, yy) + w @ model.joint_feature(x, np.array(yy))
-                  for yy in itertools.product(range(3), repeat=n)]
+        values = [
+            model.loss(y, yy) + w @ model.joint_feature(x, np.array(yy))
+            for yy in itertools.product(range(3), repeat=n)
+        ]
         exact = max(values) - w @ model.joint_feature(x, y)
         if inference == "lp":
             assert hinge[i] >= exact - 1e-9  # the LP's bound
@@ -128,8 +135,11 @@ def test_graph_kernel_difference_matches_joint_features():
         base.add_difference(k, i, ya, yb, 1.0, w)
         return base.difference_sq_norm(k, i, base.workspace(k), ya, yb)
 
-    for model, edge_features in ((GraphCRF(3, 4), False), (GraphCRF(3, 4, directed=True), False),
-                                 (EdgeFeatureGraphCRF(3, 4, 2), True)):
+    for model, edge_features in (
+        (GraphCRF(3, 4), False),
+        (GraphCRF(3, 4, directed=True), False),
+        (EdgeFeatureGraphCRF(3, 4, 2), True),
+    ):
         X, Y = _graphs(3, edge_features=edge_features)
         data = model.block_data(X, Y)
         rng = np.random.default_rng(4)
@@ -149,8 +159,14 @@ def test_block_solvers_agree_on_a_graph_crf():
     data = model.block_data(X, Y)
     primals = {}
     for solver in (BlockBCFW, CuttingPlane, BlockSSG):
-        s = solver(model, C=1.0, max_iter=3000 if solver is BlockSSG else 1000, tol=1e-7,
-                   check_every=10, random_state=0).fit(data)
+        s = solver(
+            model,
+            C=1.0,
+            max_iter=3000 if solver is BlockSSG else 1000,
+            tol=1e-7,
+            check_every=10,
+            random_state=0,
+        ).fit(data)
         primals[solver.name] = primal_objective(model, data, s.weights(), 1.0)
         if solver is not BlockSSG:
             assert s.history.stop_reason == "tol"
@@ -175,8 +191,7 @@ def test_graph_input_errors():
         model.block_data([(nodes, [[0, 1]])], [np.zeros(2, int)])
     big = np.zeros((9, 4))
     with pytest.raises(ValueError, match="exact inference refuses"):
-        GraphCRF(3, 4, inference="exact").block_data([(big, grid_edges(3, 3))],
-                                                     [np.zeros(9, int)])
+        GraphCRF(3, 4, inference="exact").block_data([(big, grid_edges(3, 3))], [np.zeros(9, int)])
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +214,7 @@ def test_snakes_loader(snakes, tmp_path):
     bad.write_text("not an archive")
     with pytest.raises(ValueError, match="snakes.npz: not a readable .npz"):
         load_snakes(bad)
-    np.savez(bad, shapes_train=np.array([[2, 2]]), X_train=np.zeros((3, 3)),
-             Y_train=np.zeros(3))
+    np.savez(bad, shapes_train=np.array([[2, 2]]), X_train=np.zeros((3, 3)), Y_train=np.zeros(3))
     with pytest.raises(ValueError, match=r"X_train must be \(4, 3\)"):
         load_snakes(bad)
 
@@ -261,8 +275,10 @@ def test_sparse_graph_kernel_and_hinge_match_brute_force():
         w = rng.normal(size=model.size)
         hinge, _ = model.hinge(w, data)
         for i, (x, y) in enumerate(zip(X, Y)):
-            values = [model.loss(y, yy) + w @ model.joint_feature(x, np.array(yy))
-                      for yy in itertools.product(range(3), repeat=len(y))]
+            values = [
+                model.loss(y, yy) + w @ model.joint_feature(x, np.array(yy))
+                for yy in itertools.product(range(3), repeat=len(y))
+            ]
             exact = max(values) - w @ model.joint_feature(x, y)
             if inference == "lp":
                 assert hinge[i] >= exact - 1e-9
@@ -293,14 +309,15 @@ def test_sparse_graph_crf_solvers_agree_and_save(tmp_path):
     from dualstruct.models.graph import observed_support
 
     X, Y = _sparse_graphs(9)
-    model = EdgeFeatureGraphCRF(3, 6, 2, inference="exact",
-                                support=observed_support(X, Y, 3, full_rows_from=1.0))
+    model = EdgeFeatureGraphCRF(
+        3, 6, 2, inference="exact", support=observed_support(X, Y, 3, full_rows_from=1.0)
+    )
     data = model.block_data(X, Y)
-    bc = BlockBCFW(model, C=1.0, max_iter=2000, tol=1e-8, check_every=10,
-                   random_state=0).fit(data)
+    bc = BlockBCFW(model, C=1.0, max_iter=2000, tol=1e-8, check_every=10, random_state=0).fit(data)
     cp = CuttingPlane(model, C=1.0, max_iter=2000, tol=1e-8, random_state=0).fit(data)
     assert bc.history.last_checked().primal == pytest.approx(
-        cp.history.last_checked().primal, rel=1e-6)
+        cp.history.last_checked().primal, rel=1e-6
+    )
     est = SSVM(model, max_iter=50, random_state=0).fit(X, Y)
     est.save(tmp_path / "g.npz")
     back = load(tmp_path / "g.npz")

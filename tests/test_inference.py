@@ -87,7 +87,8 @@ def test_exact_slack_oracle_equals_brute_force(K, start_end):
             ref = max(model.loss(y, r[0]) * (1 + r[1] - gold) for r in rows)
             assert hinge[i] == pytest.approx(max(ref, 0.0), abs=1e-9)
             got = model.loss(y, argmax[i]) * (
-                1 + float(w @ model.joint_feature(x, argmax[i])) - gold)
+                1 + float(w @ model.joint_feature(x, argmax[i])) - gold
+            )
             assert got == pytest.approx(max(ref, 0.0), abs=1e-9)
 
 
@@ -121,7 +122,8 @@ def test_slack_searches_against_brute_force(K):
             for i, (x, y) in enumerate(zip(X, Y)):
                 gold = float(w @ model.joint_feature(x, y))
                 got = model.loss(y, labels[i]) * (
-                    1 + float(w @ model.joint_feature(x, labels[i])) - gold)
+                    1 + float(w @ model.joint_feature(x, labels[i])) - gold
+                )
                 assert phi[i] == pytest.approx(max(got, 0.0), abs=1e-9)
             assert np.all(phi <= ref + 1e-9)
             if search in ("exact", "angular"):

@@ -25,8 +25,7 @@ def test_two_processes_saving_to_one_path(tmp_path):
     """Two processes save 20 times each to one path while this one reads it: every read
     finds a whole file (the last rename wins), and no temporary is left."""
     path = tmp_path / "same.npz"
-    procs = [_context().Process(target=_save_many, args=(str(path), seed, 20))
-             for seed in (1, 2)]
+    procs = [_context().Process(target=_save_many, args=(str(path), seed, 20)) for seed in (1, 2)]
     for p in procs:
         p.start()
     reads = 0
@@ -134,8 +133,9 @@ def test_every_compression_level_reads_back(tmp_path):
     arrays = {"zeros": np.zeros(200_000), "ramp": np.arange(1000, dtype=np.int64)}
     sizes = {}
     for compress in (False, 1, True):
-        path = io.save_arrays(tmp_path / f"m{compress}.npz", {"kind": "test"}, arrays,
-                              compress=compress)
+        path = io.save_arrays(
+            tmp_path / f"m{compress}.npz", {"kind": "test"}, arrays, compress=compress
+        )
         header, back = io.load_arrays(path)
         assert header["kind"] == "test"
         assert all(np.array_equal(back[k], v) for k, v in arrays.items())

@@ -38,18 +38,21 @@ def test_libsvm_multilabel_rows_widths_and_empty_label_sets(tmp_path):
     assert Y.tolist() == [[1, 0, 0, 1], [0, 1, 0, 0], [0, 0, 0, 0]]
 
 
-@pytest.mark.parametrize("text, match", [
-    ("0,x 1:1\n", r"a.svm:1: label 'x'"),
-    ("0 1:1\n\n1 1:1\n", r"a.svm:2: empty line"),
-    ("1:1 2:1\n", r"a.svm:1: the line must start with the label list"),
-    ("0 0:1\n", r"a.svm:1: '0:1' is not index:value"),
-    ("0 1:abc\n", r"a.svm:1: 'abc' is not a number"),
-    ("0 1:nan\n", r"a.svm:1: value 'nan' is not finite"),
-    ("0 1:1 1:2\n", r"a.svm:1: a feature index is repeated"),
-    ("0,0 1:1\n", r"a.svm:1: a label is repeated"),
-    ("0 1:1\n7 1:1\n", r"a.svm:2: label 7 outside 0..4"),
-    ("0 9:1\n", r"a.svm:1: feature 9 beyond the 5 features"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("0,x 1:1\n", r"a.svm:1: label 'x'"),
+        ("0 1:1\n\n1 1:1\n", r"a.svm:2: empty line"),
+        ("1:1 2:1\n", r"a.svm:1: the line must start with the label list"),
+        ("0 0:1\n", r"a.svm:1: '0:1' is not index:value"),
+        ("0 1:abc\n", r"a.svm:1: 'abc' is not a number"),
+        ("0 1:nan\n", r"a.svm:1: value 'nan' is not finite"),
+        ("0 1:1 1:2\n", r"a.svm:1: a feature index is repeated"),
+        ("0,0 1:1\n", r"a.svm:1: a label is repeated"),
+        ("0 1:1\n7 1:1\n", r"a.svm:2: label 7 outside 0..4"),
+        ("0 9:1\n", r"a.svm:1: feature 9 beyond the 5 features"),
+    ],
+)
 def test_libsvm_multilabel_errors_name_file_and_line(tmp_path, text, match):
     path = _write(tmp_path, "a.svm", text)
     with pytest.raises(ValueError, match=match):
@@ -88,25 +91,40 @@ def test_arff_dense_and_sparse_rows_with_xml_label_names(tmp_path):
     assert Y.tolist() == [[1, 0], [0, 1]]
     # the same labels given by name, and the last-L convention on a file laid out for it
     assert np.array_equal(load_arff(path, ["lab_a", "lab_b"])[1], Y)
-    last = _write(tmp_path, "e.arff", "@relation r\n@attribute x numeric\n@attribute y {0,1}\n"
-                  "@data\n3,1\n0,0\n")
+    last = _write(
+        tmp_path,
+        "e.arff",
+        "@relation r\n@attribute x numeric\n@attribute y {0,1}\n@data\n3,1\n0,0\n",
+    )
     X, Y, _, names = load_arff(last, 1)
-    assert names == ["y"] and Y.ravel().tolist() == [1, 0] and X.toarray().ravel().tolist() == [
-        3.0, 0.0]
+    assert (
+        names == ["y"]
+        and Y.ravel().tolist() == [1, 0]
+        and X.toarray().ravel().tolist() == [3.0, 0.0]
+    )
 
 
-@pytest.mark.parametrize("change, match", [
-    (("1.5,0,1,1,0", "1.5,0,2,1,0"), r"d.arff:11: label attribute 'lab_b' has value '2'"),
-    (("1.5,0,1,1,0", "1.5,?,1,1,0"), r"d.arff:11: missing value for attribute 'f two'"),
-    (("1.5,0,1,1,0", "1.5,0,1,1"), r"d.arff:11: 4 values for 5 attributes"),
-    (("1.5,0,1,1,0", "x,0,1,1,0"), r"d.arff:11 \(attribute 'f1'\): 'x' is not a number"),
-    (("{0 2,3 1,4 1}", "{0 2,9 1}"), r"d.arff:12: bad sparse entry '9 1'"),
-    (("@attribute lab_a {0,1}", "@attribute lab_a {0,1,2}"), r"label attribute 'lab_a' is not "
-                                                               r"binary"),
-    (("@attribute f3 {0,1}", "@attribute f3 string"), r"d.arff:7: attribute 'f3' has type "
-                                                        r"'string'"),
-    (("@data", "@dat"), r"d.arff:10: unexpected header line"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (("1.5,0,1,1,0", "1.5,0,2,1,0"), r"d.arff:11: label attribute 'lab_b' has value '2'"),
+        (("1.5,0,1,1,0", "1.5,?,1,1,0"), r"d.arff:11: missing value for attribute 'f two'"),
+        (("1.5,0,1,1,0", "1.5,0,1,1"), r"d.arff:11: 4 values for 5 attributes"),
+        (("1.5,0,1,1,0", "x,0,1,1,0"), r"d.arff:11 \(attribute 'f1'\): 'x' is not a number"),
+        (("{0 2,3 1,4 1}", "{0 2,9 1}"), r"d.arff:12: bad sparse entry '9 1'"),
+        (
+            ("@attribute lab_a {0,1}", "@attribute lab_a {0,1,2}"),
+            r"label attribute 'lab_a' is not "
+            r"binary",
+        ),
+        (
+            ("@attribute f3 {0,1}", "@attribute f3 string"),
+            r"d.arff:7: attribute 'f3' has type "
+            r"'string'",
+        ),
+        (("@data", "@dat"), r"d.arff:10: unexpected header line"),
+    ],
+)
 def test_arff_errors_name_file_and_line(tmp_path, change, match):
     path = _write(tmp_path, "d.arff", ARFF.replace(*change))
     with pytest.raises(ValueError, match=match):
@@ -129,12 +147,17 @@ def test_arff_label_selection_errors(tmp_path):
     assert load_arff(path, upper)[3] == ["lab_b", "lab_a"]
 
 
-@pytest.mark.parametrize("name, L, d, n_train, n_test, card", [
-    ("yeast", 14, 103, 1500, 917, 4.23), ("scene", 6, 294, 1211, 1196, 1.06),
-    ("bibtex", 159, 1836, 4880, 2515, 2.38),
-])
-def test_real_multilabel_data_arff_and_libsvm_copies_agree(data_dir, name, L, d, n_train,
-                                                           n_test, card):
+@pytest.mark.parametrize(
+    "name, L, d, n_train, n_test, card",
+    [
+        ("yeast", 14, 103, 1500, 917, 4.23),
+        ("scene", 6, 294, 1211, 1196, 1.06),
+        ("bibtex", 159, 1836, 4880, 2515, 2.38),
+    ],
+)
+def test_real_multilabel_data_arff_and_libsvm_copies_agree(
+    data_dir, name, L, d, n_train, n_test, card
+):
     X, Y = fetch_multilabel(name, "train", data_home=data_dir)
     assert X.shape == (n_train, d) and Y.shape == (n_train, L)
     assert Y.sum(axis=1).mean() == pytest.approx(card, abs=0.005)

@@ -24,8 +24,9 @@ def _data(seed=0, n=40, d=6, L=4):
 @pytest.mark.parametrize("edges", ["independent", "tree", "full"])
 def test_fit_predict_score_and_objective(solver, edges):
     X, Y = _data()
-    m = MultiLabelSVM(edges=edges, solver=solver, C=0.5, max_iter=60, tol=1e-3,
-                      random_state=0).fit(X, Y)
+    m = MultiLabelSVM(edges=edges, solver=solver, C=0.5, max_iter=60, tol=1e-3, random_state=0).fit(
+        X, Y
+    )
     pred = m.predict(X)
     assert pred.shape == Y.shape and set(np.unique(pred)) <= {0, 1}
     assert 0.0 <= m.score(X, Y) <= 1.0
@@ -33,18 +34,15 @@ def test_fit_predict_score_and_objective(solver, edges):
     assert scores["hamming_loss"] < 0.3
     last = m.history_.last_checked()
     data = m.solver_.data
-    assert last.primal == pytest.approx(primal_objective(m.model_, data, m.coef_, 0.5),
-                                        rel=1e-10)
+    assert last.primal == pytest.approx(primal_objective(m.model_, data, m.coef_, 0.5), rel=1e-10)
     assert m.unary_weights_.shape == (6, 4) and m.intercept_.shape == (4,)
     assert len(m.interaction_weights_) == len(m.edges_)
 
 
 def test_save_load_and_resume_exactly(tmp_path):
     X, Y = _data(1)
-    full = MultiLabelSVM(edges="full", inference="lp", max_iter=30, tol=0,
-                         random_state=3).fit(X, Y)
-    part = MultiLabelSVM(edges="full", inference="lp", max_iter=12, tol=0,
-                         random_state=3).fit(X, Y)
+    full = MultiLabelSVM(edges="full", inference="lp", max_iter=30, tol=0, random_state=3).fit(X, Y)
+    part = MultiLabelSVM(edges="full", inference="lp", max_iter=12, tol=0, random_state=3).fit(X, Y)
     part.save(tmp_path / "m.npz", include_solver_state=True)
     back = dualstruct.load(tmp_path / "m.npz")
     assert isinstance(back, MultiLabelSVM)
@@ -73,11 +71,18 @@ def test_warm_start_refuses_changed_edges_or_loss_weights():
 
 def test_gdmm_penalty_schedule():
     X, Y = _data(3)
-    m = MultiLabelSVM(edges="full", inference="lp", solver="gdmm", max_iter=8, tol=0,
-                      check_every=4, solver_options={"rho": [(0, 0.1), (4, 1.0)], "eta": 0.1},
-                      random_state=0).fit(X, Y)
+    m = MultiLabelSVM(
+        edges="full",
+        inference="lp",
+        solver="gdmm",
+        max_iter=8,
+        tol=0,
+        check_every=4,
+        solver_options={"rho": [(0, 0.1), (4, 1.0)], "eta": 0.1},
+        random_state=0,
+    ).fit(X, Y)
     assert [r.extra["rho"] for r in m.history_][-1] == pytest.approx(1.0)
-    assert m.history_[1].extra["rho"] == pytest.approx(0.1 * 10 ** 0.25)  # after pass 2
+    assert m.history_[1].extra["rho"] == pytest.approx(0.1 * 10**0.25)  # after pass 2
 
 
 def test_estimator_input_errors(tmp_path):
@@ -132,14 +137,23 @@ def test_estimator_input_errors(tmp_path):
 @pytest.mark.parametrize("solver", ["bcfw", "ssg", "cutting_plane"])
 def test_slack_rescaling_estimator(solver, tmp_path):
     X, Y = _data(4)
-    m = MultiLabelSVM(edges="full", solver=solver, C=0.5, rescaling="slack", max_iter=300,
-                      tol=1e-3, random_state=0).fit(X, Y)
+    m = MultiLabelSVM(
+        edges="full",
+        solver=solver,
+        C=0.5,
+        rescaling="slack",
+        max_iter=300,
+        tol=1e-3,
+        random_state=0,
+    ).fit(X, Y)
     data = m.solver_.data
     last = m.history_.last_checked()
     assert last.primal == pytest.approx(
-        primal_objective(m.model_, data, m.coef_, 0.5, "slack"), rel=1e-10)
-    cp = MultiLabelSVM(edges="full", solver="cutting_plane", C=0.5, rescaling="slack",
-                       tol=1e-8, max_iter=500).fit(X, Y)
+        primal_objective(m.model_, data, m.coef_, 0.5, "slack"), rel=1e-10
+    )
+    cp = MultiLabelSVM(
+        edges="full", solver="cutting_plane", C=0.5, rescaling="slack", tol=1e-8, max_iter=500
+    ).fit(X, Y)
     assert last.primal == pytest.approx(cp.history_.last.primal, rel=2e-2)
     back = dualstruct.load(m.save(tmp_path / "s.npz"))
     assert back.rescaling == "slack" and np.array_equal(back.predict(X), m.predict(X))
@@ -158,8 +172,9 @@ def test_slack_rescaling_estimator(solver, tmp_path):
 
 def test_interaction_tables_estimator(tmp_path):
     X, Y = _data(5)
-    m = MultiLabelSVM(edges="tree", interactions="table", C=0.5, max_iter=200, tol=1e-3,
-                      random_state=0).fit(X, Y)
+    m = MultiLabelSVM(
+        edges="tree", interactions="table", C=0.5, max_iter=200, tol=1e-3, random_state=0
+    ).fit(X, Y)
     assert m.interaction_weights_.shape == (3, 2, 2)
     assert m.coef_.shape == (7 * 4 + 3 * 4,)
     # the tables fit at least as well as the (1, 1) weights (they can represent them)
@@ -184,14 +199,33 @@ def test_cli_train_evaluate_predict_info_and_errors(tmp_path, capsys):
     X, Y = _data(2, n=60)
     train, model = tmp_path / "train.svm.gz", tmp_path / "m.npz"
     _write_libsvm(train, X, Y)
-    assert main(["multilabel", "train", str(train), "-o", str(model), "--edges", "tree",
-                 "--max-iter", "20", "--dev", str(train), "--interactions", "table"]) == 0
+    assert (
+        main(
+            [
+                "multilabel",
+                "train",
+                str(train),
+                "-o",
+                str(model),
+                "--edges",
+                "tree",
+                "--max-iter",
+                "20",
+                "--dev",
+                str(train),
+                "--interactions",
+                "table",
+            ]
+        )
+        == 0
+    )
     assert dualstruct.load(model).interaction_weights_.shape == (3, 2, 2)
     assert main(["multilabel", "evaluate", str(model), str(train), "--json"]) == 0
     out = capsys.readouterr().out
     assert '"hamming_loss"' in out and '"lp_integral_fraction": 1.0' in out
-    assert main(["multilabel", "predict", str(model), str(train), "-o",
-                 str(tmp_path / "p.txt")]) == 0
+    assert (
+        main(["multilabel", "predict", str(model), str(train), "-o", str(tmp_path / "p.txt")]) == 0
+    )
     lines = (tmp_path / "p.txt").read_text().splitlines()
     assert len(lines) == 60
     assert main(["info", str(model)]) == 0
@@ -202,15 +236,64 @@ def test_cli_train_evaluate_predict_info_and_errors(tmp_path, capsys):
     assert main(["multilabel", "evaluate", str(model), str(bad)]) == 2
     assert "bad.svm:1: label 9 outside 0..3" in capsys.readouterr().err
     # resuming continues from a checkpointed model
-    assert main(["multilabel", "train", str(train), "-o", str(model), "--max-iter", "5",
-                 "--tol", "0", "--save-state"]) == 0
+    assert (
+        main(
+            [
+                "multilabel",
+                "train",
+                str(train),
+                "-o",
+                str(model),
+                "--max-iter",
+                "5",
+                "--tol",
+                "0",
+                "--save-state",
+            ]
+        )
+        == 0
+    )
     # a resumed model keeps its settings: a flag that contradicts them is an error
-    assert main(["multilabel", "train", str(train), "-o", str(model), "--max-iter", "12",
-                 "--resume", str(model), "--edges", "tree", "-C", "2"]) == 2
+    assert (
+        main(
+            [
+                "multilabel",
+                "train",
+                str(train),
+                "-o",
+                str(model),
+                "--max-iter",
+                "12",
+                "--resume",
+                str(model),
+                "--edges",
+                "tree",
+                "-C",
+                "2",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--edges tree (the model has 'full')" in err and "-C 2.0" in err
-    assert main(["multilabel", "train", str(train), "-o", str(model), "--max-iter", "9",
-                 "--tol", "0", "--resume", str(model)]) == 0
+    assert (
+        main(
+            [
+                "multilabel",
+                "train",
+                str(train),
+                "-o",
+                str(model),
+                "--max-iter",
+                "9",
+                "--tol",
+                "0",
+                "--resume",
+                str(model),
+            ]
+        )
+        == 0
+    )
     assert dualstruct.load(model).n_iter_ == 9
     assert main(["multilabel", "train", str(tmp_path / "x.arff"), "-o", str(model)]) == 2
     # --n-features / --n-labels fix the widths, so a test file may use a feature (or a
@@ -222,8 +305,24 @@ def test_cli_train_evaluate_predict_info_and_errors(tmp_path, capsys):
     assert main(["multilabel", "train", str(small), "-o", str(model), "--max-iter", "3"]) == 0
     assert main(["multilabel", "evaluate", str(model), str(wide)]) == 2
     assert "wide.svm:1: label 2 outside 0..1" in capsys.readouterr().err
-    assert main(["multilabel", "train", str(small), "-o", str(model), "--max-iter", "3",
-                 "--n-features", "3", "--n-labels", "3"]) == 0
+    assert (
+        main(
+            [
+                "multilabel",
+                "train",
+                str(small),
+                "-o",
+                str(model),
+                "--max-iter",
+                "3",
+                "--n-features",
+                "3",
+                "--n-labels",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert main(["multilabel", "evaluate", str(model), str(wide)]) == 0
 
 
@@ -232,8 +331,9 @@ def test_yeast_full_graph_hamming_loss(data_dir):
 
     X, Y = fetch_multilabel("yeast", "train", data_home=data_dir)
     Xt, Yt = fetch_multilabel("yeast", "test", data_home=data_dir)
-    m = MultiLabelSVM(edges="full", inference="lp", C=1.0, max_iter=200, tol=0.01,
-                      random_state=0).fit(X, Y)
+    m = MultiLabelSVM(
+        edges="full", inference="lp", C=1.0, max_iter=200, tol=0.01, random_state=0
+    ).fit(X, Y)
     assert m.history_.stop_reason == "tol"
     scores = m.evaluate(Xt, Yt)
     assert scores["hamming_loss"] <= 0.200
@@ -260,8 +360,7 @@ def test_label_values_and_single_label(tmp_path):
     one = MultiLabelSVM(max_iter=5, random_state=0).fit(X, Y[:, 0])
     assert one.predict(X).shape == (len(X),) and list(one.classes_) == [0, 1]
     one.save(tmp_path / "one.npz")
-    np.testing.assert_array_equal(dualstruct.load(tmp_path / "one.npz").predict(X),
-                                  one.predict(X))
+    np.testing.assert_array_equal(dualstruct.load(tmp_path / "one.npz").predict(X), one.predict(X))
 
 
 def test_multilabel_scores_match_scikit_learn():
@@ -273,10 +372,13 @@ def test_multilabel_scores_match_scikit_learn():
         P = rng.integers(0, 2, T.shape)
         T[:, 0] = P[:, 0] = 0  # a label with no positive at all
         s = multilabel_scores(T, P)
-        ref = {"hamming_loss": hamming_loss(T, P), "subset_accuracy": accuracy_score(T, P),
-               "jaccard": jaccard_score(T, P, average="samples", zero_division=1),
-               "micro_f1": f1_score(T, P, average="micro", zero_division=0),
-               "macro_f1": f1_score(T, P, average="macro", zero_division=1)}
+        ref = {
+            "hamming_loss": hamming_loss(T, P),
+            "subset_accuracy": accuracy_score(T, P),
+            "jaccard": jaccard_score(T, P, average="samples", zero_division=1),
+            "micro_f1": f1_score(T, P, average="micro", zero_division=0),
+            "macro_f1": f1_score(T, P, average="macro", zero_division=1),
+        }
         for key, value in ref.items():
             assert s[key] == pytest.approx(value, abs=1e-12), key
 

@@ -19,8 +19,7 @@ def _brute_map(model, w, x, gold=None):
         if model.interactions == "table":
             s = theta @ y + sum(W.pairwise[e, y[i], y[k]] for e, (i, k) in enumerate(model.edges))
         else:
-            s = theta @ y + sum(W.pairwise[e] * y[i] * y[k]
-                                for e, (i, k) in enumerate(model.edges))
+            s = theta @ y + sum(W.pairwise[e] * y[i] * y[k] for e, (i, k) in enumerate(model.edges))
         if gold is not None:
             s += model.loss(gold, y)
         if s > best:
@@ -35,8 +34,9 @@ def test_predict_and_hinge_match_brute_force(edges, interactions):
     L, d, n = 6, 4, 12
     X = rng.normal(size=(n, d))
     Y = rng.integers(0, 2, (n, L))
-    model = MultiLabelModel(L, d, edges=edges, loss_weights=rng.uniform(0.5, 2, L),
-                            interactions=interactions).fit_edges(Y)
+    model = MultiLabelModel(
+        L, d, edges=edges, loss_weights=rng.uniform(0.5, 2, L), interactions=interactions
+    ).fit_edges(Y)
     assert model.size == d * L + model.pair_size * len(model.edges)
     if edges == "tree":
         assert len(model.edges) == L - 1
@@ -49,8 +49,9 @@ def test_predict_and_hinge_match_brute_force(edges, interactions):
         best_aug, _ = _brute_map(model, w, X[i], Y[i])
         gold_score = w @ model.joint_feature(X[i], Y[i])
         assert hinge[i] == pytest.approx(best_aug - gold_score, abs=1e-9)
-        assert (w @ model.joint_feature(X[i], aug[i]) + model.loss(Y[i], aug[i])
-                == pytest.approx(best_aug, abs=1e-9))
+        assert w @ model.joint_feature(X[i], aug[i]) + model.loss(Y[i], aug[i]) == pytest.approx(
+            best_aug, abs=1e-9
+        )
         assert hinge[i] >= -1e-12
 
 
@@ -85,13 +86,16 @@ def test_chow_liu_matches_direct_mutual_information():
     assert {tuple(sorted(e)) for e in edges.tolist()} >= {(1, 3), (3, 5)}
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"edges": "star"}, "edges must be one of"),
-    ({"edges": [[0, 0]]}, "to itself"),
-    ({"edges": [[0, 1], [1, 0]]}, "repeated"),
-    ({"edges": [[0, 9]]}, "must lie in"),
-    ({"loss_weights": [1, -1, 1]}, "positive"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"edges": "star"}, "edges must be one of"),
+        ({"edges": [[0, 0]]}, "to itself"),
+        ({"edges": [[0, 1], [1, 0]]}, "repeated"),
+        ({"edges": [[0, 9]]}, "must lie in"),
+        ({"loss_weights": [1, -1, 1]}, "positive"),
+    ],
+)
 def test_bad_model_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MultiLabelModel(3, 2, **kwargs)

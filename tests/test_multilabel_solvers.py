@@ -33,7 +33,7 @@ def highs_lp(a, edges, V):
     for e, (i, k) in enumerate(edges):
         for s, (yi, yk) in enumerate(STATES):
             cost[L + 4 * e + s] = -V[e, yi, yk]
-        for r, b in ((np.r_[L + 4 * e:L + 4 * e + 4], 1.0),):
+        for r, b in ((np.r_[L + 4 * e : L + 4 * e + 4], 1.0),):
             row = np.zeros(n)
             row[r] = 1.0
             rows.append(row)
@@ -44,8 +44,13 @@ def highs_lp(a, edges, V):
             row[j] = -1.0
             rows.append(row)
             rhs.append(0.0)
-    res = linprog(cost, A_eq=np.array(rows) if rows else None, b_eq=rhs if rows else None,
-                  bounds=[(0, 1)] * n, method="highs")
+    res = linprog(
+        cost,
+        A_eq=np.array(rows) if rows else None,
+        b_eq=rhs if rows else None,
+        bounds=[(0, 1)] * n,
+        method="highs",
+    )
     assert res.status == 0
     return -res.fun + a[:, 0].sum()
 
@@ -114,14 +119,28 @@ def _problem(seed, n=12, L=5, d=4, edges="full", inference="auto", interactions=
     X = sp.csr_matrix(np.where(rng.random((n, d)) < 0.6, rng.normal(size=(n, d)), 0.0))
     W = rng.normal(size=(d, L))
     Y = ((X @ W + rng.normal(scale=0.7, size=(n, L))) > 0).astype(int)
-    model = MultiLabelModel(L, d, edges=edges, inference=inference, interactions=interactions,
-                            loss_weights=rng.uniform(0.5, 2, L)).fit_edges(Y)
+    model = MultiLabelModel(
+        L,
+        d,
+        edges=edges,
+        inference=inference,
+        interactions=interactions,
+        loss_weights=rng.uniform(0.5, 2, L),
+    ).fit_edges(Y)
     return model, MultiLabelDataset(X, Y)
 
 
-@pytest.mark.parametrize("edges,inference,interactions", [
-    ("independent", "auto", "11"), ("tree", "auto", "11"), ("full", "exact", "11"),
-    ("full", "lp", "11"), ("tree", "auto", "table"), ("full", "lp", "table")])
+@pytest.mark.parametrize(
+    "edges,inference,interactions",
+    [
+        ("independent", "auto", "11"),
+        ("tree", "auto", "11"),
+        ("full", "exact", "11"),
+        ("full", "lp", "11"),
+        ("tree", "auto", "table"),
+        ("full", "lp", "table"),
+    ],
+)
 def test_multilabel_solvers_reach_the_same_optimum(edges, inference, interactions):
     model, data = _problem(3, edges=edges, inference=inference, interactions=interactions)
     C = 2.0
@@ -134,15 +153,17 @@ def test_multilabel_solvers_reach_the_same_optimum(edges, inference, interaction
     # the LP's fractional corners need the classic step; exact oracles take both steps
     steps = ["fw"] if inference == "lp" else ["fw", "pairwise"]
     for step in steps:
-        bcfw = BCFW(model, C, step=step, max_iter=20000, tol=tol, check_every=20,
-                    random_state=0).fit(data)
+        bcfw = BCFW(
+            model, C, step=step, max_iter=20000, tol=tol, check_every=20, random_state=0
+        ).fit(data)
         assert bcfw.history.stop_reason == "tol"
         gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
         assert min(gaps) >= -1e-9
         assert bcfw.history.last.dual <= p_opt * (1 + 1e-7)
         assert bcfw.history.last.primal == pytest.approx(p_opt, rel=tol)
         assert bcfw.history.last.primal == pytest.approx(
-            primal_objective(model, data, bcfw.weights(), C), rel=1e-12)
+            primal_objective(model, data, bcfw.weights(), C), rel=1e-12
+        )
     ssg = SSG(model, C, max_iter=3000, check_every=500, random_state=0).fit(data)
     assert ssg.history.last.primal == pytest.approx(p_opt, rel=1e-3)
 
@@ -199,16 +220,16 @@ def test_project_simplex4_matches_a_qp():
         assert np.all((z - out)[out == 0] <= tau[0] + 1e-12)
 
 
-@pytest.mark.parametrize("edges,inference", [("independent", "auto"), ("tree", "auto"),
-                                             ("full", "lp"), ("chain", "lp")])
+@pytest.mark.parametrize(
+    "edges,inference", [("independent", "auto"), ("tree", "auto"), ("full", "lp"), ("chain", "lp")]
+)
 def test_gdmm_reaches_the_optimum_with_vanishing_residual(edges, inference):
     from dualstruct.solvers import MultiLabelGDMM
 
     model, data = _problem(3, edges=edges, inference=inference)
     C = 2.0
     cp = CuttingPlane(model, C, max_iter=2000, tol=1e-8).fit(data)
-    g = MultiLabelGDMM(model, C, max_iter=1000, check_every=50, tol=-1.0,
-                       random_state=0).fit(data)
+    g = MultiLabelGDMM(model, C, max_iter=1000, check_every=50, tol=-1.0, random_state=0).fit(data)
     last = g.history.last
     optimum = cp.history.last.primal
     assert last.primal == pytest.approx(optimum, rel=1e-4)
@@ -219,8 +240,7 @@ def test_gdmm_reaches_the_optimum_with_vanishing_residual(edges, inference):
     checks = [r for r in g.history if not np.isnan(r.primal)]
     assert all(r.dual <= optimum * (1 + 1e-8) for r in checks)
     assert last.dual == pytest.approx(optimum, rel=1e-4)
-    assert last.primal == pytest.approx(primal_objective(model, data, g.weights(), C),
-                                        rel=1e-12)
+    assert last.primal == pytest.approx(primal_objective(model, data, g.weights(), C), rel=1e-12)
 
 
 def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
@@ -294,8 +314,11 @@ def test_gdmm_resumes_from_a_state_with_one_block_per_example():
     assert np.array_equal(rest.w, whole.w)
     # a state whose pool cannot hold its examples' rooms is refused
     meta, arrays = part.state_dict()
-    arrays["q"], arrays["lam"], arrays["pair_edge"] = (arrays["q"][:-1], arrays["lam"][:-1],
-                                                       arrays["pair_edge"][:-1])
+    arrays["q"], arrays["lam"], arrays["pair_edge"] = (
+        arrays["q"][:-1],
+        arrays["lam"][:-1],
+        arrays["pair_edge"][:-1],
+    )
     with pytest.raises(ValueError, match="inconsistent"):
         MultiLabelGDMM(model, 1.0, **kw).load_state(data, meta, arrays)
 
@@ -315,8 +338,9 @@ def test_gdmm_stops_on_its_certified_gap():
 
     model, data = _problem(3, edges="full", inference="lp")
     cp = CuttingPlane(model, 2.0, max_iter=2000, tol=1e-8).fit(data)
-    g = MultiLabelGDMM(model, 2.0, max_iter=2000, check_every=10, tol=1e-2,
-                       random_state=0).fit(data)
+    g = MultiLabelGDMM(model, 2.0, max_iter=2000, check_every=10, tol=1e-2, random_state=0).fit(
+        data
+    )
     assert g.history.stop_reason == "tol" and g.passes < 2000
     last = g.history.last
     assert last.relative_gap <= 1e-2 and last.dual <= cp.history.last.primal * (1 + 1e-8)
@@ -336,8 +360,9 @@ def test_gdmm_pair_rounding_gives_consistent_tables(seed):
     mu[rng.random((n, L)) < 0.2] = 1.0
     slot_label = np.array([rng.permutation(L)[:cap] for _ in range(n)])
     n_slots = rng.integers(1, cap + 1, size=n)
-    pair_edge = np.where(rng.random((n, cap, cap)) < 0.8,
-                         rng.integers(0, E, size=(n, cap, cap)), -1)
+    pair_edge = np.where(
+        rng.random((n, cap, cap)) < 0.8, rng.integers(0, E, size=(n, cap, cap)), -1
+    )
     q = rng.dirichlet(np.ones(4), size=(n, cap, cap))
     consistent = rng.random((n, cap, cap)) < 0.3  # some pairs start consistent
     change = np.zeros(E)
@@ -360,8 +385,17 @@ def test_gdmm_pair_rounding_gives_consistent_tables(seed):
                         assert r == q11
     pair_base = np.arange(n) * cap * cap  # one (cap × cap) block per example
     pair_room = np.full(n, cap)
-    gk.pair_rounding(mu, slot_label, n_slots, pair_base, pair_room, pair_edge.ravel(),
-                     q.reshape(-1, 4), C, change)
+    gk.pair_rounding(
+        mu,
+        slot_label,
+        n_slots,
+        pair_base,
+        pair_room,
+        pair_edge.ravel(),
+        q.reshape(-1, 4),
+        C,
+        change,
+    )
     assert np.abs(want).sum() > 0.1
     np.testing.assert_allclose(change, want, atol=1e-14)
 
@@ -387,8 +421,7 @@ def test_slack_hinge_matches_brute_force():
         assert value == pytest.approx(best, abs=1e-9)
 
 
-@pytest.mark.parametrize("edges,interactions", [("tree", "11"), ("full", "11"),
-                                                ("full", "table")])
+@pytest.mark.parametrize("edges,interactions", [("tree", "11"), ("full", "11"), ("full", "table")])
 def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
     model, data = _problem(3, edges=edges, inference="exact", interactions=interactions)
     model.loss_weights[:] = 1.0
@@ -397,12 +430,14 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
     cp = CuttingPlane(model, C, max_iter=2000, tol=1e-7, **kw).fit(data)
     assert cp.history.stop_reason == "tol"
     p_opt = cp.history.last.primal
-    assert p_opt == pytest.approx(primal_objective(model, data, cp.weights(), C, "slack"),
-                                  rel=1e-12)
+    assert p_opt == pytest.approx(
+        primal_objective(model, data, cp.weights(), C, "slack"), rel=1e-12
+    )
     # classic Frank-Wolfe steps (no away steps) converge sublinearly here: a looser check
     passes = 3000 if interactions == "11" else 20000  # the tables converge more slowly
-    bcfw = BCFW(model, C, step="fw", max_iter=passes, tol=1e-4, check_every=500,
-                random_state=0, **kw).fit(data)
+    bcfw = BCFW(
+        model, C, step="fw", max_iter=passes, tol=1e-4, check_every=500, random_state=0, **kw
+    ).fit(data)
     gaps = [r.gap for r in bcfw.history.records if not np.isnan(r.gap)]
     assert min(gaps) >= -1e-9 and gaps[-1] < 3e-3 * p_opt
     assert bcfw.history.last.dual <= p_opt * (1 + 1e-9)
@@ -411,8 +446,9 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
     rel = 2e-3 if interactions == "11" else 5e-3
     assert ssg.history.last.primal == pytest.approx(p_opt, rel=rel)
     # the pairwise step converges linearly, also with slack rescaling
-    pairwise = BCFW(model, C, step="pairwise", max_iter=2000, tol=1e-6, check_every=50,
-                    random_state=0, **kw).fit(data)
+    pairwise = BCFW(
+        model, C, step="pairwise", max_iter=2000, tol=1e-6, check_every=50, random_state=0, **kw
+    ).fit(data)
     rel = 1e-6 if interactions == "11" else 1e-3  # the tables converge more slowly
     assert pairwise.history.last.primal == pytest.approx(p_opt, rel=rel)
     assert pairwise.history.last.dual <= p_opt * (1 + 1e-9)

@@ -38,7 +38,7 @@ def test_observed_support_lists_the_pairs_met_with_the_label_on():
                 counts[f, l] = counts.get((f, l), 0) + 1
     for min_count in (1, 3):
         indptr, labels = observed_support(data, min_count, full_rows_from=1.0)
-        got = {(f, int(a)) for f in range(d) for a in labels[indptr[f]:indptr[f + 1]]}
+        got = {(f, int(a)) for f in range(d) for a in labels[indptr[f] : indptr[f + 1]]}
         assert got == {pair for pair, c in counts.items() if c >= min_count}
     indptr, _ = observed_support(data, 1, full_rows_from=0.5)
     per_feature = np.diff(observed_support(data, 1, full_rows_from=1.0)[0])
@@ -52,8 +52,7 @@ def _restricted(data, edges="full", inference="exact"):
     return MultiLabelModel(L, d, edges=edges, inference=inference, support=support)
 
 
-@pytest.mark.parametrize("edges,inference", [("full", "exact"), ("chain", "exact"),
-                                             ("full", "lp")])
+@pytest.mark.parametrize("edges,inference", [("full", "exact"), ("chain", "exact"), ("full", "lp")])
 def test_sparse_oracles_match_brute_force(edges, inference):
     data = _data(2, n=10)
     model = _restricted(data, edges, inference)
@@ -94,8 +93,7 @@ def test_full_support_is_the_dense_model(solver):
     d, L = data.X.shape[1], data.Y.shape[1]
     inference = "lp" if solver is MultiLabelGDMM else "exact"
     dense = MultiLabelModel(L, d, edges="full", inference=inference)
-    full = MultiLabelModel(L, d, edges="full", inference=inference,
-                           support=_full_support(d, L))
+    full = MultiLabelModel(L, d, edges="full", inference=inference, support=_full_support(d, L))
     assert full.size == dense.size
     # the same steps (up to the order of floating-point sums) ...
     kw = dict(max_iter=5, tol=0.0, check_every=5, random_state=0)
@@ -110,8 +108,9 @@ def test_full_support_is_the_dense_model(solver):
         kw.update(max_iter=300, tol=0.0)
     a = solver(dense, 1.0, **kw).fit(data)
     b = solver(full, 1.0, **kw).fit(data)
-    assert b.history.last_checked().primal == pytest.approx(a.history.last_checked().primal,
-                                                            rel=1e-7)
+    assert b.history.last_checked().primal == pytest.approx(
+        a.history.last_checked().primal, rel=1e-7
+    )
 
 
 def test_sparse_solvers_agree_on_the_optimum():
@@ -119,18 +118,20 @@ def test_sparse_solvers_agree_on_the_optimum():
     model = _restricted(data, "full", "exact")
     cp = CuttingPlane(model, 1.0, max_iter=3000, tol=1e-8, random_state=0).fit(data)
     bc = BCFW(model, 1.0, max_iter=4000, tol=1e-7, check_every=20, random_state=0).fit(data)
-    assert bc.history.last_checked().primal == pytest.approx(cp.history.last_checked().primal,
-                                                             rel=1e-6)
+    assert bc.history.last_checked().primal == pytest.approx(
+        cp.history.last_checked().primal, rel=1e-6
+    )
     lp = _restricted(data, "full", "lp")  # GDMM solves the LP relaxation
     cp = CuttingPlane(lp, 1.0, max_iter=3000, tol=1e-8, random_state=0).fit(data)
-    gd = MultiLabelGDMM(lp, 1.0, max_iter=4000, tol=1e-5, check_every=20,
-                        random_state=0).fit(data)
+    gd = MultiLabelGDMM(lp, 1.0, max_iter=4000, tol=1e-5, check_every=20, random_state=0).fit(data)
     assert gd.history.last_checked().relative_gap <= 1e-5
-    assert gd.history.last_checked().primal == pytest.approx(cp.history.last_checked().primal,
-                                                             rel=1e-4)
+    assert gd.history.last_checked().primal == pytest.approx(
+        cp.history.last_checked().primal, rel=1e-4
+    )
     # w is C Σ_i (φ(ȳ_i) − φ(ŷ_i)) over the restricted φ: the classic step's block shares
-    fw = BCFW(model, 1.0, step="fw", max_iter=10, check_every=10, averaging=False,
-              random_state=0).fit(data)
+    fw = BCFW(
+        model, 1.0, step="fw", max_iter=10, check_every=10, averaging=False, random_state=0
+    ).fit(data)
     np.testing.assert_allclose(fw.block_weights.sum(axis=0), fw.w, atol=1e-10)
 
 
@@ -139,11 +140,12 @@ def test_estimator_observed_weights_and_model_file(tmp_path):
     n, d, L = 80, 40, 20
     X = sp.random(n, d, density=0.03, random_state=5, format="csr")
     Y = (rng.random((n, L)) < 0.08).astype(int)
-    Y[:, 0] = (X[:, 0].toarray().ravel() > 0)
+    Y[:, 0] = X[:, 0].toarray().ravel() > 0
     dense = MultiLabelSVM(edges="chain", max_iter=30, random_state=0).fit(X, Y)
     assert dense.model_.support is None  # auto: a small matrix stays dense
-    est = MultiLabelSVM(edges="chain", max_iter=30, random_state=0, weights="observed",
-                        verbose=0).fit(X, Y)
+    est = MultiLabelSVM(
+        edges="chain", max_iter=30, random_state=0, weights="observed", verbose=0
+    ).fit(X, Y)
     assert est.model_.support is not None and est.model_.size < dense.model_.size
     assert "observed pairs" in est.weights_info_
     U = est.unary_weights_

@@ -11,8 +11,12 @@ from dualstruct.solvers import primal_objective
 def ocr_split(ocr_data):
     X, y, folds = ocr_data
     train, test = np.flatnonzero(folds != 0), np.flatnonzero(folds == 0)
-    return ([X[i] for i in train], [y[i] for i in train],
-            [X[i] for i in test], [y[i] for i in test])
+    return (
+        [X[i] for i in train],
+        [y[i] for i in train],
+        [X[i] for i in test],
+        [y[i] for i in test],
+    )
 
 
 @pytest.mark.realdata
@@ -29,14 +33,16 @@ def test_bcfw_on_ocr_lands_where_expected(ocr_split, tmp_path):
     loaded = load(est.save(tmp_path / "ocr.npz"))
     data = loaded._pack(Xtr, ytr)
     assert primal_objective(loaded.model_, data, loaded.coef_, 1.0) == pytest.approx(
-        last.primal, rel=1e-12)
+        last.primal, rel=1e-12
+    )
 
 
 @pytest.mark.realdata
 def test_ssg_on_ocr_improves(ocr_split):
     Xtr, ytr, Xte, yte = ocr_split
-    est = StructuredSVM(solver="ssg", C=1.0, max_iter=20, check_every=10,
-                        random_state=0).fit(Xtr, ytr)
+    est = StructuredSVM(solver="ssg", C=1.0, max_iter=20, check_every=10, random_state=0).fit(
+        Xtr, ytr
+    )
     p = [r.primal for r in est.history_ if r.primal == r.primal]
     assert p[1] < p[0] < 60_000
     assert 1 - est.score(Xte, yte) < 0.2
@@ -55,11 +61,13 @@ def test_solvers_agree_on_an_ocr_subset(ocr_split, rescaling):
     Y = [np.array([ord(c) - 97 for c in w]) for w in ytr[:40]]
     data = pack_sequences(X, Y)
     model = ChainModel(26, 129)
-    bc = BCFW(model, 0.1, rescaling=rescaling, max_iter=10000, tol=1e-6, check_every=25,
-              random_state=0).fit(data)
+    bc = BCFW(
+        model, 0.1, rescaling=rescaling, max_iter=10000, tol=1e-6, check_every=25, random_state=0
+    ).fit(data)
     cp = CuttingPlane(model, 0.1, rescaling=rescaling, max_iter=3000, tol=1e-4).fit(data)
-    ssg = SSG(model, 0.1, rescaling=rescaling, max_iter=12000, check_every=12000,
-              random_state=0).fit(data)
+    ssg = SSG(
+        model, 0.1, rescaling=rescaling, max_iter=12000, check_every=12000, random_state=0
+    ).fit(data)
     p = bc.history.last.primal
     assert bc.history.stop_reason == "tol" and cp.history.stop_reason == "tol"
     assert cp.history.last.primal == pytest.approx(p, rel=1e-4)

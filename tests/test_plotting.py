@@ -17,7 +17,8 @@ matplotlib.use("Agg")
 def fitted():
     X, y = make_chain(30, 5, 4, 12, random_state=0)
     return dualstruct.StructuredSVM(max_iter=12, check_every=3, tol=0, random_state=0).fit(
-        X[:20], y[:20], validation_data=(X[20:], y[20:]))
+        X[:20], y[:20], validation_data=(X[20:], y[20:])
+    )
 
 
 def test_plot_history_draws_objective_gap_and_score(fitted):
@@ -47,5 +48,6 @@ def test_info_plot_writes_the_curves(fitted, tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert "curves.png" in out.getvalue()
     err = io.StringIO()
-    assert main(["info", str(model), "--plot", str(tmp_path / "no" / "dir" / "c.png")],
-                out=err) == 2
+    assert (
+        main(["info", str(model), "--plot", str(tmp_path / "no" / "dir" / "c.png")], out=err) == 2
+    )

@@ -18,22 +18,26 @@ def expected_failures(estimator):
     return {}
 
 
-@parametrize_with_checks([MultiClassSVM(max_iter=50, random_state=0),
-                          MultiLabelSVM(max_iter=20, random_state=0)],
-                         expected_failed_checks=expected_failures)
+@parametrize_with_checks(
+    [MultiClassSVM(max_iter=50, random_state=0), MultiLabelSVM(max_iter=20, random_state=0)],
+    expected_failed_checks=expected_failures,
+)
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         check(estimator)
 
 
-@pytest.mark.parametrize("estimator", [MultiClassSVM(max_iter=50, random_state=0),
-                                       MultiLabelSVM(max_iter=20, random_state=0)],
-                         ids=["MultiClassSVM", "MultiLabelSVM"])
+@pytest.mark.parametrize(
+    "estimator",
+    [MultiClassSVM(max_iter=50, random_state=0), MultiLabelSVM(max_iter=20, random_state=0)],
+    ids=["MultiClassSVM", "MultiLabelSVM"],
+)
 def test_check_estimator_summary(estimator):
     """The whole suite as a user runs it: nothing fails beyond the declared expectations."""
-    results = check_estimator(estimator, on_fail=None,
-                              expected_failed_checks=expected_failures(estimator))
+    results = check_estimator(
+        estimator, on_fail=None, expected_failed_checks=expected_failures(estimator)
+    )
     failed = [r["check_name"] for r in results if r["status"] == "failed"]
     assert failed == []
     assert len(expected_failures(estimator)) <= 2

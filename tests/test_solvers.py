@@ -30,7 +30,8 @@ def test_primal_objective_matches_brute_force():
     X, Y, data, model = _problem(0)
     w = np.random.default_rng(1).normal(size=model.size)
     assert primal_objective(model, data, w, 0.7) == pytest.approx(
-        brute_primal(model, w, X, Y, 0.7), rel=1e-12)
+        brute_primal(model, w, X, Y, 0.7), rel=1e-12
+    )
 
 
 def test_objective_helpers():
@@ -43,8 +44,14 @@ def test_objective_helpers():
 def test_scaled_dual_is_the_best_point_toward_the_gold_labelling():
     """``scaled_dual(L, ‖w‖²) = max_{s ∈ [0, 1]} s L − ½ s² ‖w‖²``, never below D(q)."""
     s = np.linspace(0.0, 1.0, 100_001)
-    for loss, sq in [(20.0, 25.0), (20.0, 100.0), (20.0, 10.0), (0.0, 3.0), (5.0, 0.0),
-                     (347.2, 366.7)]:
+    for loss, sq in [
+        (20.0, 25.0),
+        (20.0, 100.0),
+        (20.0, 10.0),
+        (0.0, 3.0),
+        (5.0, 0.0),
+        (347.2, 366.7),
+    ]:
         best = float(np.max(s * loss - 0.5 * s * s * sq))
         assert scaled_dual(loss, sq) == pytest.approx(best, abs=1e-6)
         assert scaled_dual(loss, sq) >= loss - 0.5 * sq
@@ -69,8 +76,9 @@ def test_pairwise_bcfw_gap_goes_to_zero(C, sparse, start_end):
 
 def test_fw_bcfw_gap_positive_and_decreasing():
     _, _, data, model = _problem(3)
-    solver = BCFW(model, 1.0, step="fw", max_iter=3000, tol=0, check_every=100,
-                  random_state=0).fit(data)
+    solver = BCFW(model, 1.0, step="fw", max_iter=3000, tol=0, check_every=100, random_state=0).fit(
+        data
+    )
     gaps = _gaps(solver.history)
     assert np.all(gaps >= -1e-9 * solver.history.last.primal)
     assert gaps[-1] < 0.05 * gaps[0]
@@ -90,15 +98,16 @@ def _weights_from_atoms(solver, model, data):
         w += solver.C * model.joint_feature(x, gold)
         s0 = data.offsets[i]
         for a in range(solver.atom_count[i]):
-            y = solver.atom_labels[s0 * A + a * T: s0 * A + (a + 1) * T]
+            y = solver.atom_labels[s0 * A + a * T : s0 * A + (a + 1) * T]
             w -= solver.C * solver.atom_weights[i, a] * model.joint_feature(x, y)
     return w
 
 
 def test_pairwise_state_reproduces_weights_and_dual():
     _, Y, data, model = _problem(5)
-    solver = BCFW(model, 1.0, max_iter=50, check_every=50, averaging=False,
-                  random_state=0).fit(data)
+    solver = BCFW(model, 1.0, max_iter=50, check_every=50, averaging=False, random_state=0).fit(
+        data
+    )
     assert np.allclose(_weights_from_atoms(solver, model, data), solver.w, atol=1e-10)
     A = solver.capacity
     loss = 0.0
@@ -107,7 +116,7 @@ def test_pairwise_state_reproduces_weights_and_dual():
         T = len(gold)
         s0 = data.offsets[i]
         for a in range(solver.atom_count[i]):
-            y = solver.atom_labels[s0 * A + a * T: s0 * A + (a + 1) * T]
+            y = solver.atom_labels[s0 * A + a * T : s0 * A + (a + 1) * T]
             loss += solver.C * solver.atom_weights[i, a] * model.loss(gold, y)
     assert loss == pytest.approx(solver.scalars[0], abs=1e-10)
 
@@ -116,8 +125,9 @@ def test_all_solvers_reach_the_same_primal():
     _, _, data, model = _problem(11, n=10)
     C = 1.0
     pw = BCFW(model, C, max_iter=20000, tol=1e-7, check_every=20, random_state=0).fit(data)
-    fw = BCFW(model, C, step="fw", max_iter=20000, tol=1e-4, check_every=50,
-              random_state=1).fit(data)
+    fw = BCFW(model, C, step="fw", max_iter=20000, tol=1e-4, check_every=50, random_state=1).fit(
+        data
+    )
     ssg = SSG(model, C, max_iter=20000, check_every=20000, random_state=2).fit(data)
     p_opt = pw.history.last.primal
     assert fw.history.last.primal == pytest.approx(p_opt, rel=1e-3)
@@ -130,8 +140,9 @@ def test_all_solvers_reach_the_same_primal():
 @pytest.mark.parametrize("averaging", [True, False])
 def test_ssg_decreases_primal(averaging):
     _, _, data, model = _problem(2)
-    s = SSG(model, 1.0, max_iter=2000, check_every=100, averaging=averaging,
-            random_state=0).fit(data)
+    s = SSG(model, 1.0, max_iter=2000, check_every=100, averaging=averaging, random_state=0).fit(
+        data
+    )
     p = [r.primal for r in s.history if not math.isnan(r.primal)]
     assert p[-1] < p[0]
     assert all(math.isnan(r.dual) for r in s.history)
@@ -148,8 +159,14 @@ def test_same_seed_same_model(cls):
 def test_continue_training_and_callback_stop():
     _, _, data, model = _problem(6)
     seen = []
-    s = BCFW(model, 1.0, max_iter=10, check_every=2, random_state=0,
-             callback=lambda r: seen.append(r.passes) or r.passes >= 4)
+    s = BCFW(
+        model,
+        1.0,
+        max_iter=10,
+        check_every=2,
+        random_state=0,
+        callback=lambda r: seen.append(r.passes) or r.passes >= 4,
+    )
     s.fit(data)
     assert s.passes == 4 and s.history.stop_reason == "callback"
     s.callback = None
@@ -189,8 +206,9 @@ def test_fw_step_with_zero_features_still_converges():
     data = pack_sequences(X, Y)
     model = ChainModel(3, 2, start_end=False)
     for step in ("fw", "pairwise"):
-        s = BCFW(model, 1.0, step=step, max_iter=20, tol=1e-9, check_every=1,
-                 random_state=0).fit(data)
+        s = BCFW(model, 1.0, step=step, max_iter=20, tol=1e-9, check_every=1, random_state=0).fit(
+            data
+        )
         assert s.history.last.gap == pytest.approx(0.0, abs=1e-12)
 
 
@@ -226,10 +244,15 @@ def test_simplex_qp_matches_a_reference_solution():
     def f(a):
         return 0.5 * a @ G @ a - b @ a
 
-    ref = minimize(f, np.full(6, 2.0 / 6), jac=lambda a: G @ a - b, method="SLSQP",
-                   bounds=[(0, None)] * 6,
-                   constraints=[{"type": "eq", "fun": lambda a: a.sum() - 2.0}],
-                   options={"ftol": 1e-14, "maxiter": 1000})
+    ref = minimize(
+        f,
+        np.full(6, 2.0 / 6),
+        jac=lambda a: G @ a - b,
+        method="SLSQP",
+        bounds=[(0, None)] * 6,
+        constraints=[{"type": "eq", "fun": lambda a: a.sum() - 2.0}],
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
     assert alpha.sum() == pytest.approx(2.0) and np.all(alpha >= 0)
     assert f(alpha) <= ref.fun + 1e-9
 
@@ -253,11 +276,13 @@ def test_all_solvers_reach_the_same_slack_optimum(C, start_end):
     from dualstruct.solvers import CuttingPlane
 
     _, _, data, model = _problem(20 + int(C) + start_end, n=10, start_end=start_end)
-    bc = BCFW(model, C, rescaling="slack", max_iter=20000, tol=1e-7, check_every=20,
-              random_state=0).fit(data)
+    bc = BCFW(
+        model, C, rescaling="slack", max_iter=20000, tol=1e-7, check_every=20, random_state=0
+    ).fit(data)
     cp = CuttingPlane(model, C, rescaling="slack", max_iter=3000, tol=1e-7).fit(data)
-    ssg = SSG(model, C, rescaling="slack", max_iter=30000, check_every=30000,
-              random_state=0).fit(data)
+    ssg = SSG(model, C, rescaling="slack", max_iter=30000, check_every=30000, random_state=0).fit(
+        data
+    )
     assert bc.history.stop_reason == "tol" and cp.history.stop_reason == "tol"
     p = bc.history.last.primal
     assert cp.history.last.primal == pytest.approx(p, rel=1e-5)
@@ -265,8 +290,16 @@ def test_all_solvers_reach_the_same_slack_optimum(C, start_end):
     assert np.all(_gaps(bc.history) >= -1e-9 * p)
     # the classic step, on loss-weighted corners, approaches it too (sublinearly: a 0.3–0.8%
     # gap after 2,000 passes where the pairwise step certified 1e-7)
-    fw = BCFW(model, C, step="fw", rescaling="slack", max_iter=2000, tol=0, check_every=500,
-              random_state=0).fit(data)
+    fw = BCFW(
+        model,
+        C,
+        step="fw",
+        rescaling="slack",
+        max_iter=2000,
+        tol=0,
+        check_every=500,
+        random_state=0,
+    ).fit(data)
     assert fw.history.last.relative_gap < 1e-2
     assert fw.history.last.primal == pytest.approx(p, rel=5e-3)
     assert np.all(_gaps(fw.history) >= -1e-9 * p)
@@ -277,8 +310,9 @@ def test_all_solvers_reach_the_same_slack_optimum(C, start_end):
 
 def test_slack_atoms_reproduce_weights():
     _, Y, data, model = _problem(31)
-    s = BCFW(model, 1.0, rescaling="slack", max_iter=40, check_every=40, averaging=False,
-             random_state=0).fit(data)
+    s = BCFW(
+        model, 1.0, rescaling="slack", max_iter=40, check_every=40, averaging=False, random_state=0
+    ).fit(data)
     w = np.zeros(model.size)
     A = s.capacity
     for i in range(data.n_sequences):
@@ -286,10 +320,14 @@ def test_slack_atoms_reproduce_weights():
         T = len(gold)
         s0 = data.offsets[i]
         for a in range(s.atom_count[i]):
-            y = s.atom_labels[s0 * A + a * T: s0 * A + (a + 1) * T]
+            y = s.atom_labels[s0 * A + a * T : s0 * A + (a + 1) * T]
             g = model.loss(gold, y)
-            w += s.C * s.atom_weights[i, a] * g * (model.joint_feature(x, gold)
-                                                    - model.joint_feature(x, y))
+            w += (
+                s.C
+                * s.atom_weights[i, a]
+                * g
+                * (model.joint_feature(x, gold) - model.joint_feature(x, y))
+            )
     assert np.allclose(w, s.w, atol=1e-10)
 
 
@@ -308,13 +346,23 @@ def test_slack_searches_as_training_oracles(search):
     from dualstruct.solvers import CuttingPlane
 
     _, _, data, model = _problem(41, n=10)
-    exact = BCFW(model, 1.0, rescaling="slack", max_iter=20000, tol=1e-7, check_every=20,
-                 random_state=0).fit(data)
+    exact = BCFW(
+        model, 1.0, rescaling="slack", max_iter=20000, tol=1e-7, check_every=20, random_state=0
+    ).fit(data)
     p = exact.history.last.primal
-    bc = BCFW(model, 1.0, rescaling="slack", slack_search=search, max_iter=3000, tol=1e-7,
-              check_every=20, random_state=0).fit(data)
-    cp = CuttingPlane(model, 1.0, rescaling="slack", slack_search=search, max_iter=1000,
-                      tol=1e-7).fit(data)
+    bc = BCFW(
+        model,
+        1.0,
+        rescaling="slack",
+        slack_search=search,
+        max_iter=3000,
+        tol=1e-7,
+        check_every=20,
+        random_state=0,
+    ).fit(data)
+    cp = CuttingPlane(
+        model, 1.0, rescaling="slack", slack_search=search, max_iter=1000, tol=1e-7
+    ).fit(data)
     for s in (bc, cp):
         # the reported primal is exact, so it can never undercut the optimum
         assert s.history.last.primal >= p * (1 - 1e-7)
@@ -426,23 +474,43 @@ def test_second_ctrl_c_stops_at_once_and_keeps_a_valid_model():
 def test_a_stop_between_checks_checks_the_returned_model():
     _, _, data, model = _problem(9)
     seen = []
-    s = BCFW(model, 1.0, max_iter=50, tol=0, check_every=10, random_state=0,
-             callback=lambda r: seen.append(r.passes) or r.passes == 7)
+    s = BCFW(
+        model,
+        1.0,
+        max_iter=50,
+        tol=0,
+        check_every=10,
+        random_state=0,
+        callback=lambda r: seen.append(r.passes) or r.passes == 7,
+    )
     s.fit(data)
     last = s.history.last
     assert s.history.stop_reason == "callback" and last.passes == 7 and len(s.history) == 7
     assert last.primal == pytest.approx(primal_objective(model, data, s.weights(), 1.0))
     # the callback also sees the pass on which tol stops training
     seen.clear()
-    t = BCFW(model, 1.0, max_iter=5000, tol=0.05, check_every=1, random_state=0,
-             callback=lambda r: seen.append(r.passes) and False)
+    t = BCFW(
+        model,
+        1.0,
+        max_iter=5000,
+        tol=0.05,
+        check_every=1,
+        random_state=0,
+        callback=lambda r: seen.append(r.passes) and False,
+    )
     t.fit(data)
     assert t.history.stop_reason == "tol" and seen[-1] == t.passes
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"max_constraints": 0}, "max_constraints"), ({"prune_after": -1}, "prune_after"),
-    ({"epsilon": -1.0}, "epsilon"), ({"qp_tol": 0.0}, "qp_tol")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_constraints": 0}, "max_constraints"),
+        ({"prune_after": -1}, "prune_after"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"qp_tol": 0.0}, "qp_tol"),
+    ],
+)
 def test_cutting_plane_option_errors(kwargs, match):
     from dualstruct.solvers import CuttingPlane
 

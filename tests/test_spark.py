@@ -31,10 +31,14 @@ def spark(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("faults") / "armed"
     os.environ[KILL_SPEC[0]] = KILL_SPEC[1].format(folder=folder)
-    session = (SparkSession.builder.master("local[2,4]").appName("dualstruct-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.executorEnv.NUMBA_NUM_THREADS", "1").getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("dualstruct-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.NUMBA_NUM_THREADS", "1")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     session.fault_folder = folder
     yield session
@@ -70,8 +74,7 @@ def run(model, data, eng=None, **kwargs):
 def test_spark_equals_the_in_process_run(spark, chain_problem, K, H):
     model, data = chain_problem
     local = run(model, data, n_partitions=K, local_passes=H)
-    remote = run(model, data, engine(spark, checkpoint_every=2), n_partitions=K,
-                 local_passes=H)
+    remote = run(model, data, engine(spark, checkpoint_every=2), n_partitions=K, local_passes=H)
     assert digest(remote.w) == digest(local.w)
     assert [r.dual for r in remote.history] == [r.dual for r in local.history]
     last = remote.history.last_checked()
@@ -173,9 +176,17 @@ def test_estimators_on_spark_write_ordinary_model_files(spark, tmp_path):
     rng = np.random.default_rng(0)
     X, Y = random_chain_problem(rng, 40, 3, 5)
     opts = {"session": spark}
-    est = StructuredSVM(C=0.1, backend="spark", n_partitions=2, backend_options=opts,
-                        max_iter=40, tol=2e-2, check_every=5, random_state=0,
-                        solver_options={"local_passes": 10}).fit(X, Y)
+    est = StructuredSVM(
+        C=0.1,
+        backend="spark",
+        n_partitions=2,
+        backend_options=opts,
+        max_iter=40,
+        tol=2e-2,
+        check_every=5,
+        random_state=0,
+        solver_options={"local_passes": 10},
+    ).fit(X, Y)
     local = StructuredSVM(C=0.1, max_iter=1000, tol=1e-3, random_state=0).fit(X, Y)
     same_optimum(est.history_.last_checked(), local.history_.last_checked())
     path = est.save(tmp_path / "chain.npz")
@@ -185,9 +196,15 @@ def test_estimators_on_spark_write_ordinary_model_files(spark, tmp_path):
 
     Xm = rng.normal(size=(60, 4))
     Ym = (Xm[:, :3] + 0.3 * rng.normal(size=(60, 3)) > 0).astype(int)
-    ml = MultiLabelSVM(backend="spark", n_partitions=3, backend_options=opts, max_iter=40,
-                       tol=2e-2, random_state=0,
-                       solver_options={"local_passes": 10}).fit(Xm, Ym)
+    ml = MultiLabelSVM(
+        backend="spark",
+        n_partitions=3,
+        backend_options=opts,
+        max_iter=40,
+        tol=2e-2,
+        random_state=0,
+        solver_options={"local_passes": 10},
+    ).fit(Xm, Ym)
     ml_local = MultiLabelSVM(max_iter=1000, tol=1e-3, random_state=0).fit(Xm, Ym)
     same_optimum(ml.history_.last_checked(), ml_local.history_.last_checked())
     with pytest.raises(ValueError, match="does not run on Spark"):
@@ -219,12 +236,12 @@ def test_ctrl_c_keeps_the_last_whole_round(spark, chain_problem, tmp_path):
         if record.passes == 2:
             os.kill(os.getpid(), signal.SIGINT)
 
-    first = run(model, data, engine(spark, checkpoint_dir=folder), max_iter=6,
-                callback=interrupt)
+    first = run(model, data, engine(spark, checkpoint_dir=folder), max_iter=6, callback=interrupt)
     assert first.history.stop_reason == "interrupted"
     assert 2 <= first.passes < 6
-    resumed = run(model, data, engine(spark, checkpoint_dir=folder, resume=True),
-                  max_iter=6 - first.passes)
+    resumed = run(
+        model, data, engine(spark, checkpoint_dir=folder, resume=True), max_iter=6 - first.passes
+    )
     assert digest(resumed.w) == digest(whole.w)
 
 
@@ -237,8 +254,16 @@ def test_a_spark_run_continues_on_one_machine(spark, tmp_path):
 
     rng = np.random.default_rng(0)
     X, Y = random_chain_problem(rng, 40, 3, 5)
-    common = dict(C=0.1, backend="spark", n_partitions=2, max_iter=4, tol=0, check_every=2,
-                  random_state=0, solver_options={"local_passes": 2})
+    common = dict(
+        C=0.1,
+        backend="spark",
+        n_partitions=2,
+        max_iter=4,
+        tol=0,
+        check_every=2,
+        random_state=0,
+        solver_options={"local_passes": 2},
+    )
     est = StructuredSVM(**common, backend_options={"session": spark, "keep_dual_state": True})
     est.fit(X, Y)
     dual = est.history_.last_checked().dual
@@ -248,8 +273,15 @@ def test_a_spark_run_continues_on_one_machine(spark, tmp_path):
     assert est.history_.stop_reason == "tol"
     assert est.history_.last_checked().dual >= dual - 1e-9
     loaded = load(path)
-    loaded.set_params(backend="local", backend_options=None, solver_options=None,
-                      warm_start=True, max_iter=300, tol=1e-3, check_every=10)
+    loaded.set_params(
+        backend="local",
+        backend_options=None,
+        solver_options=None,
+        warm_start=True,
+        max_iter=300,
+        tol=1e-3,
+        check_every=10,
+    )
     loaded.fit(X, Y)
     assert loaded.history_.stop_reason == "tol"
     assert np.allclose(loaded.coef_, est.coef_)
@@ -292,22 +324,56 @@ def test_command_line_trains_on_spark_and_continues_here(spark, tmp_path):
         out = io.StringIO()
         return main([str(a) for a in argv], out=out), out.getvalue()
 
-    code, out = cli("train", data, "-o", model, "--spark-master", "local[2,4]",
-                    "--partitions", 2, "--local-passes", 3, "--max-iter", 4,
-                    "--check-every", 2, "--save-state")
+    code, out = cli(
+        "train",
+        data,
+        "-o",
+        model,
+        "--spark-master",
+        "local[2,4]",
+        "--partitions",
+        2,
+        "--local-passes",
+        3,
+        "--max-iter",
+        4,
+        "--check-every",
+        2,
+        "--save-state",
+    )
     assert code == 0 and "model saved to" in out
     tagger = load(model)
     assert tagger.svm_.backend == "spark" and tagger.svm_.n_iter_ == 4
-    code, out = cli("train", data, "-o", tmp_path / "m2.npz", "--resume", model,
-                    "--max-iter", 8, "--check-every", 2)
+    code, out = cli(
+        "train",
+        data,
+        "-o",
+        tmp_path / "m2.npz",
+        "--resume",
+        model,
+        "--max-iter",
+        8,
+        "--check-every",
+        2,
+    )
     assert code == 0, out
     again = load(tmp_path / "m2.npz")
     assert again.svm_.backend == "local" and again.svm_.n_iter_ == 8
-    assert again.svm_.history_.last_checked().dual >= \
-        tagger.svm_.history_.last_checked().dual - 1e-9
-    code, _ = cli("train", data, "-o", tmp_path / "m3.npz", "--spark-master", "local[2,4]",
-                  "--checkpoint-every", 2)
+    assert (
+        again.svm_.history_.last_checked().dual >= tagger.svm_.history_.last_checked().dual - 1e-9
+    )
+    code, _ = cli(
+        "train",
+        data,
+        "-o",
+        tmp_path / "m3.npz",
+        "--spark-master",
+        "local[2,4]",
+        "--checkpoint-every",
+        2,
+    )
     assert code == 2
-    code, _ = cli("train", data, "-o", tmp_path / "m3.npz", "--spark-master", "local[2,4]",
-                  "--resume", model)
+    code, _ = cli(
+        "train", data, "-o", tmp_path / "m3.npz", "--spark-master", "local[2,4]", "--resume", model
+    )
     assert code == 2

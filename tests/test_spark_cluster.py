@@ -22,8 +22,9 @@ def digest(w):
 
 
 def executor_pids():
-    out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True
+    ).stdout
     return [int(p) for p in out.split()]
 
 

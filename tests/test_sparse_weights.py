@@ -34,7 +34,7 @@ def test_observed_support_lists_the_pairs_met_in_training():
     indptr, labels = observed_support(data, 3, full_rows_from=1.0)
     X = data.X.toarray()
     met = {(f, int(data.labels[t])) for t in range(X.shape[0]) for f in np.flatnonzero(X[t])}
-    got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f]:indptr[f + 1]]}
+    got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f] : indptr[f + 1]]}
     assert got == met
     assert len(labels) < 3 * X.shape[1]  # not every pair is met
     counts = {}
@@ -42,7 +42,7 @@ def test_observed_support_lists_the_pairs_met_in_training():
         for f in np.flatnonzero(X[t]):
             counts[f, int(data.labels[t])] = counts.get((f, int(data.labels[t])), 0) + 1
     indptr, labels = observed_support(data, 3, min_count=2, full_rows_from=1.0)
-    got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f]:indptr[f + 1]]}
+    got = {(f, int(a)) for f in range(X.shape[1]) for a in labels[indptr[f] : indptr[f + 1]]}
     assert got == {pair for pair, c in counts.items() if c >= 2}
     # a feature that met 2 of the 3 labels gets all 3 (a contiguous row)
     indptr2, labels2 = observed_support(data, 3, full_rows_from=0.6)
@@ -57,8 +57,7 @@ def test_full_support_is_the_dense_model(solver):
     dense = ChainModel(K, d)
     full = ChainModel(K, d, support=_full_support(d, K))
     assert full.size == dense.size
-    kw = dict(max_iter=3000 if solver is SSG else 2000, tol=1e-10, check_every=50,
-              random_state=0)
+    kw = dict(max_iter=3000 if solver is SSG else 2000, tol=1e-10, check_every=50, random_state=0)
     a = solver(dense, 1.0, **kw).fit(data)
     b = solver(full, 1.0, **kw).fit(data)
     assert b.history.last.primal == pytest.approx(a.history.last.primal, rel=1e-9)
@@ -91,8 +90,9 @@ def test_sparse_oracles_match_brute_force():
         assert hinge[i] == pytest.approx(best, abs=1e-9)
         assert slack[i] == pytest.approx(best_slack, abs=1e-9)
         assert w @ model.joint_feature(x, pred[s0:s1]) == pytest.approx(best_plain, abs=1e-9)
-        assert (w @ model.joint_feature(x, yhat[s0:s1]) + model.loss(gold, yhat[s0:s1])
-                - gold_score) == pytest.approx(best, abs=1e-9)
+        assert (
+            w @ model.joint_feature(x, yhat[s0:s1]) + model.loss(gold, yhat[s0:s1]) - gold_score
+        ) == pytest.approx(best, abs=1e-9)
 
 
 @pytest.mark.parametrize("rescaling", ["margin", "slack"])
@@ -104,8 +104,7 @@ def test_sparse_solvers_agree_and_keep_w_in_step(rescaling):
     kw = dict(rescaling=rescaling, random_state=0)
     cp = CuttingPlane(model, 1.0, max_iter=3000, tol=1e-8, **kw).fit(data)
     bc = BCFW(model, 1.0, max_iter=5000, tol=1e-7, check_every=20, **kw).fit(data)
-    fw = BCFW(model, 1.0, step="fw", max_iter=20, check_every=20, averaging=False,
-              **kw).fit(data)
+    fw = BCFW(model, 1.0, step="fw", max_iter=20, check_every=20, averaging=False, **kw).fit(data)
     assert bc.history.last.primal == pytest.approx(cp.history.last.primal, rel=1e-5)
     assert min(r.gap for r in bc.history.records if r.gap == r.gap) >= -1e-9
     # w equals the blocks' shares, each C Σ (φ(ȳ) − φ(y)) over the restricted φ
@@ -118,10 +117,13 @@ def test_sparse_solvers_agree_and_keep_w_in_step(rescaling):
             T = s1 - s0
             base = s0 * bc.capacity
             for a in range(bc.atom_count[i]):
-                y = bc.atom_labels[base + a * T: base + (a + 1) * T]
+                y = bc.atom_labels[base + a * T : base + (a + 1) * T]
                 x = data.X[s0:s1]
-                w += C * bc.atom_weights[i, a] * (model.joint_feature(x, data.labels[s0:s1])
-                                                  - model.joint_feature(x, y))
+                w += (
+                    C
+                    * bc.atom_weights[i, a]
+                    * (model.joint_feature(x, data.labels[s0:s1]) - model.joint_feature(x, y))
+                )
         np.testing.assert_allclose(w, bc.w, atol=1e-8)
 
 
@@ -154,8 +156,7 @@ def test_gdmm_reaches_the_sparse_models_optimum():
     from dualstruct.solvers import GDMM
 
     data = _data(8, n=10, K=5)
-    model = ChainModel(5, data.n_features, support=observed_support(data, 5,
-                                                                    full_rows_from=1.0))
+    model = ChainModel(5, data.n_features, support=observed_support(data, 5, full_rows_from=1.0))
     assert len(model.support[1]) < 5 * data.n_features
     bcfw = BCFW(model, 1.0, max_iter=3000, tol=1e-8, check_every=50, random_state=0).fit(data)
     gdmm = GDMM(model, 1.0, max_iter=3000, tol=1e-4, check_every=25, random_state=0).fit(data)
@@ -190,8 +191,7 @@ def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
     np.testing.assert_array_equal(sparse.unigram_weights_.toarray(), full[:-1].T)
     # auto goes sparse once the dense matrix would be large (the limit lowered for the test)
     monkeypatch.setattr(estimator_base, "AUTO_DENSE_MAX_BYTES", 0)
-    auto = dualstruct.StructuredSVM(max_iter=20, random_state=0,
-                                    verbose=1).fit(X, y)
+    auto = dualstruct.StructuredSVM(max_iter=20, random_state=0, verbose=1).fit(X, y)
     assert auto.model_.support is not None
     np.testing.assert_array_equal(auto.coef_, sparse.coef_)
     auto.save(tmp_path / "m.npz")
@@ -212,12 +212,15 @@ def test_memory_estimate_refuses_before_training(monkeypatch):
     with pytest.raises(ValueError, match="DUALSTRUCT_MEMORY_LIMIT"):
         parse_bytes("lots")
     data = _data(8)
-    X = [data.X[data.offsets[i]:data.offsets[i + 1]] for i in range(data.n_sequences)]
-    y = [data.labels[data.offsets[i]:data.offsets[i + 1]] for i in range(data.n_sequences)]
+    X = [data.X[data.offsets[i] : data.offsets[i + 1]] for i in range(data.n_sequences)]
+    y = [data.labels[data.offsets[i] : data.offsets[i + 1]] for i in range(data.n_sequences)]
     monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "2K")
     est = dualstruct.StructuredSVM(max_iter=5)
-    with pytest.raises(MemoryError, match=r"BlockBCFW on ChainModel would need about .* "
-                                          r"DUALSTRUCT_MEMORY_LIMIT is 2.0 KiB.*observed"):
+    with pytest.raises(
+        MemoryError,
+        match=r"BlockBCFW on ChainModel would need about .* "
+        r"DUALSTRUCT_MEMORY_LIMIT is 2.0 KiB.*observed",
+    ):
         est.fit(X, y)
     assert not hasattr(est, "coef_")  # nothing was trained
     with pytest.raises(MemoryError, match="working set"):

@@ -61,11 +61,14 @@ def test_load_conll(conll_file):
     assert none is None and raw[0][0] == ("He", "PRP", "B-NP")
 
 
-@pytest.mark.parametrize("text, match", [
-    ("a B\nb C D\n", r":2: expected 2 columns"),
-    ("word\n", r":1: a token line needs at least 2 columns"),
-    ("\n\n", "no sentences"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a B\nb C D\n", r":2: expected 2 columns"),
+        ("word\n", r":1: a token line needs at least 2 columns"),
+        ("\n\n", "no sentences"),
+    ],
+)
 def test_load_conll_errors(tmp_path, text, match):
     p = tmp_path / "bad.txt"
     p.write_text(text)
@@ -94,8 +97,12 @@ def test_load_conllu(tmp_path):
     p = tmp_path / "a.conllu"
     p.write_text(CONLLU)
     sents, labels = load_conllu(p, "xpos")
-    assert list(labels[0]) == ["VB-S---3P-AA---", "PP-S1--1-------", "NNMS4-----A----",
-                               "Z:-------------"]
+    assert list(labels[0]) == [
+        "VB-S---3P-AA---",
+        "PP-S1--1-------",
+        "NNMS4-----A----",
+        "Z:-------------",
+    ]
     assert sents[0][0] == ("Vidí", "vidět", "VERB", "_", "Number=Sing")
     _, lab = load_conllu(p, "upos+feats")
     assert lab[0][0] == "VERB|Number=Sing"
@@ -131,8 +138,9 @@ def test_features_shapes_and_vocabulary():
     # tokens with a column missing (or one too many) are refused, also after a round trip
     for feats in (f2, TokenFeatures.from_arrays(*f2.to_arrays())):
         assert feats.n_columns_ == 2
-        with pytest.raises(ValueError, match="the tokens have 1 columns, the features were "
-                                             "fitted on tokens of 2"):
+        with pytest.raises(
+            ValueError, match="the tokens have 1 columns, the features were fitted on tokens of 2"
+        ):
             feats.transform([[("zebra",)]])
         with pytest.raises(ValueError, match="have 3 columns"):
             feats.transform([[("zebra", "NN", "B-NP")]])
@@ -159,8 +167,7 @@ def test_crfsuite_style_dict_features():
 def test_chunks_follow_conlleval():
     assert chunks(["B-NP", "I-NP", "O", "B-VP"]) == {("NP", 0, 2), ("VP", 3, 4)}
     # IOB1: I- starts a chunk after O or a different type; B- splits two adjacent chunks
-    assert chunks(["I-NP", "I-NP", "B-NP", "I-VP"]) == {("NP", 0, 2), ("NP", 2, 3),
-                                                        ("VP", 3, 4)}
+    assert chunks(["I-NP", "I-NP", "B-NP", "I-VP"]) == {("NP", 0, 2), ("NP", 2, 3), ("VP", 3, 4)}
     assert chunks(["S-NP", "B-VP", "E-VP"]) == {("NP", 0, 1), ("VP", 1, 3)}
     t = [np.array(["B-NP", "I-NP", "O", "B-VP"])]
     p = [np.array(["B-NP", "B-NP", "O", "B-VP"])]
@@ -189,9 +196,23 @@ def _run(argv):
 
 def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
     model = tmp_path / "chunker.npz"
-    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "6",
-                      "--check-every", "3", "--dev", str(conll_file), "--tag-scheme", "iobes",
-                      "--save-state"])
+    code, out = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(model),
+            "--max-iter",
+            "6",
+            "--check-every",
+            "3",
+            "--dev",
+            str(conll_file),
+            "--tag-scheme",
+            "iobes",
+            "--save-state",
+        ]
+    )
     assert code == 0 and "pass    6/6" in out and "model saved to" in out
     tagger = dualstruct.load(model)
     assert isinstance(tagger, dualstruct.tagger.SequenceTagger)
@@ -231,15 +252,51 @@ def test_cli_train_predict_evaluate_info_resume(conll_file, tmp_path, capsys):
     info = json.loads(out)
     assert info["passes"] == 6 and info["tag_scheme"] == "iobes" and info["resumable"]
 
-    code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "m2.npz"),
-                      "--resume", str(model), "--max-iter", "9", "--tag-scheme", "iobes"])
+    code, out = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(tmp_path / "m2.npz"),
+            "--resume",
+            str(model),
+            "--max-iter",
+            "9",
+            "--tag-scheme",
+            "iobes",
+        ]
+    )
     assert code == 0 and "pass    9/9" in out
     assert dualstruct.load(tmp_path / "m2.npz").svm_.n_iter_ == 9
-    code, _ = _run(["train", str(conll_file), "-o", str(tmp_path / "m3.npz"),
-                    "--resume", str(model), "--max-iter", "9", "--window", "1"])
+    code, _ = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(tmp_path / "m3.npz"),
+            "--resume",
+            str(model),
+            "--max-iter",
+            "9",
+            "--window",
+            "1",
+        ]
+    )
     assert code == 2 and "--window 1 (the model has 2)" in capsys.readouterr().err
-    code, _ = _run(["train", str(conll_file), "-o", str(tmp_path / "m3.npz"),
-                    "--resume", str(model), "--max-iter", "9", "--tag-scheme", "none"])
+    code, _ = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(tmp_path / "m3.npz"),
+            "--resume",
+            str(model),
+            "--max-iter",
+            "9",
+            "--tag-scheme",
+            "none",
+        ]
+    )
     assert code == 2 and "--tag-scheme none (the model has 'iobes')" in capsys.readouterr().err
 
 
@@ -247,19 +304,34 @@ def test_cli_conllu(tmp_path):
     p = tmp_path / "a.conllu"
     p.write_text(CONLLU * 3)
     model = tmp_path / "pos.npz"
-    code, _ = _run(["train", str(p), "-o", str(model), "--format", "conllu", "--label", "upos",
-                    "--max-iter", "5"])
+    code, _ = _run(
+        [
+            "train",
+            str(p),
+            "-o",
+            str(model),
+            "--format",
+            "conllu",
+            "--label",
+            "upos",
+            "--max-iter",
+            "5",
+        ]
+    )
     assert code == 0
     code, out = _run(["predict", str(model), str(p)])
     rows = [r.split("\t") for r in out.splitlines() if r and r[0].isdigit()]
     assert [r[3] for r in rows[:5]] == ["_", "VERB", "PRON", "NOUN", "X"]
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["train", "missing.txt", "-o", "m.npz"], "no such file: missing.txt"),
-    (["evaluate", "missing.npz", "x"], "no such model file"),
-    (["info", "missing.npz"], "no such model file"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["train", "missing.txt", "-o", "m.npz"], "no such file: missing.txt"),
+        (["evaluate", "missing.npz", "x"], "no such model file"),
+        (["info", "missing.npz"], "no such model file"),
+    ],
+)
 def test_cli_errors(argv, match, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -308,9 +380,11 @@ def test_chunker_on_conll2000_subset(data_dir):
 
     Xtr, ytr = split_column(fetch_conll2000("train", data_home=data_dir)[:1500], 2)
     Xte, yte = split_column(fetch_conll2000("test", data_home=data_dir)[:400], 2)
-    tagger = SequenceTagger(TokenFeatures(), StructuredSVM(C=0.1, fit_intercept=False,
-                                                            max_iter=15, random_state=0),
-                            tag_scheme="iobes").fit(Xtr, ytr)
+    tagger = SequenceTagger(
+        TokenFeatures(),
+        StructuredSVM(C=0.1, fit_intercept=False, max_iter=15, random_state=0),
+        tag_scheme="iobes",
+    ).fit(Xtr, ytr)
     f1 = chunk_scores(yte, tagger.predict(Xte))["overall"]["f1"]
     assert 0.88 < f1 < 0.97
     last = tagger.svm_.history_.last_checked()
@@ -322,19 +396,34 @@ def test_cli_on_czech_treebank(data_dir, tmp_path):
     train = data_dir / "ud_czech" / "cs_cltt-ud-train.conllu.gz"
     dev = data_dir / "ud_czech" / "cs_cltt-ud-dev.conllu.gz"
     model = tmp_path / "upos.npz"
-    code, out = _run(["train", str(train), "-o", str(model), "--format", "conllu",
-                      "--label", "upos", "--max-iter", "10", "--dev", str(dev)])
+    code, out = _run(
+        [
+            "train",
+            str(train),
+            "-o",
+            str(model),
+            "--format",
+            "conllu",
+            "--label",
+            "upos",
+            "--max-iter",
+            "10",
+            "--dev",
+            str(dev),
+        ]
+    )
     assert code == 0
     code, out = _run(["evaluate", str(model), str(dev), "--json"])
     assert code == 0 and json.loads(out)["token_accuracy"] > 0.9
 
 
 def test_cli_slack_rescaling_and_cutting_plane(conll_file, tmp_path):
-    for extra in (["--rescaling", "slack", "--slack-search", "angular"],
-                  ["--solver", "cutting_plane", "--rescaling", "slack"]):
+    for extra in (
+        ["--rescaling", "slack", "--slack-search", "angular"],
+        ["--solver", "cutting_plane", "--rescaling", "slack"],
+    ):
         model = tmp_path / "m.npz"
-        code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "20",
-                          *extra])
+        code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "20", *extra])
         assert code == 0, out
         code, out = _run(["info", str(model), "--json"])
         params = json.loads(out)["params"]
@@ -345,8 +434,21 @@ def test_cli_guards(conll_file, tmp_path, capsys):
     model = tmp_path / "m.npz"
     assert main(["train", str(conll_file), "-o", str(model), "--max-iter", "2"]) == 0
     # a final model without solver state cannot be resumed
-    assert main(["train", str(conll_file), "-o", str(tmp_path / "m2.npz"), "--resume",
-                 str(model), "--max-iter", "4"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                str(conll_file),
+                "-o",
+                str(tmp_path / "m2.npz"),
+                "--resume",
+                str(model),
+                "--max-iter",
+                "4",
+            ]
+        )
+        == 2
+    )
     assert "holds no solver state" in capsys.readouterr().err
     # missing output folder is refused before training
     assert main(["train", str(conll_file), "-o", str(tmp_path / "nodir" / "m.npz")]) == 2
@@ -363,8 +465,21 @@ def test_cli_guards(conll_file, tmp_path, capsys):
     assert main(["train", str(broken), "-o", str(model)]) == 2
     assert "cannot be read" in capsys.readouterr().err
     # IOBES needs chunk tags
-    assert main(["train", str(conll_file), "-o", str(model), "--label-column", "1",
-                 "--tag-scheme", "iobes"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                str(conll_file),
+                "-o",
+                str(model),
+                "--label-column",
+                "1",
+                "--tag-scheme",
+                "iobes",
+            ]
+        )
+        == 2
+    )
     assert "needs chunk tags" in capsys.readouterr().err
 
 
@@ -377,8 +492,20 @@ def test_conllu_with_comments_read_as_conll_gets_a_hint(tmp_path):
 
 def test_cli_says_when_training_did_not_converge(conll_file, tmp_path, recwarn):
     model = tmp_path / "m.npz"
-    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "2",
-                      "--check-every", "1", "--tol", "1e-9"])
+    code, out = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(model),
+            "--max-iter",
+            "2",
+            "--check-every",
+            "1",
+            "--tol",
+            "1e-9",
+        ]
+    )
     assert code == 0 and "note: not converged: the relative gap" in out
     assert "--max-iter 2 passes" in out
     assert not [w for w in recwarn if "ConvergenceWarning" in type(w.message).__name__]
@@ -522,17 +649,21 @@ def test_a_directory_is_called_a_directory(tmp_path, capsys):
         dualstruct.load(folder)
     with pytest.raises(IsADirectoryError, match="is a directory, not a file"):
         load_conll(folder)
-    for argv in (["info", folder], ["train", folder, "-o", tmp_path / "m.npz"],
-                 ["predict", folder, folder], ["multilabel", "train", folder, "-o",
-                                                tmp_path / "m.npz"]):
+    for argv in (
+        ["info", folder],
+        ["train", folder, "-o", tmp_path / "m.npz"],
+        ["predict", folder, folder],
+        ["multilabel", "train", folder, "-o", tmp_path / "m.npz"],
+    ):
         assert main([str(a) for a in argv]) == 2
         assert f"{folder} is a directory, not a" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="no such model file"):
         dualstruct.load(tmp_path / "missing.npz")
 
 
-def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(conll_file, tmp_path,
-                                                                     monkeypatch):
+def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(
+    conll_file, tmp_path, monkeypatch
+):
     """--checkpoint-every: a compressed checkpoint whose size is reported and whose header
     says training was still running; it resumes; a checkpoint that cannot be written (a full
     disk) is reported and training goes on to a saved model. Before pass 1 the command says
@@ -556,18 +687,43 @@ def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(conll_file, 
         return real_save(self, path, include_solver_state, compress)
 
     monkeypatch.setattr(dualstruct.tagger.SequenceTagger, "save", spy)
-    code, out = _run(["train", str(conll_file), "-o", str(model), "--max-iter", "4",
-                      "--check-every", "2", "--checkpoint-every", "2", "--tol", "0"])
+    code, out = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(model),
+            "--max-iter",
+            "4",
+            "--check-every",
+            "2",
+            "--checkpoint-every",
+            "2",
+            "--tol",
+            "0",
+        ]
+    )
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("reading ") and "extracting features" in out
-    assert lines.index(next(x for x in lines if x.startswith("features ready"))) < \
-        lines.index(next(x for x in lines if x.startswith("pass    1/4")))
+    assert lines.index(next(x for x in lines if x.startswith("features ready"))) < lines.index(
+        next(x for x in lines if x.startswith("pass    1/4"))
+    )
     assert f"checkpoint {model}.ckpt: " in out and " MB in " in out
     assert seen["compress"] not in (False, 0, None)  # deflated (at a fast level)
     assert seen["header"]["svm"]["stop_reason"] == "running"
-    code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "r.npz"),
-                      "--resume", str(seen["copy"]), "--max-iter", "6"])
+    code, out = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(tmp_path / "r.npz"),
+            "--resume",
+            str(seen["copy"]),
+            "--max-iter",
+            "6",
+        ]
+    )
     assert code == 0 and dualstruct.load(tmp_path / "r.npz").svm_.n_iter_ == 6
 
     def full_disk(self, path, include_solver_state=False, compress=True):
@@ -576,8 +732,20 @@ def test_cli_checkpoints_are_compact_honest_and_survive_a_full_disk(conll_file, 
         return real_save(self, path, include_solver_state, compress)
 
     monkeypatch.setattr(dualstruct.tagger.SequenceTagger, "save", full_disk)
-    code, out = _run(["train", str(conll_file), "-o", str(tmp_path / "f.npz"), "--max-iter",
-                      "4", "--checkpoint-every", "2", "--tol", "0"])
+    code, out = _run(
+        [
+            "train",
+            str(conll_file),
+            "-o",
+            str(tmp_path / "f.npz"),
+            "--max-iter",
+            "4",
+            "--checkpoint-every",
+            "2",
+            "--tol",
+            "0",
+        ]
+    )
     assert code == 0 and "checkpoint not written (No space left on device)" in out
     assert "pass    4/4" in out and dualstruct.load(tmp_path / "f.npz").svm_.n_iter_ == 4
 
@@ -590,16 +758,19 @@ def test_decision_function_top_features_and_jobs(conll_file, tmp_path):
 
     sents, labels = load_conll(conll_file)
     tagger = dualstruct.tagger.SequenceTagger(
-        TokenFeatures(), StructuredSVM(C=1.0, fit_intercept=False, max_iter=30, tol=0,
-                                       random_state=0)).fit(sents, labels)
+        TokenFeatures(),
+        StructuredSVM(C=1.0, fit_intercept=False, max_iter=30, tol=0, random_state=0),
+    ).fit(sents, labels)
     svm = tagger.svm_
     scores = tagger.decision_function(sents)
     data = tagger.features_.transform(sents)
     model = svm.model_
     for i, (lo, hi) in enumerate(zip(data.offsets[:-1], data.offsets[1:])):
         x = data.X[lo:hi]
-        best = max(model.joint_feature(x, np.array(y)) @ svm.coef_
-                   for y in product(range(len(svm.classes_)), repeat=hi - lo))
+        best = max(
+            model.joint_feature(x, np.array(y)) @ svm.coef_
+            for y in product(range(len(svm.classes_)), repeat=hi - lo)
+        )
         assert scores[i] == pytest.approx(best, rel=1e-9, abs=1e-12)
     top = tagger.top_features(3)
     assert set(top) == set(svm.classes_.tolist())

@@ -36,8 +36,10 @@ class BlockData:
         """The block data of the examples ``indices`` (in that order), made from
         ``source`` as the full data was."""
         if self.source is None:
-            raise TypeError("this block data was made without its source (X, Y) and cannot "
-                            "be split; make it with the model's block_data(X, Y)")
+            raise TypeError(
+                "this block data was made without its source (X, Y) and cannot "
+                "be split; make it with the model's block_data(X, Y)"
+            )
         build, X, Y = self.source
         return build(take_items(X, indices), take_items(Y, indices))
 

@@ -6,6 +6,17 @@ from .ocr import fetch_ocr, load_ocr
 from .snakes import fetch_snakes, load_snakes
 from .synthetic import make_chain
 
-__all__ = ["load_ocr", "fetch_ocr", "make_chain", "data_dirs", "default_cache_dir",
-           "find_data_file", "load_libsvm_multilabel", "load_arff", "read_mulan_labels",
-           "fetch_multilabel", "load_snakes", "fetch_snakes"]
+__all__ = [
+    "load_ocr",
+    "fetch_ocr",
+    "make_chain",
+    "data_dirs",
+    "default_cache_dir",
+    "find_data_file",
+    "load_libsvm_multilabel",
+    "load_arff",
+    "read_mulan_labels",
+    "fetch_multilabel",
+    "load_snakes",
+    "fetch_snakes",
+]

@@ -16,13 +16,42 @@ REQUIRE_ENV = "DUALSTRUCT_REQUIRE_DATA"
 
 
 def default_cache_dir() -> Path:
-    """The user cache folder: ``$XDG_CACHE_HOME/dualstruct`` (default ``~/.cache/dualstruct``)."""
+    """The user cache folder of downloaded data.
+
+    Returns
+    -------
+    Path
+        ``$XDG_CACHE_HOME/dualstruct`` (default ``~/.cache/dualstruct``).
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import default_cache_dir
+    >>> default_cache_dir().name
+    'dualstruct'
+    """
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "dualstruct"
 
 
 def data_dirs(data_home=None) -> list[Path]:
-    """Folders searched for data, in order: ``data_home``, ``$DUALSTRUCT_DATA``, the cache."""
+    """The folders searched for data, in order.
+
+    Parameters
+    ----------
+    data_home : str or Path, optional
+        Searched first.
+
+    Returns
+    -------
+    list of Path
+        ``data_home``, ``$DUALSTRUCT_DATA``, the user cache (those that are set).
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import data_dirs
+    >>> data_dirs("/tmp/my-data")[0].as_posix()
+    '/tmp/my-data'
+    """
     dirs = []
     if data_home is not None:
         dirs.append(Path(data_home).expanduser())
@@ -34,7 +63,26 @@ def data_dirs(data_home=None) -> list[Path]:
 
 
 def find_data_file(relpath: str, data_home=None) -> Path | None:
-    """The first existing ``<dir>/<relpath>`` over :func:`data_dirs`, or None."""
+    """The first existing ``<dir>/<relpath>`` over :func:`data_dirs`.
+
+    Parameters
+    ----------
+    relpath : str
+        The file's path inside a data folder, e.g. ``"ocr/letter.data.gz"``.
+    data_home : str or Path, optional
+        Searched first.
+
+    Returns
+    -------
+    Path or None
+        None when no data folder holds the file.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import find_data_file
+    >>> find_data_file("no/such/file.txt", data_home="/nonexistent") is None
+    True
+    """
     for d in data_dirs(data_home):
         p = d / relpath
         if p.is_file():
@@ -78,9 +126,10 @@ class _Utf8Lines:
                 try:
                     yield raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    raise ValueError(f"{self.path}:{lineno}: not UTF-8 text (byte "
-                                     f"{raw[exc.start]:#04x} at column {exc.start + 1})"
-                                     ) from None
+                    raise ValueError(
+                        f"{self.path}:{lineno}: not UTF-8 text (byte "
+                        f"{raw[exc.start]:#04x} at column {exc.start + 1})"
+                    ) from None
 
     def close(self):
         self._fh.close()

@@ -13,8 +13,7 @@ import numpy as np
 
 from ._base import DATA_ENV, find_data_file, open_text
 
-CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps",
-                 "misc")
+CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 CONLLU_LABELS = ("upos", "xpos", "feats", "upos+feats")
 
 
@@ -45,7 +44,8 @@ def iter_conll_blocks(path, fmt="conll"):
                 if len(cols) != 10:
                     raise ValueError(
                         f"{path}:{lineno}: a CoNLL-U word line needs 10 tab-separated "
-                        f"columns, got {len(cols)}")
+                        f"columns, got {len(cols)}"
+                    )
                 tid = cols[0]
                 if "-" in tid or "." in tid:
                     continue
@@ -61,14 +61,17 @@ def iter_conll_blocks(path, fmt="conll"):
                     if n_cols < 2:
                         raise ValueError(
                             f"{path}:{lineno}: a token line needs at least 2 columns (features "
-                            "and a label), got 1")
+                            "and a label), got 1"
+                        )
                 elif len(cols) != n_cols:
                     looks_conllu = (len(cols) == 10 and "\t" in line) or first_is_comment
-                    hint = "; this looks like CoNLL-U (use the conllu format)" \
-                        if looks_conllu else ""
+                    hint = (
+                        "; this looks like CoNLL-U (use the conllu format)" if looks_conllu else ""
+                    )
                     raise ValueError(
                         f"{path}:{lineno}: expected {n_cols} columns like the first token line, "
-                        f"got {len(cols)}{hint}")
+                        f"got {len(cols)}{hint}"
+                    )
             rows.append(cols)
             numbers.append(lineno)
     if rows:
@@ -100,8 +103,9 @@ def load_conll(path, label_column=-1):
         if not 0 <= col < n:
             raise ValueError(
                 f"{path}:{numbers[0]}: label column {label_column} does not exist (the file has "
-                f"{n} columns)")
-        sentences.append([tuple(r[:col] + r[col + 1:]) for r in rows])
+                f"{n} columns)"
+            )
+        sentences.append([tuple(r[:col] + r[col + 1 :]) for r in rows])
         labels.append(np.array([r[col] for r in rows]))
     if not sentences:
         raise ValueError(f"{path}: no sentences found")
@@ -173,7 +177,8 @@ def fetch_conll2000(subset="train", data_home=None):
     if path is None:
         raise FileNotFoundError(
             f"CoNLL-2000 {subset} file not found; put {rel} under a folder named by "
-            f"data_home or {DATA_ENV}")
+            f"data_home or {DATA_ENV}"
+        )
     sentences, _ = load_conll(path, label_column=None)
     return sentences
 

@@ -58,9 +58,20 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
     One example per line, ``l1,l2,… j:v j:v …``: 0-based label ids and 1-based feature
     indices (a line starting with a space has no labels).
 
-    ``n_features`` / ``n_labels`` fix the widths (e.g. those of the training file when
-    reading a test file); features or labels beyond them are errors. Without them the widths
-    are the largest index seen plus one.
+    Parameters
+    ----------
+    path : str or Path
+        The file, plain or gzip.
+    n_features, n_labels : int, optional
+        The widths (e.g. those of the training file when reading a test file); features or
+        labels beyond them are errors. By default the largest index seen plus one.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix
+        (n, n_features) features.
+    Y : ndarray of int
+        (n, n_labels) 0/1 label matrix.
 
     Examples
     --------
@@ -85,13 +96,17 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
                 blank = blank or lineno
                 continue
             if blank is not None:
-                raise ValueError(f"{path}:{blank}: empty line (an example with no labels "
-                                 "starts with a space and has features)")
+                raise ValueError(
+                    f"{path}:{blank}: empty line (an example with no labels "
+                    "starts with a space and has features)"
+                )
             # the label list ends at the first blank or tab; a leading one means no labels
             head, rest = ("", line) if line[0].isspace() else (line.split(None, 1) + [""])[:2]
             if ":" in head:  # no label field: the line starts with a feature
-                raise ValueError(f"{where}: the line must start with the label list "
-                                 "(comma-separated label ids, or a space for none)")
+                raise ValueError(
+                    f"{where}: the line must start with the label list "
+                    "(comma-separated label ids, or a space for none)"
+                )
             labels = []
             for tok in head.split(",") if head else []:
                 if not tok.isdigit():
@@ -105,12 +120,10 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
             for tok in rest.split():
                 j, sep, v = tok.partition(":")
                 if not sep or not j.isdigit() or int(j) < 1:
-                    raise ValueError(f"{where}: {tok!r} is not index:value with a 1-based "
-                                     "index")
+                    raise ValueError(f"{where}: {tok!r} is not index:value with a 1-based index")
                 j = int(j) - 1
                 if n_features is not None and j >= n_features:
-                    raise ValueError(f"{where}: feature {j + 1} beyond the {n_features} "
-                                     "features")
+                    raise ValueError(f"{where}: feature {j + 1} beyond the {n_features} features")
                 idx.append(j)
                 val.append(_number(v, where))
             if len(set(idx)) != len(idx):
@@ -129,12 +142,34 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
         raise ValueError(
             f"{path}:{max_label_line}: label {max_label} would make a {len(label_rows)} x {L} "
             f"label matrix ({len(label_rows) * L:,} bytes); is the label list right? (pass "
-            "n_labels to allow it)")
+            "n_labels to allow it)"
+        )
     return _csr(rows_idx, rows_val, d), _indicators(label_rows, L)
 
 
 def read_mulan_labels(path):
-    """The label names of a MULAN XML file (``<label name="...">``, nested or flat)."""
+    """The label names of a MULAN XML file (``<label name="...">``, nested or flat).
+
+    Parameters
+    ----------
+    path : str or Path
+        The XML file.
+
+    Returns
+    -------
+    list of str
+        The label attribute names, in file order.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from dualstruct.datasets import read_mulan_labels
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels.xml")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write('<labels><label name="sports"/><label name="news"/></labels>')
+    >>> read_mulan_labels(path)
+    ['sports', 'news']
+    """
     path = Path(path)
     try:
         root = ET.parse(path).getroot()
@@ -160,17 +195,45 @@ def _attribute(line, where):
         return name, None
     if kind.startswith("{") and kind.endswith("}"):
         return name, [v.strip().strip("'\"") for v in kind[1:-1].split(",")]
-    raise ValueError(f"{where}: attribute {name!r} has type {kind!r}; only numeric and "
-                     "nominal attributes are supported")
+    raise ValueError(
+        f"{where}: attribute {name!r} has type {kind!r}; only numeric and "
+        "nominal attributes are supported"
+    )
 
 
 def load_arff(path, labels=None):
-    """Read a MULAN ARFF file (dense or sparse rows) into ``(X, Y, feature_names,
-    label_names)``.
+    """Read a MULAN ARFF file (dense or sparse rows).
 
-    ``labels`` names the label attributes: a MULAN XML file (a path), a list of attribute
-    names, or an int L for the last L attributes. Label values must be 0
-    or 1; feature attributes must be numeric or nominal with numeric values (e.g. {0,1}).
+    Label values must be 0 or 1; feature attributes must be numeric or nominal with numeric
+    values (e.g. {0,1}).
+
+    Parameters
+    ----------
+    path : str or Path
+        The ARFF file, plain or gzip.
+    labels : str, Path, list of str or int
+        The label attributes: a MULAN XML file, a list of attribute names, or an int L for
+        the last L attributes.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix
+        (n, d) features.
+    Y : ndarray of int
+        (n, L) 0/1 labels.
+    feature_names, label_names : list of str
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from dualstruct.datasets import load_arff
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.arff")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("@relation tiny\\n@attribute x numeric\\n@attribute a {0,1}\\n"
+    ...                 "@attribute b {0,1}\\n@data\\n0.5,1,0\\n2.0,0,1\\n")
+    >>> X, Y, features, labels = load_arff(path, labels=2)
+    >>> X.toarray().tolist(), Y.tolist(), labels
+    ([[0.5], [2.0]], [[1, 0], [0, 1]], ['a', 'b'])
     """
     path = Path(path)
     attrs = []
@@ -212,8 +275,7 @@ def load_arff(path, labels=None):
             else:
                 values = [v.strip() for v in line.split(",")]
                 if len(values) != len(attrs):
-                    raise ValueError(f"{where}: {len(values)} values for {len(attrs)} "
-                                     "attributes")
+                    raise ValueError(f"{where}: {len(values)} values for {len(attrs)} attributes")
                 pairs = list(enumerate(values))
             idx, val, labs = [], [], []
             for k, v in pairs:
@@ -222,8 +284,10 @@ def load_arff(path, labels=None):
                 v = v.strip("'\"")
                 if is_label[k]:
                     if v not in ("0", "1"):
-                        raise ValueError(f"{where}: label attribute {attrs[k][0]!r} has "
-                                         f"value {v!r}; labels must be 0 or 1")
+                        raise ValueError(
+                            f"{where}: label attribute {attrs[k][0]!r} has "
+                            f"value {v!r}; labels must be 0 or 1"
+                        )
                     if v == "1":
                         labs.append(int(label_col[k]))
                 else:
@@ -251,30 +315,46 @@ def load_arff(path, labels=None):
 def _label_positions(attrs, labels, path):
     names = [a[0] for a in attrs]
     if labels is None:
-        raise ValueError(f"{path}: say which attributes are labels (an XML file, names or a "
-                         "count)")
+        raise ValueError(f"{path}: say which attributes are labels (an XML file, names or a count)")
     if isinstance(labels, (int, np.integer)):
         if not 1 <= labels < len(attrs):
-            raise ValueError(f"{path}: cannot take the last {labels} of {len(attrs)} "
-                             "attributes as labels")
+            raise ValueError(
+                f"{path}: cannot take the last {labels} of {len(attrs)} attributes as labels"
+            )
         return list(range(len(attrs) - labels, len(attrs)))
     if isinstance(labels, (str, Path)):
         if not Path(labels).is_file():
-            raise ValueError(f"labels={str(labels)!r} is not an existing file: pass the MULAN "
-                             "XML file, a list of label attribute names or the number of "
-                             "label attributes at the end")
+            raise ValueError(
+                f"labels={str(labels)!r} is not an existing file: pass the MULAN "
+                "XML file, a list of label attribute names or the number of "
+                "label attributes at the end"
+            )
         labels = read_mulan_labels(labels)
     missing = [n for n in labels if n not in names]
     if missing:
-        raise ValueError(f"{path}: label attributes not declared in the file: "
-                         f"{missing[:5]}")
+        raise ValueError(f"{path}: label attributes not declared in the file: {missing[:5]}")
     return sorted(names.index(n) for n in labels)  # column order, as in labels.txt
 
 
 def fetch_multilabel(name, subset="train", fmt="arff", data_home=None):
-    """``(X, Y)`` of the ``subset`` ("train" or "test") of a MULAN data set (yeast, scene,
-    bibtex, ...) read from ``multilabel/<name>/`` in the data folder; ``fmt`` is ``"arff"``
-    (with the XML label names) or ``"libsvm"`` (widths from the ARFF header).
+    """A MULAN multi-label data set (yeast, scene, bibtex, delicious, …) from the data folder.
+
+    Parameters
+    ----------
+    name : str
+        The folder ``multilabel/<name>/`` in the data folder.
+    subset : {"train", "test"}, default "train"
+    fmt : {"arff", "libsvm"}, default "arff"
+        Read the ARFF file (with the XML label names) or the LIBSVM file (widths from the ARFF
+        header).
+    data_home : str or Path, optional
+        A data folder to look in first.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix
+    Y : ndarray of int
+        0/1 labels.
 
     Examples
     --------
@@ -291,8 +371,10 @@ def fetch_multilabel(name, subset="train", fmt="arff", data_home=None):
     def need(rel):
         p = find_data_file(f"multilabel/{name}/{rel}", data_home)
         if p is None:
-            raise FileNotFoundError(f"multilabel/{name}/{rel} not found in the data folders "
-                                    "(set DUALSTRUCT_DATA or pass data_home)")
+            raise FileNotFoundError(
+                f"multilabel/{name}/{rel} not found in the data folders "
+                "(set DUALSTRUCT_DATA or pass data_home)"
+            )
         return p
 
     X, Y, _, _ = load_arff(need(f"{name}-{subset}.arff.gz"), need(f"{name}.xml"))

@@ -19,8 +19,33 @@ SPLITS = ("train", "test")
 
 
 def load_snakes(path, split="train"):
-    """Images and label maps of one split: two lists of (h, w, 3) uint8 and (h, w) int arrays.
-    Errors name the file and what is wrong."""
+    """Images and label maps of one split of the snakes data.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``snakes.npz`` file.
+    split : {"train", "test"}, default "train"
+
+    Returns
+    -------
+    images : list of ndarray
+        (h, w, 3) uint8 RGB images.
+    maps : list of ndarray
+        (h, w) int label maps: 0 for the background, 1–10 for the snake's segments.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and what is wrong.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import load_snakes
+    >>> images, maps = load_snakes("snakes/snakes.npz", "test")   # doctest: +SKIP
+    >>> len(images)                                              # doctest: +SKIP
+    100
+    """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     try:
@@ -39,22 +64,46 @@ def load_snakes(path, split="train"):
     sizes = shapes.prod(axis=1)
     total = int(sizes.sum())
     if pixels.shape != (total, 3) or labels.shape != (total,):
-        raise ValueError(f"{path}: {names[1]} must be ({total}, 3) and {names[2]} ({total},) "
-                         f"for the shapes given, got {pixels.shape} and {labels.shape}")
+        raise ValueError(
+            f"{path}: {names[1]} must be ({total}, 3) and {names[2]} ({total},) "
+            f"for the shapes given, got {pixels.shape} and {labels.shape}"
+        )
     starts = np.concatenate([[0], np.cumsum(sizes)])
     images = [pixels[a:b].reshape(h, w, 3) for (h, w), a, b in zip(shapes, starts, starts[1:])]
-    maps = [labels[a:b].astype(np.int64).reshape(h, w)
-            for (h, w), a, b in zip(shapes, starts, starts[1:])]
+    maps = [
+        labels[a:b].astype(np.int64).reshape(h, w)
+        for (h, w), a, b in zip(shapes, starts, starts[1:])
+    ]
     return images, maps
 
 
 def fetch_snakes(split="train", data_home=None):
-    """:func:`load_snakes` of ``snakes/snakes.npz`` in ``data_home``, ``$DUALSTRUCT_DATA`` or
-    the user cache."""
+    """:func:`load_snakes` of ``snakes/snakes.npz`` in the data folder.
+
+    Parameters
+    ----------
+    split : {"train", "test"}, default "train"
+    data_home : str or Path, optional
+        A data folder to look in first (then ``$DUALSTRUCT_DATA`` and the user cache).
+
+    Returns
+    -------
+    images, maps
+        As :func:`load_snakes`.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import fetch_snakes
+    >>> images, maps = fetch_snakes("train")        # doctest: +SKIP
+    >>> len(images), images[0].shape[2]             # doctest: +SKIP
+    (200, 3)
+    """
     path = find_data_file(SNAKES_RELPATH, data_home)
     if path is None:
-        raise FileNotFoundError(f"snakes data not found: put {SNAKES_RELPATH} under the folder "
-                                f"${DATA_ENV} names (or pass data_home)")
+        raise FileNotFoundError(
+            f"snakes data not found: put {SNAKES_RELPATH} under the folder "
+            f"${DATA_ENV} names (or pass data_home)"
+        )
     return load_snakes(path, split)
 
 
@@ -72,8 +121,9 @@ def snakes_graphs(images, edge_features="colours"):
     from ..models.graph import grid_edges
 
     if edge_features not in ("colours", "direction", None):
-        raise ValueError(f"edge_features must be 'colours', 'direction' or None, got "
-                         f"{edge_features!r}")
+        raise ValueError(
+            f"edge_features must be 'colours', 'direction' or None, got {edge_features!r}"
+        )
     palette = np.unique(np.concatenate([im.reshape(-1, 3) for im in images]), axis=0)
     n_colours = len(palette) + 1  # + outside
     graphs = []
@@ -85,8 +135,13 @@ def snakes_graphs(images, edge_features="colours"):
             codes[np.all(flat == rgb, axis=1)] = c
         padded = np.full((h + 2, w + 2), n_colours - 1)
         padded[1:-1, 1:-1] = codes.reshape(h, w)
-        shifts = [padded[1:-1, 1:-1], padded[:-2, 1:-1], padded[2:, 1:-1], padded[1:-1, :-2],
-                  padded[1:-1, 2:]]
+        shifts = [
+            padded[1:-1, 1:-1],
+            padded[:-2, 1:-1],
+            padded[2:, 1:-1],
+            padded[1:-1, :-2],
+            padded[1:-1, 2:],
+        ]
         feats = np.zeros((h * w, 5 * n_colours + 1))
         for s, shifted in enumerate(shifts):
             feats[np.arange(h * w), s * n_colours + shifted.ravel()] = 1.0

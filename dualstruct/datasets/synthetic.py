@@ -6,9 +6,19 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000, *,
-               nnz_per_token=15, signature_size=5, signature_per_token=3, successors=3,
-               noise=0.1, random_state=None):
+def make_chain(
+    n_sequences=600,
+    length=13,
+    n_labels=1000,
+    n_features=10_000,
+    *,
+    nnz_per_token=15,
+    signature_size=5,
+    signature_per_token=3,
+    successors=3,
+    noise=0.1,
+    random_state=None,
+):
     """Random sequences whose labels follow a sparse Markov chain and whose tokens carry
     label-specific features.
 
@@ -18,8 +28,24 @@ def make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000, *,
     ``noise`` those of another label instead) plus random features up to ``nnz_per_token``
     non-zeros, all of value 1.
 
-    Returns ``(X, y)``: a list of CSR matrices (T_i × n_features) and a list of int arrays.
-    Deterministic given ``random_state``.
+    Parameters
+    ----------
+    n_sequences, length, n_labels, n_features : int
+        How many sequences, their mean length, the labels and the feature width.
+    nnz_per_token, signature_size, signature_per_token, successors : int
+        Non-zeros per token, features owned by a label, of them shown per token, and the
+        labels that may follow a label.
+    noise : float, default 0.1
+        The chance that a token shows another label's signature.
+    random_state : int or numpy Generator, optional
+        Deterministic given a seed.
+
+    Returns
+    -------
+    X : list of scipy.sparse.csr_matrix
+        (T_i, n_features) per sequence.
+    y : list of ndarray of int
+        The labels of each sequence.
 
     Examples
     --------
@@ -28,9 +54,14 @@ def make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000, *,
     >>> len(X), X[0].shape[1], int(max(labels.max() for labels in y)) < 5
     (3, 30, True)
     """
-    for name, value in (("n_sequences", n_sequences), ("length", length),
-                        ("n_labels", n_labels), ("n_features", n_features),
-                        ("nnz_per_token", nnz_per_token), ("successors", successors)):
+    for name, value in (
+        ("n_sequences", n_sequences),
+        ("length", length),
+        ("n_labels", n_labels),
+        ("n_features", n_features),
+        ("nnz_per_token", nnz_per_token),
+        ("successors", successors),
+    ):
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if signature_per_token > signature_size:
@@ -43,8 +74,7 @@ def make_chain(n_sequences=600, length=13, n_labels=1000, n_features=10_000, *,
         raise ValueError(f"noise must be in [0, 1], got {noise}")
     rng = np.random.default_rng(random_state)
     K, d = int(n_labels), int(n_features)
-    signatures = np.array([rng.choice(d, size=signature_size, replace=False)
-                           for _ in range(K)])
+    signatures = np.array([rng.choice(d, size=signature_size, replace=False) for _ in range(K)])
     nexts = rng.integers(0, K, size=(K, min(successors, K)))
     lengths = np.maximum(1, np.round(length * (1 + 0.3 * (2 * rng.random(n_sequences) - 1))))
     X, y = [], []

@@ -13,8 +13,16 @@ BACKENDS = ("local", "spark")
 DISTRIBUTED_SOLVERS = {"bcfw": CoCoA, "ssg": MiniBatchSSG}
 
 #: the keys of an estimator's ``backend_options`` (the Spark engine's arguments)
-BACKEND_OPTIONS = ("master", "session", "checkpoint_dir", "checkpoint_every", "resume",
-                   "spark_conf", "app_name", "keep_dual_state")
+BACKEND_OPTIONS = (
+    "master",
+    "session",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "resume",
+    "spark_conf",
+    "app_name",
+    "keep_dual_state",
+)
 
 #: solver options that shape how a distributed run gets to the optimum, not the optimum: a
 #: run continued on one machine may drop them
@@ -33,18 +41,20 @@ def check_backend(backend, n_partitions, backend_options, solver):
     if unknown:
         raise ValueError(f"backend_options: unknown {unknown}; known: {BACKEND_OPTIONS}")
     if backend == "spark" and solver not in DISTRIBUTED_SOLVERS:
-        raise ValueError(f"solver={solver!r} does not run on Spark; the Spark backend trains "
-                         f"with {tuple(DISTRIBUTED_SOLVERS)} (CoCoA+ with BCFW, mini-batch SSG)")
+        raise ValueError(
+            f"solver={solver!r} does not run on Spark; the Spark backend trains "
+            f"with {tuple(DISTRIBUTED_SOLVERS)} (CoCoA+ with BCFW, mini-batch SSG)"
+        )
 
 
 def distributed_solver(solver, model, n_partitions, backend_options, **kwargs):
     """The Spark-backed solver ``solver`` ("bcfw": CoCoA+, "ssg": mini-batch SSG)."""
     from .spark import SparkEngine
 
-    engine = SparkEngine(**{k: v for k, v in (backend_options or {}).items()
-                            if k != "keep_dual_state"})
-    return DISTRIBUTED_SOLVERS[solver](model, n_partitions=n_partitions, engine=engine,
-                                       **kwargs)
+    engine = SparkEngine(
+        **{k: v for k, v in (backend_options or {}).items() if k != "keep_dual_state"}
+    )
+    return DISTRIBUTED_SOLVERS[solver](model, n_partitions=n_partitions, engine=engine, **kwargs)
 
 
 def json_backend_options(options):
@@ -54,5 +64,10 @@ def json_backend_options(options):
     return {k: v for k, v in options.items() if k != "session"}
 
 
-__all__ += ["BACKENDS", "DISTRIBUTED_ONLY_OPTIONS", "check_backend", "distributed_solver",
-            "json_backend_options"]
+__all__ += [
+    "BACKENDS",
+    "DISTRIBUTED_ONLY_OPTIONS",
+    "check_backend",
+    "distributed_solver",
+    "json_backend_options",
+]

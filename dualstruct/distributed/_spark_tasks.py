@@ -89,8 +89,17 @@ def cocoa_task(run_id, job_bc, w_bc, results, round_index, local_passes, sigma, 
     job = job_bc.value
     for part in _partitions(run_id, pairs):
         _fault_hook(round_index, part.index)
-        result = part.cocoa_round(w_bc.value, round_index, job.seed, job.C, local_passes,
-                                  sigma, gamma, job.slack, job.search)
+        result = part.cocoa_round(
+            w_bc.value,
+            round_index,
+            job.seed,
+            job.C,
+            local_passes,
+            sigma,
+            gamma,
+            job.slack,
+            job.search,
+        )
         results.add({(round_index, part.index): result})
         yield part.index, part.state, result
 
@@ -98,8 +107,7 @@ def cocoa_task(run_id, job_bc, w_bc, results, round_index, local_passes, sigma, 
 def subgradient_task(run_id, job_bc, w_bc, round_index, fraction, pairs):
     job = job_bc.value
     for part in _partitions(run_id, pairs):
-        yield part.subgradient(w_bc.value, round_index, job.seed, fraction, job.slack,
-                               job.search)
+        yield part.subgradient(w_bc.value, round_index, job.seed, fraction, job.slack, job.search)
 
 
 def hinge_task(run_id, job_bc, w_bc, pairs):

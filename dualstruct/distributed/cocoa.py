@@ -56,8 +56,15 @@ class Job(NamedTuple):
 
 
 class InProcessEngine:
-    """Runs the partitions one after the other in this process: the reference the Spark
-    engine is tested against (same partitions, same seeds, same sums in the same order)."""
+    """Runs the partitions one after the other in this process: the reference the Spark engine
+    is tested against (same partitions, same seeds, same sums in the same order).
+
+    Examples
+    --------
+    >>> from dualstruct.distributed import CoCoA, InProcessEngine
+    >>> from dualstruct.models import ChainModel
+    >>> solver = CoCoA(ChainModel(3, 4), n_partitions=2, engine=InProcessEngine())
+    """
 
     name = "in-process"
 
@@ -70,14 +77,15 @@ class InProcessEngine:
         self.partitions = []
         for index, source in enumerate(sources):
             blocks = build_blocks(source)
-            state = (PartitionState(job.step, blocks, job.size) if states is None
-                     else states[index])
+            state = PartitionState(job.step, blocks, job.size) if states is None else states[index]
             self.partitions.append(Partition(blocks, state, index))
 
     def _each(self, work):
         if self._torn:
-            raise RuntimeError("a round was interrupted midway and the partitions' dual state "
-                               "no longer matches w; resume from a checkpoint")
+            raise RuntimeError(
+                "a round was interrupted midway and the partitions' dual state "
+                "no longer matches w; resume from a checkpoint"
+            )
         self._torn = True
         out = [work(p) for p in self.partitions]
         self._torn = False
@@ -85,13 +93,17 @@ class InProcessEngine:
 
     def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
         j = self.job
-        return self._each(lambda p: p.cocoa_round(w, round_index, j.seed, j.C, local_passes,
-                                                  sigma, gamma, j.slack, j.search))
+        return self._each(
+            lambda p: p.cocoa_round(
+                w, round_index, j.seed, j.C, local_passes, sigma, gamma, j.slack, j.search
+            )
+        )
 
     def subgradient_round(self, w, round_index, fraction):
         j = self.job
-        return self._each(lambda p: p.subgradient(w, round_index, j.seed, fraction, j.slack,
-                                                  j.search))
+        return self._each(
+            lambda p: p.subgradient(w, round_index, j.seed, fraction, j.slack, j.search)
+        )
 
     def hinge_sum(self, w):
         return sum(p.hinge_sum(self.job.kmodel, w, self.job.slack) for p in self.partitions)
@@ -111,7 +123,7 @@ class InProcessEngine:
     def load_state_arrays(self, arrays):
         for p in self.partitions:
             prefix = f"p{p.index}/"
-            part = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            part = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
             state = PartitionState.from_arrays(self.job.step, part)
             if self.job.step == "pairwise":
                 state._check_atoms(p.blocks.label_offsets)
@@ -131,8 +143,11 @@ class _DistributedSolver(PassSolver):
 
     def __init__(self, model, C=1.0, *, n_partitions=2, engine=None, **kwargs):
         super().__init__(model, C, **kwargs)
-        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)) \
-                or n_partitions < 1:
+        if (
+            isinstance(n_partitions, bool)
+            or not isinstance(n_partitions, (int, np.integer))
+            or n_partitions < 1
+        ):
             raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
         self.n_partitions = int(n_partitions)
         self.engine = engine if engine is not None else InProcessEngine()
@@ -148,9 +163,16 @@ class _DistributedSolver(PassSolver):
 
     def _job(self, step):
         kmodel = kernel_model(self.model)
-        return kmodel, Job(kmodel, step, int(kmodel.size_joint_feature), self.C,
-                           self.rescaling == "slack", self.search_code, self.seed,
-                           self.n_partitions)
+        return kmodel, Job(
+            kmodel,
+            step,
+            int(kmodel.size_joint_feature),
+            self.C,
+            self.rescaling == "slack",
+            self.search_code,
+            self.seed,
+            self.n_partitions,
+        )
 
     def _start_engine(self, step):
         kmodel, job = self._job(step)
@@ -176,39 +198,50 @@ class _DistributedSolver(PassSolver):
         if not self.round_log:
             return {}
         wall, compute = self.round_log[-1]
-        return {"round_time": wall, "compute_time": compute,
-                "overhead_time": max(0.0, wall - compute)}
+        return {
+            "round_time": wall,
+            "compute_time": compute,
+            "overhead_time": max(0.0, wall - compute),
+        }
 
     # -- checkpoints and the end of a run ------------------------------------------------------
     def run_params(self) -> dict:
         """The settings a resumed run must share with the saved one."""
-        return {"C": self.C, "n_partitions": self.n_partitions, "rescaling": self.rescaling,
-                "slack_search": self.slack_search, "averaging": self.averaging}
+        return {
+            "C": self.C,
+            "n_partitions": self.n_partitions,
+            "rescaling": self.rescaling,
+            "slack_search": self.slack_search,
+            "averaging": self.averaging,
+        }
 
     def start(self, data):
-        saved = self.engine.saved() if self.data is None and hasattr(self.engine, "saved") \
-            else None
+        saved = self.engine.saved() if self.data is None and hasattr(self.engine, "saved") else None
         if saved is None:
             return super().start(data)
         meta = saved["solver_meta"]
-        changed = sorted(k for k, v in self.run_params().items()
-                         if meta.get("run_params", {}).get(k) != v)
+        changed = sorted(
+            k for k, v in self.run_params().items() if meta.get("run_params", {}).get(k) != v
+        )
         if changed:
-            raise ValueError(f"the checkpoint in {self.engine.checkpoint_dir!r} belongs to "
-                             f"another run: {', '.join(changed)} differ")
+            raise ValueError(
+                f"the checkpoint in {self.engine.checkpoint_dir!r} belongs to "
+                f"another run: {', '.join(changed)} differ"
+            )
         arrays = saved["arrays"]
         history = History.from_arrays(
-            {k[len("history/"):]: v for k, v in arrays.items() if k.startswith("history/")},
-            saved.get("stop_reason", ""))
-        self.load_state(data, meta, {k: v for k, v in arrays.items()
-                                     if not k.startswith("history/")})
+            {k[len("history/") :]: v for k, v in arrays.items() if k.startswith("history/")},
+            saved.get("stop_reason", ""),
+        )
+        self.load_state(
+            data, meta, {k: v for k, v in arrays.items() if not k.startswith("history/")}
+        )
         self.history = history
         return self
 
     def _record(self, check, final=False):
         record = super()._record(check, final)
-        if getattr(self.engine, "checkpoint_due", None) and \
-                self.engine.checkpoint_due(self.passes):
+        if getattr(self.engine, "checkpoint_due", None) and self.engine.checkpoint_due(self.passes):
             self.engine.write_checkpoint(*self.state_dict(), self.history)
         return record
 
@@ -229,8 +262,10 @@ class _DistributedSolver(PassSolver):
 
     def load_state(self, data, meta, arrays):
         if meta.get("n_partitions") != self.n_partitions:
-            raise ValueError(f"the saved state has {meta.get('n_partitions')} partitions, "
-                             f"this solver {self.n_partitions}")
+            raise ValueError(
+                f"the saved state has {meta.get('n_partitions')} partitions, "
+                f"this solver {self.n_partitions}"
+            )
         self.seed = int(meta["scalars"]["seed"])  # the partitions depend on it
         own = {k: v for k, v in arrays.items() if "/" not in k}
         super().load_state(data, meta, own)
@@ -240,31 +275,37 @@ class _DistributedSolver(PassSolver):
 class CoCoA(WeightedAverageDual, _DistributedSolver):
     """CoCoA+ with the BCFW local solver (the module docstring gives the algorithm).
 
-    Parameters are those of :class:`~dualstruct.solvers.base.PassSolver` (``max_iter``
-    counts rounds, ``check_every`` rounds between exact checks) plus
+    Weighted averaging (``averaging=True``) averages the rounds' points with weights 1, 2, 3, …
+    on the driver, as BCFW averages its steps.
 
-    n_partitions : int
+    Parameters
+    ----------
+    model : model object
+        Any model with a kernel (chains, multi-label, multi-class, graph CRFs, a
+        :class:`~dualstruct.models.UserModel`).
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
+    n_partitions : int, default 2
         K, the number of partitions of the examples.
-    local_passes : int
+    local_passes : int, default 1
         H, BCFW passes over its examples that each partition makes per round.
-    aggregation : {"adding", "averaging"}
-        ``"adding"``: γ = 1, σ' = K (the default, safe and faster); ``"averaging"``:
-        γ = 1/K, σ' = 1.
+    aggregation : {"adding", "averaging"}, default "adding"
+        ``"adding"``: γ = 1, σ' = K (safe and faster); ``"averaging"``: γ = 1/K, σ' = 1.
     sigma : float, optional
-        σ', the local subproblems' scaling; by default K for adding and 1 for averaging.
-        Values below γ K are refused (the dual may then decrease and diverge).
-    step : {"auto", "pairwise", "fw"}
+        σ', the local subproblems' scaling; by default K for adding and 1 for averaging. Values
+        below γ K are refused (the dual may then decrease and diverge).
+    step : {"auto", "pairwise", "fw"}, default "auto"
         The local BCFW step, as :class:`~dualstruct.solvers.BCFW`'s; ``"auto"`` takes the
         classic step with averaging. Averaging moves each block's dual point to
-        ``(1 − γ) α_old + γ α_new``: with atoms, every atom a block ever had stays with a
-        weight that shrinks by γ each round, and the pairwise step, whose away atom is the
-        worst one however light, then stalls on them; the pairwise step is refused there.
+        ``(1 − γ) α_old + γ α_new``: with atoms, every atom a block ever had stays with a weight
+        that shrinks by γ each round, and the pairwise step, whose away atom is the worst one
+        however light, then stalls on them; the pairwise step is refused there.
     engine : engine object, optional
         Where the partitions run: :class:`InProcessEngine` (default) or
         :class:`~dualstruct.distributed.spark.SparkEngine`.
-
-    Weighted averaging (``averaging=True``) averages the rounds' points with weights
-    1, 2, 3, … on the driver, as BCFW averages its steps.
+    **kwargs
+        The parameters of :class:`~dualstruct.solvers.base.PassSolver` (``max_iter`` counts
+        rounds, ``check_every`` rounds between exact checks).
 
     Examples
     --------
@@ -281,11 +322,25 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
 
     name = "cocoa"
 
-    def __init__(self, model, C=1.0, *, n_partitions=2, local_passes=1, aggregation="adding",
-                 sigma=None, step="auto", engine=None, **kwargs):
+    def __init__(
+        self,
+        model,
+        C=1.0,
+        *,
+        n_partitions=2,
+        local_passes=1,
+        aggregation="adding",
+        sigma=None,
+        step="auto",
+        engine=None,
+        **kwargs,
+    ):
         super().__init__(model, C, n_partitions=n_partitions, engine=engine, **kwargs)
-        if isinstance(local_passes, bool) or not isinstance(local_passes, (int, np.integer)) \
-                or local_passes < 1:
+        if (
+            isinstance(local_passes, bool)
+            or not isinstance(local_passes, (int, np.integer))
+            or local_passes < 1
+        ):
             raise ValueError(f"local_passes must be an integer >= 1, got {local_passes!r}")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
@@ -304,12 +359,15 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
                 f"on {K} partitions is unsafe: CoCoA+ needs sigma >= gamma*K = "
                 f"{self.gamma * K:g}, else the partitions' steps add up past the optimum and "
                 "training diverges. Use aggregation='adding' with sigma=K (the default) or "
-                "aggregation='averaging' with sigma=1")
+                "aggregation='averaging' with sigma=1"
+            )
         self.step = step
         if step == "pairwise" and self.gamma < 1.0:
-            raise ValueError("aggregation='averaging' needs step='fw' (or 'auto'): mixing "
-                             "the pairwise step's atom pools leaves ever lighter atoms that "
-                             "stall it; aggregation='adding' (the default) takes either step")
+            raise ValueError(
+                "aggregation='averaging' needs step='fw' (or 'auto'): mixing "
+                "the pairwise step's atom pools leaves ever lighter atoms that "
+                "stall it; aggregation='adding' (the default) takes either step"
+            )
 
     @property
     def resolved_step(self):
@@ -330,8 +388,11 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         self._avg_cache = None
 
     def _one_pass(self, order, chunks):
-        results = self._timed_round(lambda: self.engine.cocoa_round(
-            self.w, self.passes, self.local_passes, self.sigma, self.gamma))
+        results = self._timed_round(
+            lambda: self.engine.cocoa_round(
+                self.w, self.passes, self.local_passes, self.sigma, self.gamma
+            )
+        )
         change = np.zeros_like(self.w)
         loss_change = 0.0
         for r in results:  # in partition order: the same sums wherever the partitions ran
@@ -365,11 +426,22 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
 
         if self.data is None or self.passes == 0:
             raise RuntimeError("single_machine_solver needs a run that has made a round")
-        bcfw = BCFW(self.model, self.C, step=self.resolved_step, max_iter=self.max_iter,
-                    tol=self.tol, check_every=self.check_every, averaging=self.averaging,
-                    random_state=self.seed, verbose=self.verbose, callback=self.callback,
-                    validation=self.validation, out=self.out, rescaling=self.rescaling,
-                    slack_search=self.slack_search)
+        bcfw = BCFW(
+            self.model,
+            self.C,
+            step=self.resolved_step,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            check_every=self.check_every,
+            averaging=self.averaging,
+            random_state=self.seed,
+            verbose=self.verbose,
+            callback=self.callback,
+            validation=self.validation,
+            out=self.out,
+            rescaling=self.rescaling,
+            slack_search=self.slack_search,
+        )
         bcfw.start(self.data)
         states = self.engine.gather_states()
         parts = assign_examples(self.data.n_sequences, self.n_partitions, self.seed)
@@ -384,12 +456,15 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
                 lengths = cap * (offsets[blocks + 1] - offsets[blocks])  # each block's atoms
                 local_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
                 within = np.arange(lengths.sum()) - np.repeat(local_start, lengths)
-                labels[np.repeat(capacity * offsets[blocks], lengths) + within] = \
-                    st["atom_labels"]
+                labels[np.repeat(capacity * offsets[blocks], lengths) + within] = st["atom_labels"]
                 weights[blocks, :cap] = st["atom_weights"]
                 count[blocks] = st["atom_count"]
-            bcfw.capacity, bcfw.atom_labels, bcfw.atom_weights, bcfw.atom_count = \
-                capacity, labels, weights, count
+            bcfw.capacity, bcfw.atom_labels, bcfw.atom_weights, bcfw.atom_count = (
+                capacity,
+                labels,
+                weights,
+                count,
+            )
         else:
             for k, blocks in enumerate(parts):
                 bcfw.block_weights[blocks] = states[k]["block_weights"]
@@ -403,25 +478,62 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         return bcfw
 
     def run_params(self):
-        return dict(super().run_params(), local_passes=self.local_passes,
-                    aggregation=self.aggregation, sigma=self.sigma, step=self.resolved_step)
+        return dict(
+            super().run_params(),
+            local_passes=self.local_passes,
+            aggregation=self.aggregation,
+            sigma=self.sigma,
+            step=self.resolved_step,
+        )
 
 
 class MiniBatchSSG(_DistributedSolver):
     """Distributed mini-batch stochastic subgradient (Pegasos in C-form; the baseline of the
-    Dissolve-struct experiments): each round every partition sums the hinge subgradients of a
-    random ``batch_fraction`` of its examples at ``w``, and the driver steps
+    Dissolve-struct experiments).
+
+    Each round every partition sums the hinge subgradients of a random ``batch_fraction`` of
+    its examples at ``w``, and the driver steps
 
         w ← (1 − η_t) w + η_t C (n / b) Σ_{i∈B} g_i (φ(ȳ_i) − φ(μ̂_i)),    η_t = 1 / t
 
     (the step 1/(λ t) of Pegasos with λ = 1/(C n) on the λ-form). No dual; ``tol`` unused.
-    With ``averaging`` the rounds' iterates are averaged with weights t."""
+    With ``averaging`` the rounds' iterates are averaged with weights t.
+
+    Parameters
+    ----------
+    model : model object
+        Any model with a kernel (chains, multi-label, multi-class, graph CRFs, a
+        :class:`~dualstruct.models.UserModel`).
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
+    n_partitions : int, default 2
+        K, the number of partitions of the examples.
+    batch_fraction : float, default 0.1
+        The share of each partition's examples in a round's mini-batch.
+    engine : engine object, optional
+        Where the partitions run: :class:`InProcessEngine` (default) or
+        :class:`~dualstruct.distributed.spark.SparkEngine`.
+    **kwargs
+        The parameters of :class:`~dualstruct.solvers.base.PassSolver` (``max_iter`` counts
+        rounds, ``check_every`` rounds between exact checks).
+
+    Examples
+    --------
+    >>> from dualstruct import pack_sequences
+    >>> from dualstruct.datasets import make_chain
+    >>> from dualstruct.distributed import MiniBatchSSG
+    >>> from dualstruct.models import ChainModel
+    >>> X, y = make_chain(30, 5, 3, 12, random_state=0)
+    >>> ssg = MiniBatchSSG(ChainModel(3, 12), C=0.1, max_iter=20, batch_fraction=0.5,
+    ...                    random_state=0).fit(pack_sequences(X, y))
+    >>> ssg.history.last_checked().primal > 0
+    True
+    """
 
     name = "minibatch_ssg"
     has_dual = False
 
-    def __init__(self, model, C=1.0, *, n_partitions=2, batch_fraction=0.1, engine=None,
-                 **kwargs):
+    def __init__(self, model, C=1.0, *, n_partitions=2, batch_fraction=0.1, engine=None, **kwargs):
         super().__init__(model, C, n_partitions=n_partitions, engine=engine, **kwargs)
         if not (isinstance(batch_fraction, (int, float)) and 0 < batch_fraction <= 1):
             raise ValueError(f"batch_fraction must lie in (0, 1], got {batch_fraction!r}")
@@ -439,8 +551,9 @@ class MiniBatchSSG(_DistributedSolver):
         return [self.w_avg, self.w] if self.averaging else [self.w]
 
     def _one_pass(self, order, chunks):
-        results = self._timed_round(lambda: self.engine.subgradient_round(
-            self.w, self.passes, self.batch_fraction))
+        results = self._timed_round(
+            lambda: self.engine.subgradient_round(self.w, self.passes, self.batch_fraction)
+        )
         psi = np.zeros_like(self.w)
         b = 0
         for r in results:

@@ -32,16 +32,18 @@ def assign_examples(n: int, n_partitions: int, seed: int) -> list:
     return [np.sort(part).astype(np.int64) for part in np.array_split(perm, n_partitions)]
 
 
-def local_order(seed: int, round_index: int, partition: int, local_pass: int,
-                n_local: int) -> np.ndarray:
+def local_order(
+    seed: int, round_index: int, partition: int, local_pass: int, n_local: int
+) -> np.ndarray:
     """The order in which partition ``partition`` visits its ``n_local`` blocks in local pass
     ``local_pass`` of round ``round_index``."""
     rng = np.random.default_rng([ORDER_STREAM, seed, round_index, partition, local_pass])
     return rng.permutation(n_local).astype(np.int64)
 
 
-def batch_blocks(seed: int, round_index: int, partition: int, n_local: int,
-                 fraction: float) -> np.ndarray:
+def batch_blocks(
+    seed: int, round_index: int, partition: int, n_local: int, fraction: float
+) -> np.ndarray:
     """The mini-batch of partition ``partition`` in round ``round_index``: ``⌈fraction ·
     n_local⌉`` of its blocks drawn without replacement."""
     size = min(n_local, max(1, int(np.ceil(fraction * n_local))))
@@ -61,8 +63,10 @@ def split_sources(kmodel, data, parts) -> list:
             sources.append((build, (X, Y)))
         return sources
     if not hasattr(data, "take"):
-        raise TypeError(f"training data of type {type(data).__name__} cannot be split into "
-                        "partitions (it has no take(indices))")
+        raise TypeError(
+            f"training data of type {type(data).__name__} cannot be split into "
+            "partitions (it has no take(indices))"
+        )
     return [(kmodel.block_data, (data.take(p),)) for p in parts]
 
 
@@ -105,8 +109,10 @@ class PartitionState(AtomPool):
     (:class:`~dualstruct.solvers.base.AtomPool`), for the classic step every block's share
     of ``w`` and of the loss term. Plain arrays, small to ship and to checkpoint."""
 
-    ARRAYS = {"pairwise": ("atom_labels", "atom_weights", "atom_count"),
-              "fw": ("block_weights", "block_losses")}
+    ARRAYS = {
+        "pairwise": ("atom_labels", "atom_weights", "atom_count"),
+        "fw": ("block_weights", "block_losses"),
+    }
 
     def __init__(self, step, blocks, size):
         self.step = step
@@ -133,8 +139,9 @@ class PartitionState(AtomPool):
         return state
 
     def copy(self):
-        return PartitionState.from_arrays(self.step, {k: np.copy(v)
-                                                      for k, v in self.arrays().items()})
+        return PartitionState.from_arrays(
+            self.step, {k: np.copy(v) for k, v in self.arrays().items()}
+        )
 
 
 class Partition:
@@ -152,8 +159,9 @@ class Partition:
         self.state = state
         self.index = index
 
-    def cocoa_round(self, w, round_index, seed, C, local_passes, sigma, gamma, slack,
-                    search) -> RoundResult:
+    def cocoa_round(
+        self, w, round_index, seed, C, local_passes, sigma, gamma, slack, search
+    ) -> RoundResult:
         """``local_passes`` BCFW passes on the local subproblem G_k^{σ'} at ``w`` (CoCoA+, Ma
         et al. 2015, Alg. 1 with σ' = ``sigma``; :func:`~dualstruct.solvers._block_kernels.
         pairwise_bcfw_pass`); the state moves by ``gamma`` times its change (γ < 1 when the
@@ -174,21 +182,54 @@ class Partition:
         for h in range(local_passes):
             order = local_order(seed, round_index, self.index, h, n)
             if st.step == "fw":
-                kern.classic_bcfw_pass(k, order, C, local_w, unused, False, st.block_weights,
-                                       st.block_losses, corner, scalars, gaps, slack, search,
-                                       calls, sigma, delta)
+                kern.classic_bcfw_pass(
+                    k,
+                    order,
+                    C,
+                    local_w,
+                    unused,
+                    False,
+                    st.block_weights,
+                    st.block_losses,
+                    corner,
+                    scalars,
+                    gaps,
+                    slack,
+                    search,
+                    calls,
+                    sigma,
+                    delta,
+                )
                 self.blocks.raise_status()
                 continue
-            st.pairwise_pass(self.blocks, order, C, local_w, unused, False, scalars, gaps,
-                             slack, search, calls, sigma, delta)
+            st.pairwise_pass(
+                self.blocks,
+                order,
+                C,
+                local_w,
+                unused,
+                False,
+                scalars,
+                gaps,
+                slack,
+                search,
+                calls,
+                sigma,
+                delta,
+            )
         loss_change = float(scalars[0])
         if gamma != 1.0:
             self._mix(before, gamma)
             delta *= gamma
             loss_change *= gamma
-        return RoundResult.pack(delta, loss_change=loss_change, oracle_calls=int(calls[0]),
-                                gap_sum=float(gaps.sum()), n_blocks=n,
-                                seconds=time.perf_counter() - t0)
+        return RoundResult.pack(
+            delta,
+            loss_change=loss_change,
+            oracle_calls=int(calls[0]),
+            gap_sum=float(gaps.sum()),
+            n_blocks=n,
+            seconds=time.perf_counter() - t0,
+        )
 
     def _mix(self, before, gamma):
         """Move the state only ``gamma`` of the way from ``before`` to where the local solver
@@ -208,12 +249,18 @@ class Partition:
         batch = batch_blocks(seed, round_index, self.index, n, fraction)
         psi = np.zeros(len(w))
         calls = np.zeros(1, dtype=np.int64)
-        kern.subgradient_sum(self.blocks.kernel, batch, np.ascontiguousarray(w), slack,
-                             search, psi, calls)
+        kern.subgradient_sum(
+            self.blocks.kernel, batch, np.ascontiguousarray(w), slack, search, psi, calls
+        )
         self.blocks.raise_status()
-        return RoundResult.pack(psi, loss_change=0.0, oracle_calls=int(calls[0]),
-                                gap_sum=0.0, n_blocks=len(batch),
-                                seconds=time.perf_counter() - t0)
+        return RoundResult.pack(
+            psi,
+            loss_change=0.0,
+            oracle_calls=int(calls[0]),
+            gap_sum=0.0,
+            n_blocks=len(batch),
+            seconds=time.perf_counter() - t0,
+        )
 
     def hinge_sum(self, kmodel, w, slack) -> float:
         """``Σ_i H_i(w)`` over the partition's blocks (the primal's loss part)."""

@@ -37,11 +37,14 @@ def require_pyspark():
         import pyspark  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "training on Spark needs pyspark: pip install \"dualstruct[spark]\" (and Java 17 "
-            "or newer on the PATH or in JAVA_HOME)") from exc
+            'training on Spark needs pyspark: pip install "dualstruct[spark]" (and Java 17 '
+            "or newer on the PATH or in JAVA_HOME)"
+        ) from exc
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise RuntimeError("training on Spark needs Java 17 or newer: install a JDK and put "
-                           "java on the PATH or set JAVA_HOME")
+        raise RuntimeError(
+            "training on Spark needs Java 17 or newer: install a JDK and put "
+            "java on the PATH or set JAVA_HOME"
+        )
 
 
 def check_master_reachable(master, timeout=10.0):
@@ -52,7 +55,7 @@ def check_master_reachable(master, timeout=10.0):
     import socket
 
     errors = []
-    for address in master[len("spark://"):].split(","):
+    for address in master[len("spark://") :].split(","):
         host, _, port = address.rpartition(":")
         try:
             with socket.create_connection((host, int(port)), timeout=timeout):
@@ -87,18 +90,38 @@ class SparkEngine:
         Extra Spark settings for a session the engine starts (e.g. ``spark.driver.memory``,
         4g by default: with a local master the tasks run in the driver's JVM).
     app_name : str
+
+    Examples
+    --------
+    >>> from dualstruct import StructuredSVM
+    >>> svm = StructuredSVM(backend="spark", n_partitions=4,                # doctest: +SKIP
+    ...                     backend_options={"master": "local[2,4]", "checkpoint_dir": "runs"})
+    >>> from dualstruct.distributed import CoCoA                            # the same, by hand
+    >>> from dualstruct.distributed.spark import SparkEngine
+    >>> engine = SparkEngine(master="local[2,4]")                           # doctest: +SKIP
+    >>> solver = CoCoA(model, n_partitions=4, engine=engine).fit(data)      # doctest: +SKIP
     """
 
     name = "spark"
 
     data = None
 
-    def __init__(self, master="local[2,4]", session=None, checkpoint_dir=None,
-                 checkpoint_every=10, resume=False, spark_conf=None, app_name="dualstruct"):
-        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
-                or checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be an integer >= 1, got "
-                             f"{checkpoint_every!r}")
+    def __init__(
+        self,
+        master="local[2,4]",
+        session=None,
+        checkpoint_dir=None,
+        checkpoint_every=10,
+        resume=False,
+        spark_conf=None,
+        app_name="dualstruct",
+    ):
+        if (
+            isinstance(checkpoint_every, bool)
+            or not isinstance(checkpoint_every, int)
+            or checkpoint_every < 1
+        ):
+            raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
         self.master = master
         self.session = session
         self.checkpoint_dir = None if checkpoint_dir is None else str(checkpoint_dir)
@@ -131,21 +154,24 @@ class SparkEngine:
             check_master_reachable(self.master)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder.master(self.master).appName(self.app_name)
-            conf = {"spark.ui.enabled": "false",
-                    # local masters run the tasks in the driver's JVM, whose default 1 GB
-                    # does not hold a few partitions with their state and w broadcasts
-                    "spark.driver.memory": LOCAL_DRIVER_MEMORY,
-                    "spark.ui.showConsoleProgress": "false",
-                    "spark.executorEnv.NUMBA_NUM_THREADS": "1",
-                    "spark.python.worker.reuse": "true"}
+            conf = {
+                "spark.ui.enabled": "false",
+                # local masters run the tasks in the driver's JVM, whose default 1 GB
+                # does not hold a few partitions with their state and w broadcasts
+                "spark.driver.memory": LOCAL_DRIVER_MEMORY,
+                "spark.ui.showConsoleProgress": "false",
+                "spark.executorEnv.NUMBA_NUM_THREADS": "1",
+                "spark.python.worker.reuse": "true",
+            }
             conf.update(self.spark_conf)
             for k, v in conf.items():
                 builder = builder.config(k, v)
             try:
                 self.session = builder.getOrCreate()
             except Exception as exc:
-                raise RuntimeError(f"could not start Spark with master {self.master!r}: "
-                                   f"{exc}") from exc
+                raise RuntimeError(
+                    f"could not start Spark with master {self.master!r}: {exc}"
+                ) from exc
             self.session.sparkContext.setLogLevel("ERROR")
             self._own_session = True
         return self.session.sparkContext
@@ -159,14 +185,16 @@ class SparkEngine:
             try:
                 os.makedirs(local, exist_ok=True)
             except OSError as exc:
-                raise ValueError(f"checkpoint_dir {self.checkpoint_dir!r} cannot be made: "
-                                 f"{exc.strerror}") from exc
+                raise ValueError(
+                    f"checkpoint_dir {self.checkpoint_dir!r} cannot be made: {exc.strerror}"
+                ) from exc
             if not os.access(local, os.W_OK | os.X_OK):
                 raise ValueError(f"checkpoint_dir {self.checkpoint_dir!r} is not writable")
             if not self.resume and os.path.exists(os.path.join(local, MANIFEST)):
                 raise ValueError(
                     f"checkpoint_dir {self.checkpoint_dir!r} holds the checkpoint of another "
-                    "run; resume it with resume=True or give an empty directory")
+                    "run; resume it with resume=True or give an empty directory"
+                )
         sc.setCheckpointDir(self.checkpoint_dir)
 
     # -- a run --------------------------------------------------------------------------------
@@ -174,8 +202,7 @@ class SparkEngine:
         from pyspark import StorageLevel, cloudpickle
 
         if states is not None:
-            raise ValueError("the Spark engine takes the partitions' state from its own "
-                             "checkpoint")
+            raise ValueError("the Spark engine takes the partitions' state from its own checkpoint")
         sc = self._context()
         self._prepare_dir(sc)
         self.sc = sc
@@ -191,14 +218,17 @@ class SparkEngine:
         if saved is not None:
             rdd = sc._checkpointFile(saved["rdd"], _state_serializer())
             if rdd.getNumPartitions() != job.n_partitions:
-                raise ValueError(f"the checkpoint in {self.checkpoint_dir!r} has "
-                                 f"{rdd.getNumPartitions()} partitions, not "
-                                 f"{job.n_partitions}")
+                raise ValueError(
+                    f"the checkpoint in {self.checkpoint_dir!r} has "
+                    f"{rdd.getNumPartitions()} partitions, not "
+                    f"{job.n_partitions}"
+                )
             self.rdd = rdd.persist(self.level)
             self._rounds = saved["round"]
             return
-        rdd = _with_state_serializer(self.data.mapPartitions(
-            partial(_tasks().init_task, self.run_id, self.job_bc)))
+        rdd = _with_state_serializer(
+            self.data.mapPartitions(partial(_tasks().init_task, self.run_id, self.job_bc))
+        )
         self.rdd = rdd.persist(self.level)
         self.rdd.checkpoint()
         self.rdd.count()
@@ -210,9 +240,21 @@ class SparkEngine:
 
     def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
         t = _tasks()
-        return self._advance(round_index, w, lambda w_bc: partial(
-            t.cocoa_task, self.run_id, self.job_bc, w_bc, self._results, round_index,
-            local_passes, sigma, gamma))
+        return self._advance(
+            round_index,
+            w,
+            lambda w_bc: partial(
+                t.cocoa_task,
+                self.run_id,
+                self.job_bc,
+                w_bc,
+                self._results,
+                round_index,
+                local_passes,
+                sigma,
+                gamma,
+            ),
+        )
 
     def _advance(self, round_index, w, make_task):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
@@ -225,8 +267,12 @@ class SparkEngine:
             new._jrdd.count()  # one job, no Python on the way back: the results come with
             results = self._round_results(round_index)  # the tasks (an accumulator)
             if results is None:  # not all arrived (never seen): read them from the state
-                results = [r for _, r in sorted(new.map(lambda e: (e[0], e[2])).collect(),
-                                                key=lambda e: e[0])]
+                results = [
+                    r
+                    for _, r in sorted(
+                        new.map(lambda e: (e[0], e[2])).collect(), key=lambda e: e[0]
+                    )
+                ]
         except BaseException:
             new.unpersist()
             w_bc.destroy()
@@ -255,17 +301,31 @@ class SparkEngine:
     def subgradient_round(self, w, round_index, fraction):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
         try:
-            return self._zipped().mapPartitions(partial(
-                _tasks().subgradient_task, self.run_id, self.job_bc, w_bc, round_index,
-                fraction)).collect()
+            return (
+                self._zipped()
+                .mapPartitions(
+                    partial(
+                        _tasks().subgradient_task,
+                        self.run_id,
+                        self.job_bc,
+                        w_bc,
+                        round_index,
+                        fraction,
+                    )
+                )
+                .collect()
+            )
         finally:
             w_bc.destroy()
 
     def hinge_sum(self, w):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
         try:
-            sums = sorted(self._zipped().mapPartitions(partial(
-                _tasks().hinge_task, self.run_id, self.job_bc, w_bc)).collect())
+            sums = sorted(
+                self._zipped()
+                .mapPartitions(partial(_tasks().hinge_task, self.run_id, self.job_bc, w_bc))
+                .collect()
+            )
         finally:
             w_bc.destroy()
         return sum(s for _, s in sums)
@@ -286,9 +346,13 @@ class SparkEngine:
         if path is None:
             return
         self._checkpointed = self._rounds
-        header = {"kind": "spark-checkpoint", "solver_meta": meta,
-                  "rdd": path, "round": self._rounds,
-                  "stop_reason": history.stop_reason}
+        header = {
+            "kind": "spark-checkpoint",
+            "solver_meta": meta,
+            "rdd": path,
+            "round": self._rounds,
+            "stop_reason": history.stop_reason,
+        }
         arrays = dict(arrays)
         for k, v in history.as_arrays().items():
             arrays[f"history/{k}"] = v
@@ -323,8 +387,10 @@ class SparkEngine:
         if self._saved_state is None:
             path = self._manifest_path()
             if not os.path.exists(path):
-                raise ValueError(f"checkpoint_dir {self.checkpoint_dir!r} holds no checkpoint "
-                                 f"to resume ({MANIFEST} is missing)")
+                raise ValueError(
+                    f"checkpoint_dir {self.checkpoint_dir!r} holds no checkpoint "
+                    f"to resume ({MANIFEST} is missing)"
+                )
             header, arrays = io.load_arrays(path)
             if header.get("kind") != "spark-checkpoint":
                 raise ValueError(f"{path} is not a dualstruct Spark checkpoint")
@@ -386,4 +452,3 @@ def _tasks():
     from . import _spark_tasks
 
     return _spark_tasks
-

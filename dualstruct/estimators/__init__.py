@@ -10,11 +10,22 @@ __all__ = ["StructuredSVM", "MultiLabelSVM", "MultiClassSVM", "SSVM", "load"]
 
 
 def load(path, model=None):
-    """Load a model file: a :class:`StructuredSVM`, a
-    :class:`~dualstruct.tagger.SequenceTagger`, a :class:`~dualstruct.MultiLabelSVM`, a
-    :class:`~dualstruct.MultiClassSVM` or a
-    :class:`~dualstruct.SSVM` (of a built-in model, or of a user-defined Python model, which
-    must then be given as ``model``: files never hold code), whichever the file holds.
+    """Load a model file written by any estimator's ``save``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The model file (``.npz`` arrays and a JSON header; never unpickled).
+    model : StructuredModel, optional
+        For a file of an :class:`~dualstruct.SSVM` trained with a user-defined Python model:
+        that model again (files never hold code; it is checked against the attributes saved).
+
+    Returns
+    -------
+    estimator
+        A :class:`~dualstruct.StructuredSVM`, :class:`~dualstruct.tagger.SequenceTagger`,
+        :class:`~dualstruct.MultiLabelSVM`, :class:`~dualstruct.MultiClassSVM` or
+        :class:`~dualstruct.SSVM`, whichever the file holds, fitted.
 
     Examples
     --------
@@ -33,8 +44,10 @@ def load(path, model=None):
     if header.get("model_type") == "ssvm":
         return SSVM.from_arrays(header, arrays, path, model=model)
     if model is not None:
-        raise ValueError(f"{path}: model= is for files of user-defined models; this file "
-                         f"holds a {header.get('model_type')!r} model")
+        raise ValueError(
+            f"{path}: model= is for files of user-defined models; this file "
+            f"holds a {header.get('model_type')!r} model"
+        )
     if header.get("model_type") == "tagger":
         from ..tagger import SequenceTagger
 

@@ -22,8 +22,10 @@ def frozen_params(est, names) -> dict:
     compares equal across a model file's round trip (tuples for lists and arrays, Python
     numbers for NumPy scalars, dicts as sorted item tuples). Warm starts and resumes compare
     these, so a parameter changed in place (``solver_options["rho"] = …``) is seen."""
-    return {k: _frozen(_problem_options(getattr(est, k)) if k == "solver_options"
-                       else getattr(est, k)) for k in names}
+    return {
+        k: _frozen(_problem_options(getattr(est, k)) if k == "solver_options" else getattr(est, k))
+        for k in names
+    }
 
 
 def _problem_options(options):
@@ -39,8 +41,10 @@ def _problem_options(options):
 
 def _frozen(value):
     if isinstance(value, dict):
-        return ("dict", tuple(sorted(((_frozen(k), _frozen(v)) for k, v in value.items()),
-                                     key=repr)))
+        return (
+            "dict",
+            tuple(sorted(((_frozen(k), _frozen(v)) for k, v in value.items()), key=repr)),
+        )
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
@@ -58,8 +62,13 @@ def changed_params(frozen, saved) -> list:
 def check_real(name, value, low, low_ok):
     """Raise ValueError unless ``value`` is a finite real number above ``low`` (or equal to it
     with ``low_ok``)."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value) or value < low or (value == low and not low_ok)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < low
+        or (value == low and not low_ok)
+    ):
         bound = ">=" if low_ok else ">"
         raise ValueError(f"{name} must be a finite number {bound} {low}, got {value!r}")
 
@@ -87,8 +96,11 @@ def check_training_params(est):
 def continues_training(est) -> bool:
     """Whether ``fit`` continues the estimator's solver (``warm_start`` and a solver whose
     set-up succeeded; an error or Ctrl-C in a first fit leaves none)."""
-    return (est.warm_start and getattr(est, "solver_", None) is not None
-            and est.solver_.data is not None)
+    return (
+        est.warm_start
+        and getattr(est, "solver_", None) is not None
+        and est.solver_.data is not None
+    )
 
 
 def train(est, solver, data, state):
@@ -125,8 +137,9 @@ def make_solver(est, model, **kwargs):
         return solver_class(est.solver, model)(model, **kwargs, **options)
     from ..distributed import distributed_solver
 
-    return distributed_solver(est.solver, model, est.n_partitions, est.backend_options,
-                              **kwargs, **options)
+    return distributed_solver(
+        est.solver, model, est.n_partitions, est.backend_options, **kwargs, **options
+    )
 
 
 def check_backend_params(est):
@@ -136,9 +149,11 @@ def check_backend_params(est):
 
     check_backend(est.backend, est.n_partitions, est.backend_options, est.solver)
     if est.backend != "local" and est.warm_start:
-        raise ValueError("warm_start does not apply to backend='spark': resume a run from its "
-                         "checkpoint with backend_options={'checkpoint_dir': ..., "
-                         "'resume': True}")
+        raise ValueError(
+            "warm_start does not apply to backend='spark': resume a run from its "
+            "checkpoint with backend_options={'checkpoint_dir': ..., "
+            "'resume': True}"
+        )
 
 
 def unconverged_gap(history, tol):
@@ -146,8 +161,13 @@ def unconverged_gap(history, tol):
     ``tol``, else None (``tol=0`` asks for exactly ``max_iter`` passes; a solver without a
     certificate has no gap)."""
     last = history.last_checked()
-    if (history.stop_reason != "max_iter" or last is None or tol <= 0
-            or math.isnan(last.relative_gap) or last.relative_gap <= tol):
+    if (
+        history.stop_reason != "max_iter"
+        or last is None
+        or tol <= 0
+        or math.isnan(last.relative_gap)
+        or last.relative_gap <= tol
+    ):
         return None
     return last.relative_gap
 
@@ -159,13 +179,20 @@ def warn_if_not_converged(est, history):
         if getattr(est, "backend", "local") == "local":
             steps, how = "passes", "continue training with warm_start=True"
         else:
-            steps, how = "rounds", ("resume the run from its checkpoint_dir "
-                                    "(backend_options={'checkpoint_dir': ..., 'resume': True})")
+            steps, how = (
+                "rounds",
+                (
+                    "resume the run from its checkpoint_dir "
+                    "(backend_options={'checkpoint_dir': ..., 'resume': True})"
+                ),
+            )
         warnings.warn(
             f"{type(est).__name__} stopped after max_iter={est.max_iter} {steps} with a "
             f"relative duality gap of {gap:.3%}, above tol={est.tol:g}: the model is not at "
             f"the optimum yet. Raise max_iter, or {how}.",
-            ConvergenceWarning, stacklevel=3)
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 def with_intercept(X, est):
@@ -173,8 +200,7 @@ def with_intercept(X, est):
     ``est.fit_intercept`` (how every estimator gives each label a bias)."""
     X = sp.csr_matrix(X, dtype=np.float64)
     if est.fit_intercept:
-        X = sp.hstack([X, np.full((X.shape[0], 1), float(est.intercept_scaling))],
-                      format="csr")
+        X = sp.hstack([X, np.full((X.shape[0], 1), float(est.intercept_scaling))], format="csr")
     return X
 
 
@@ -205,6 +231,7 @@ def restore_on_error(fit):
     the previous model stays usable and no fitted attribute is half set. Once ``fit`` sets
     ``self._committed`` (its solver is about to train) an error leaves the estimator as
     ``fit`` left it."""
+
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
         self.__dict__.pop("_committed", None)
@@ -218,6 +245,7 @@ def restore_on_error(fit):
             raise
         finally:
             self.__dict__.pop("_committed", None)
+
     return wrapper
 
 
@@ -232,8 +260,8 @@ def _classes_to_json(classes: np.ndarray):
     if kind == "b":
         return [bool(c) for c in classes], "bool"
     raise TypeError(
-        f"labels of dtype {classes.dtype} cannot be stored in a model file; use str or int "
-        "labels")
+        f"labels of dtype {classes.dtype} cannot be stored in a model file; use str or int labels"
+    )
 
 
 def _classes_from_json(values, kind):
@@ -247,8 +275,9 @@ def read_coef(arrays, size):
     """The weight vector of a model file, checked: ``size`` finite float64 numbers."""
     coef = arrays["coef"]
     if coef.shape != (size,) or coef.dtype != np.float64:
-        raise ValueError(f"coef has shape {coef.shape} and dtype {coef.dtype}, expected "
-                         f"({size},) float64")
+        raise ValueError(
+            f"coef has shape {coef.shape} and dtype {coef.dtype}, expected ({size},) float64"
+        )
     if not np.all(np.isfinite(coef)):
         raise ValueError("coef holds NaN or infinite values")
     return coef
@@ -267,9 +296,17 @@ def read_history(header, arrays):
 def final_summary(history):
     """The last checked record's objective values, for a model file's header."""
     last = history.last_checked()
-    return None if last is None else {
-        "primal": last.primal, "dual": last.dual, "gap": last.gap,
-        "relative_gap": last.relative_gap, "passes": last.passes}
+    return (
+        None
+        if last is None
+        else {
+            "primal": last.primal,
+            "dual": last.dual,
+            "gap": last.gap,
+            "relative_gap": last.relative_gap,
+            "passes": last.passes,
+        }
+    )
 
 
 def continue_solver(est, solver, callback, validation):
@@ -301,8 +338,7 @@ def model_file_errors(path):
     try:
         yield
     except (KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
-        raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})"
-                         ) from None
+        raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})") from None
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
 
@@ -317,7 +353,8 @@ def add_training_record(est, header, arrays, include_solver_state=False):
             raise ValueError(
                 "the dual state of a run on Spark stays on the cluster (resume the run from "
                 "its checkpoint_dir); to keep it in the model file, so that training can "
-                "continue on one machine, fit with backend_options={'keep_dual_state': True}")
+                "continue on one machine, fit with backend_options={'keep_dual_state': True}"
+            )
         meta, state = est.solver_.state_dict()
         header["solver_state"] = meta
         arrays.update({"state." + k: v for k, v in state.items()})
@@ -341,8 +378,12 @@ def strongest_per_row(matrix, n, names=None) -> list:
         keep = vals != 0
         cols, vals = cols[keep], vals[keep]
         order = np.lexsort((cols, -np.abs(vals)))[:n]
-        out.append([(names[c] if names is not None else int(c), float(vals[k]))
-                    for k, c in zip(order, cols[order])])
+        out.append(
+            [
+                (names[c] if names is not None else int(c), float(vals[k]))
+                for k, c in zip(order, cols[order])
+            ]
+        )
     return out
 
 
@@ -378,7 +419,8 @@ def choose_support(est, n_features, n_labels, observed):
             support = None
     n = dense if support is None else len(support[1])
     est.weights_info_ = support_size_summary(
-        n, n_features, n_labels, "dense" if support is None else "observed pairs")
+        n, n_features, n_labels, "dense" if support is None else "observed pairs"
+    )
     if est.verbose:
         print(est.weights_info_)
     return support

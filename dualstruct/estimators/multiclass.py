@@ -74,9 +74,22 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     True
     """
 
-    def __init__(self, C=1.0, solver="bcfw", fit_intercept=True, intercept_scaling=1.0,
-                 loss_weights=None, max_iter=200, tol=1e-3, check_every=5, averaging=True,
-                 random_state=None, verbose=0, callback=None, solver_options=None):
+    def __init__(
+        self,
+        C=1.0,
+        solver="bcfw",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        loss_weights=None,
+        max_iter=200,
+        tol=1e-3,
+        check_every=5,
+        averaging=True,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        solver_options=None,
+    ):
         self.C = C
         self.solver = solver
         self.fit_intercept = fit_intercept
@@ -103,16 +116,20 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         check_training_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         if self.loss_weights is not None and not isinstance(self.loss_weights, dict):
-            raise ValueError(f"loss_weights must be a dict class -> weight, got "
-                             f"{type(self.loss_weights).__name__}")
+            raise ValueError(
+                f"loss_weights must be a dict class -> weight, got "
+                f"{type(self.loss_weights).__name__}"
+            )
 
     def _class_loss_weights(self):
         weights = np.ones(len(self.classes_))
         for label, value in (self.loss_weights or {}).items():
             where = np.flatnonzero(self.classes_ == label)
             if where.size == 0:
-                raise ValueError(f"loss_weights names the class {label!r}, which is not in "
-                                 f"the training labels {self.classes_.tolist()}")
+                raise ValueError(
+                    f"loss_weights names the class {label!r}, which is not in "
+                    f"the training labels {self.classes_.tolist()}"
+                )
             check_real(f"loss_weights[{label!r}]", value, 0, False)
             weights[where[0]] = float(value)
         return weights
@@ -124,23 +141,29 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         ``validation_data=(X_val, y_val)`` adds the accuracy on it to every check of the
         history. Ctrl-C stops training after the current pass and keeps the model."""
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"),
-                             dtype=np.float64)
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"), dtype=np.float64)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"MultiClassSVM needs at least two classes; the training labels "
-                             f"hold only one class ({classes[0]!r})")
+            raise ValueError(
+                f"MultiClassSVM needs at least two classes; the training labels "
+                f"hold only one class ({classes[0]!r})"
+            )
         self.classes_ = classes
         design = with_intercept(X, self)
-        model = MultiClassModel(len(classes), design.shape[1],
-                                loss_weights=self._class_loss_weights())
+        model = MultiClassModel(
+            len(classes), design.shape[1], loss_weights=self._class_loss_weights()
+        )
         data = model.block_data(design, codes)
         validation = None
         if validation_data is not None:
             X_val, y_val = validation_data
-            X_val = with_intercept(validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"),
-                                                 dtype=np.float64, reset=False), self)
+            X_val = with_intercept(
+                validate_data(
+                    self, X_val, accept_sparse=("csr", "csc", "coo"), dtype=np.float64, reset=False
+                ),
+                self,
+            )
             y_val = np.asarray(y_val)
 
             def validation(w):
@@ -148,15 +171,24 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
 
         callback = None
         if self.callback is not None:
+
             def callback(record):
                 self._set_weights(solver)
                 return bool(self.callback(self, record))
 
         solver = solver_class(self.solver, model)(
-            model, C=self.C, max_iter=self.max_iter, tol=self.tol,
-            check_every=self.check_every, averaging=self.averaging,
-            random_state=self.random_state, verbose=self.verbose, callback=callback,
-            validation=validation, **(self.solver_options or {}))
+            model,
+            C=self.C,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            check_every=self.check_every,
+            averaging=self.averaging,
+            random_state=self.random_state,
+            verbose=self.verbose,
+            callback=callback,
+            validation=validation,
+            **(self.solver_options or {}),
+        )
         self.model_ = model
         return train(self, solver, data, state=None)
 
@@ -170,15 +202,17 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         W = self.model_.coef(weights)
         d = W.shape[0] - int(bool(self.fit_intercept))
         self.coef_ = np.ascontiguousarray(W[:d].T)
-        self.intercept_ = (W[d] * self.intercept_scaling if self.fit_intercept
-                           else np.zeros(W.shape[1]))
+        self.intercept_ = (
+            W[d] * self.intercept_scaling if self.fit_intercept else np.zeros(W.shape[1])
+        )
 
     def decision_function(self, X):
         """Class scores ``⟨W_y, x⟩ + b_y``: (n, n_classes), or (n,) for two classes (the
         second class's score minus the first's, scikit-learn's convention)."""
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
-                          reset=False)
+        X = validate_data(
+            self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64, reset=False
+        )
         scores = np.asarray(X @ self.coef_.T) + self.intercept_
         if len(self.classes_) == 2:
             return scores[:, 1] - scores[:, 0]
@@ -200,20 +234,25 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     def to_arrays(self):
         """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
         check_is_fitted(self)
-        params = {k: v for k, v in self.get_params().items()
-                  if k not in ("callback", "loss_weights")}
+        params = {
+            k: v for k, v in self.get_params().items() if k not in ("callback", "loss_weights")
+        }
         params["random_state"] = seed_to_json(params["random_state"])
         classes, kind = _classes_to_json(self.classes_)
         header = {
             "model_type": "multiclass",
             "estimator_params": params,
-            "classes": classes, "class_kind": kind,
+            "classes": classes,
+            "class_kind": kind,
             "n_features_in": int(self.n_features_in_),
-            "n_iter": int(self.n_iter_), "stop_reason": self.history_.stop_reason,
+            "n_iter": int(self.n_iter_),
+            "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
         }
-        arrays = {"coef": np.asarray(self.weights_, dtype=np.float64),
-                  "loss_weights": self.model_.loss_weights}
+        arrays = {
+            "coef": np.asarray(self.weights_, dtype=np.float64),
+            "loss_weights": self.model_.loss_weights,
+        }
         add_training_record(self, header, arrays)
         return header, arrays
 
@@ -230,11 +269,14 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 raise ValueError(f"invalid n_features_in {n_features!r}")
             est.n_features_in_ = int(n_features)
             loss_weights = np.asarray(arrays["loss_weights"], dtype=np.float64)
-            est.loss_weights = {c.item(): float(v) for c, v in zip(est.classes_, loss_weights)
-                                if v != 1.0} or None
-            est.model_ = MultiClassModel(len(est.classes_),
-                                         est.n_features_in_ + int(bool(est.fit_intercept)),
-                                         loss_weights=loss_weights)
+            est.loss_weights = {
+                c.item(): float(v) for c, v in zip(est.classes_, loss_weights) if v != 1.0
+            } or None
+            est.model_ = MultiClassModel(
+                len(est.classes_),
+                est.n_features_in_ + int(bool(est.fit_intercept)),
+                loss_weights=loss_weights,
+            )
             est._set_coef(read_coef(arrays, est.model_.size))
             est.history_ = read_history(header, arrays)
             est.n_iter_ = int(header["n_iter"])

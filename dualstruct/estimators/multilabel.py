@@ -68,10 +68,14 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         (any graph; training then uses the LP-relaxed hinge). "auto" is exact on forests and
         up to 10 labels, the LP otherwise; with ``solver="gdmm"`` it is the LP, with
         ``rescaling="slack"`` exact.
-    max_iter, tol, check_every, averaging, random_state, verbose, callback, warm_start,
-    solver_options : as :class:`~dualstruct.StructuredSVM`.
+    max_iter, tol, check_every, averaging, random_state, verbose : see StructuredSVM
+        As :class:`~dualstruct.StructuredSVM`.
+    callback, warm_start, solver_options : see StructuredSVM
+        As :class:`~dualstruct.StructuredSVM`.
     fit_intercept : bool, default True
         Append a constant feature (value ``intercept_scaling``) so every label has a bias.
+    intercept_scaling : float, default 1.0
+        The constant feature's value (its weight is regularized like the others).
     loss_weights : array of L positive numbers or None
         Per-label weights of the Hamming loss.
     rescaling : {"margin", "slack"}, default "margin"
@@ -139,12 +143,33 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     (3,)
     """
 
-    def __init__(self, edges="full", solver="bcfw", C=1.0, inference="auto", max_iter=200,
-                 tol=1e-2, check_every=5, averaging=True, fit_intercept=True,
-                 intercept_scaling=1.0, loss_weights=None, random_state=None, verbose=0,
-                 callback=None, warm_start=False, solver_options=None, rescaling="margin",
-                 interactions="11", backend="local", n_partitions=2, n_jobs=None,
-                 backend_options=None, weights="auto", weights_min_count=1):
+    def __init__(
+        self,
+        edges="full",
+        solver="bcfw",
+        C=1.0,
+        inference="auto",
+        max_iter=200,
+        tol=1e-2,
+        check_every=5,
+        averaging=True,
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        loss_weights=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        warm_start=False,
+        solver_options=None,
+        rescaling="margin",
+        interactions="11",
+        backend="local",
+        n_partitions=2,
+        n_jobs=None,
+        backend_options=None,
+        weights="auto",
+        weights_min_count=1,
+    ):
         self.edges = edges
         self.solver = solver
         self.C = C
@@ -170,22 +195,37 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         self.weights = weights
         self.weights_min_count = weights_min_count
 
-    _STATE_PARAMS = ("solver", "C", "inference", "averaging", "fit_intercept",
-                     "intercept_scaling", "solver_options", "rescaling", "interactions",
-                     "edges", "loss_weights", "weights", "weights_min_count")
+    _STATE_PARAMS = (
+        "solver",
+        "C",
+        "inference",
+        "averaging",
+        "fit_intercept",
+        "intercept_scaling",
+        "solver_options",
+        "rescaling",
+        "interactions",
+        "edges",
+        "loss_weights",
+        "weights",
+        "weights_min_count",
+    )
 
     def _validate_params(self):
         if isinstance(self.edges, str) and self.edges not in EDGE_KINDS:
-            raise ValueError(f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got "
-                             f"{self.edges!r}")
+            raise ValueError(
+                f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got {self.edges!r}"
+            )
         if self.solver not in solver_names(MultiLabelModel):
-            raise ValueError(f"solver must be one of {solver_names(MultiLabelModel)}, got "
-                             f"{self.solver!r}")
+            raise ValueError(
+                f"solver must be one of {solver_names(MultiLabelModel)}, got {self.solver!r}"
+            )
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
         if self.interactions not in INTERACTIONS:
-            raise ValueError(f"interactions must be one of {INTERACTIONS}, got "
-                             f"{self.interactions!r}")
+            raise ValueError(
+                f"interactions must be one of {INTERACTIONS}, got {self.interactions!r}"
+            )
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
         check_training_params(self)
@@ -206,8 +246,12 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     def _features(self, X, reset=False):
         """``X`` (checked by scikit-learn's ``validate_data``: numeric, finite, non-empty, the
         fitted width) as CSR with the intercept column."""
-        return with_intercept(validate_data(self, X, reset=reset, dtype=np.float64,
-                                            accept_sparse=("csr", "csc", "coo")), self)
+        return with_intercept(
+            validate_data(
+                self, X, reset=reset, dtype=np.float64, accept_sparse=("csr", "csc", "coo")
+            ),
+            self,
+        )
 
     def _labels(self, Y, n, fit=False):
         """``Y`` (n × L) as 0/1 codes: an indicator matrix, or any matrix whose every column
@@ -219,33 +263,40 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         if fit:
             kind = type_of_target(Y, input_name="Y", raise_unknown=True)
             if kind.startswith("continuous"):
-                raise ValueError(f"Unknown label type: {kind}. Y must hold labels (0/1, or "
-                                 "two values per label), not continuous values")
+                raise ValueError(
+                    f"Unknown label type: {kind}. Y must hold labels (0/1, or "
+                    "two values per label), not continuous values"
+                )
             if kind == "multiclass":
                 raise ValueError(
                     "Only binary classification is supported. The type of the target is "
                     "multiclass: a 1-D Y is one binary label (use an (n, L) matrix for L "
-                    "labels, or MultiClassSVM for one class out of many)")
+                    "labels, or MultiClassSVM for one class out of many)"
+                )
             self.outputs_2d_ = Y.ndim == 2
         if Y.ndim == 1 and not self.outputs_2d_:
             Y = Y.reshape(-1, 1)
         if Y.ndim != 2 or Y.shape[0] != n:
-            raise ValueError(f"Y must be an ({n}, n_labels) matrix (0/1 indicators, or two "
-                             f"values per column), got shape {Y.shape}")
+            raise ValueError(
+                f"Y must be an ({n}, n_labels) matrix (0/1 indicators, or two "
+                f"values per column), got shape {Y.shape}"
+            )
         if fit:
             self.label_values_ = _label_values(Y)
-            self.classes_ = (list(self.label_values_) if self.outputs_2d_
-                             else self.label_values_[0])
+            self.classes_ = list(self.label_values_) if self.outputs_2d_ else self.label_values_[0]
         elif Y.shape[1] != self.n_labels_:
-            raise ValueError(f"Y has {Y.shape[1]} labels, the model was trained on "
-                             f"{self.n_labels_}")
+            raise ValueError(
+                f"Y has {Y.shape[1]} labels, the model was trained on {self.n_labels_}"
+            )
         off, on = self.label_values_[:, 0], self.label_values_[:, 1]
         is_on = Y == on
         bad = ~(is_on | (Y == off))
         if np.any(bad):
             i, j = np.argwhere(bad)[0]
-            raise ValueError(f"Y[{i}, {j}] = {Y[i, j]!r} is neither of label {j}'s values "
-                             f"{off[j]!r} (off) and {on[j]!r} (on)")
+            raise ValueError(
+                f"Y[{i}, {j}] = {Y[i, j]!r} is neither of label {j}'s values "
+                f"{off[j]!r} (off) and {on[j]!r} (on)"
+            )
         return is_on.astype(np.int64)
 
     def _inference(self):
@@ -273,33 +324,53 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         if continuing or resume is not None:
             changed = changed_params(state, self._state_params)
             if changed:
-                raise ValueError(f"warm_start: parameters {changed} changed since the model's "
-                                 "last fit; the solver state belongs to the old problem")
+                raise ValueError(
+                    f"warm_start: parameters {changed} changed since the model's "
+                    "last fit; the solver state belongs to the old problem"
+                )
             Xf = self._features(X)
             data = MultiLabelDataset(Xf, self._labels(Y, Xf.shape[0]))
             if continuing:
                 old = self.solver_.data
-                if not (old.X.shape == data.X.shape and (old.X != data.X).nnz == 0
-                        and np.array_equal(old.Y, data.Y)):
+                if not (
+                    old.X.shape == data.X.shape
+                    and (old.X != data.X).nnz == 0
+                    and np.array_equal(old.Y, data.Y)
+                ):
                     raise ValueError("warm_start continues only on the same training data")
                 data = old
         else:
             for attr in ("n_features_in_", "feature_names_in_", "n_labels_"):
                 self.__dict__.pop(attr, None)
-            validate_data(self, X, Y, multi_output=True, accept_sparse=("csr", "csc", "coo"),
-                          dtype=np.float64, y_numeric=False)  # scikit-learn's input checks
+            validate_data(
+                self,
+                X,
+                Y,
+                multi_output=True,
+                accept_sparse=("csr", "csc", "coo"),
+                dtype=np.float64,
+                y_numeric=False,
+            )  # scikit-learn's input checks
             Xf = self._features(X)
             Y = self._labels(Y, Xf.shape[0], fit=True)
             self.n_labels_ = Y.shape[1]
             data = MultiLabelDataset(Xf, Y)
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
-            support = choose_support(self, data.X.shape[1], self.n_labels_,
-                                     lambda: observed_support(data, self.weights_min_count))
-            self.model_ = MultiLabelModel(self.n_labels_, data.X.shape[1], edges=edges,
-                                          loss_weights=self.loss_weights,
-                                          inference=self._inference(),
-                                          interactions=self.interactions,
-                                          support=support).fit_edges(Y)
+            support = choose_support(
+                self,
+                data.X.shape[1],
+                self.n_labels_,
+                lambda: observed_support(data, self.weights_min_count),
+            )
+            self.model_ = MultiLabelModel(
+                self.n_labels_,
+                data.X.shape[1],
+                edges=edges,
+                loss_weights=self.loss_weights,
+                inference=self._inference(),
+                interactions=self.interactions,
+                support=support,
+            ).fit_edges(Y)
             self.edges_ = self.model_.edges
             resume = None
         validation = None
@@ -321,10 +392,19 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
 
         if solver is None:
             solver = make_solver(
-                self, self.model_, C=self.C, max_iter=self.max_iter, tol=self.tol,
-                check_every=self.check_every, averaging=self.averaging,
-                random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation, rescaling=self.rescaling)
+                self,
+                self.model_,
+                C=self.C,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                check_every=self.check_every,
+                averaging=self.averaging,
+                random_state=self.random_state,
+                verbose=self.verbose,
+                callback=callback,
+                validation=validation,
+                rescaling=self.rescaling,
+            )
             if resume is not None:
                 solver.load_state(data, *resume)
                 solver.history = self.history_
@@ -351,8 +431,9 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
 
     def _predict_codes(self, X):
         self._check_fitted()
-        pred = self.model_.predict(self.coef_, self._features(X),
-                                   n_jobs=self.n_jobs).astype(np.int64)
+        pred = self.model_.predict(self.coef_, self._features(X), n_jobs=self.n_jobs).astype(
+            np.int64
+        )
         return pred, self.model_.last_integral_.copy()
 
     def label_scores(self, X):
@@ -370,8 +451,9 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         check_integer("n", n, 1)
         self._check_fitted()
         if feature_names is not None and len(feature_names) != self.n_features_in_:
-            raise ValueError(f"feature_names has {len(feature_names)} names for "
-                             f"{self.n_features_in_} features")
+            raise ValueError(
+                f"feature_names has {len(feature_names)} names for {self.n_features_in_} features"
+            )
         rows = strongest_per_row(self.unary_weights_.T, n, feature_names)
         return dict(enumerate(rows))
 
@@ -426,15 +508,19 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         header = {
             "model_type": "multilabel",
             "estimator_params": params,
-            "n_labels": int(self.n_labels_), "n_features_in": int(self.n_features_in_),
-            "n_iter": int(self.n_iter_), "stop_reason": self.history_.stop_reason,
+            "n_labels": int(self.n_labels_),
+            "n_features_in": int(self.n_features_in_),
+            "n_iter": int(self.n_iter_),
+            "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
         }
-        header["label_values"], header["label_kind"] = _classes_to_json(
-            self.label_values_.ravel())
+        header["label_values"], header["label_kind"] = _classes_to_json(self.label_values_.ravel())
         header["outputs_2d"] = bool(self.outputs_2d_)
-        arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights,
-                  "edges": self.model_.edges}
+        arrays = {
+            "coef": self.coef_,
+            "loss_weights": self.model_.loss_weights,
+            "edges": self.model_.edges,
+        }
         if self.model_.support is not None:
             arrays["support_indptr"], arrays["support_labels"] = self.model_.support
         add_training_record(self, header, arrays, include_solver_state)
@@ -459,28 +545,31 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 values = _classes_from_json(header["label_values"], header["label_kind"])
                 est.label_values_ = values.reshape(est.n_labels_, 2)
             else:  # files written before the label values were stored: 0/1 indicators
-                est.label_values_ = np.tile(np.array([0, 1], dtype=np.int64),
-                                            (est.n_labels_, 1))
-            est.classes_ = (list(est.label_values_) if est.outputs_2d_
-                            else est.label_values_[0])
+                est.label_values_ = np.tile(np.array([0, 1], dtype=np.int64), (est.n_labels_, 1))
+            est.classes_ = list(est.label_values_) if est.outputs_2d_ else est.label_values_[0]
             d = est.n_features_in_ + int(bool(est.fit_intercept))
             support = None
             if "support_indptr" in arrays:
                 support = (arrays["support_indptr"], arrays["support_labels"])
-            est.model_ = MultiLabelModel(est.n_labels_, d, edges=edges,
-                                         loss_weights=arrays["loss_weights"],
-                                         inference=est._inference(),
-                                         interactions=est.interactions, support=support)
-            est.model_.edge_kind = params["edges"] if isinstance(params["edges"], str) else (
-                "explicit")
+            est.model_ = MultiLabelModel(
+                est.n_labels_,
+                d,
+                edges=edges,
+                loss_weights=arrays["loss_weights"],
+                inference=est._inference(),
+                interactions=est.interactions,
+                support=support,
+            )
+            est.model_.edge_kind = (
+                params["edges"] if isinstance(params["edges"], str) else ("explicit")
+            )
             est.edges_ = est.model_.edges
             coef = read_coef(arrays, est.model_.size)
             est.coef_ = coef
             est.n_iter_ = int(header["n_iter"])
             est.history_ = read_history(header, arrays)
             if "solver_state" in header:
-                state = {k.split(".", 1)[1]: v for k, v in arrays.items()
-                         if k.startswith("state.")}
+                state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
         return est
@@ -500,6 +589,7 @@ def _label_values(Y):
             raise ValueError(
                 f"Y[:, {j}] holds {len(column)} different values ({column[:3].tolist()}); a "
                 "label matrix is 0/1, or has two values in every column (one class alone "
-                "cannot say which value is 'on')")
+                "cannot say which value is 'on')"
+            )
         out[j] = column
     return out

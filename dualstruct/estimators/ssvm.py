@@ -77,9 +77,20 @@ class SSVM(SolverResults, BaseEstimator):
     [(6,), (6,)]
     """
 
-    def __init__(self, model, solver="bcfw", C=1.0, max_iter=500, tol=1e-3, check_every=5,
-                 averaging=True, random_state=None, verbose=0, callback=None,
-                 solver_options=None):
+    def __init__(
+        self,
+        model,
+        solver="bcfw",
+        C=1.0,
+        max_iter=500,
+        tol=1e-3,
+        check_every=5,
+        averaging=True,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        solver_options=None,
+    ):
         self.model = model
         self.solver = solver
         self.C = C
@@ -95,8 +106,7 @@ class SSVM(SolverResults, BaseEstimator):
     def _validate_params(self):
         names = solver_names(self.model)
         if self.solver not in names:
-            raise ValueError(f"solver must be one of {names} for this model, got "
-                             f"{self.solver!r}")
+            raise ValueError(f"solver must be one of {names} for this model, got {self.solver!r}")
         check_training_params(self)
 
     def _kernel_model(self):
@@ -116,18 +126,30 @@ class SSVM(SolverResults, BaseEstimator):
         validation = None
         if validation_data is not None:
             X_val, Y_val = validation_data
+
             def validation(w):
                 return _accuracy(model.predict(w, X_val), Y_val)
+
         callback = None
         if self.callback is not None:
+
             def callback(record):
                 self._set_weights(solver)
                 return self.callback(self, record)
+
         solver = solver_class(self.solver, model)(
-            model, C=self.C, max_iter=self.max_iter, tol=self.tol,
-            check_every=self.check_every, averaging=self.averaging,
-            random_state=self.random_state, verbose=self.verbose, callback=callback,
-            validation=validation, **(self.solver_options or {}))
+            model,
+            C=self.C,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            check_every=self.check_every,
+            averaging=self.averaging,
+            random_state=self.random_state,
+            verbose=self.verbose,
+            callback=callback,
+            validation=validation,
+            **(self.solver_options or {}),
+        )
         self.model_ = model
         return train(self, solver, data, state=None)
 
@@ -156,17 +178,22 @@ class SSVM(SolverResults, BaseEstimator):
         if isinstance(model, UserModel):
             user = model.model
             scalars, user_arrays = _plain_attributes(user)
-            described = {"kind": "user", "class": _class_name(user),
-                         "size_joint_feature": int(model.size), "attributes": scalars}
+            described = {
+                "kind": "user",
+                "class": _class_name(user),
+                "size_joint_feature": int(model.size),
+                "attributes": scalars,
+            }
             arrays.update({"model." + k: v for k, v in user_arrays.items()})
         elif type(model).__name__ in BUILTIN_MODELS:
-            described = {"kind": "builtin", "class": type(model).__name__,
-                         "params": model.params()}
+            described = {"kind": "builtin", "class": type(model).__name__, "params": model.params()}
             if getattr(model, "support", None) is not None:  # sparse node weights
                 arrays["model.support_indptr"], arrays["model.support_labels"] = model.support
         else:
-            raise ValueError(f"{type(model).__name__} cannot be saved: it is neither a "
-                             "built-in model nor a Python StructuredModel")
+            raise ValueError(
+                f"{type(model).__name__} cannot be saved: it is neither a "
+                "built-in model nor a Python StructuredModel"
+            )
         header = {
             "model_type": "ssvm",
             "estimator_params": params,
@@ -190,8 +217,9 @@ class SSVM(SolverResults, BaseEstimator):
     def from_arrays(cls, header, arrays, path="model file", model=None):
         with model_file_errors(path):
             if header.get("model_type") != "ssvm":
-                raise ValueError(f"the file holds a {header.get('model_type')!r} model, not an "
-                                 "SSVM")
+                raise ValueError(
+                    f"the file holds a {header.get('model_type')!r} model, not an SSVM"
+                )
             described = header["model"]
             if described["kind"] == "builtin":
                 if model is not None:
@@ -201,15 +229,18 @@ class SSVM(SolverResults, BaseEstimator):
                     raise ValueError(f"unknown model class {name!r}")
                 params = dict(described["params"])
                 if "model.support_indptr" in arrays:
-                    params["support"] = (arrays["model.support_indptr"],
-                                         arrays["model.support_labels"])
+                    params["support"] = (
+                        arrays["model.support_indptr"],
+                        arrays["model.support_labels"],
+                    )
                 user_model = BUILTIN_MODELS[name](**params)
                 kernel_model = user_model
             elif described["kind"] == "user":
                 if model is None:
                     raise ValueError(
                         f"the file holds a user-defined model ({described['class']}); pass "
-                        "model=<that model> to load it (model files never execute code)")
+                        "model=<that model> to load it (model files never execute code)"
+                    )
                 _check_user_model(model, described, arrays)
                 user_model = model
                 kernel_model = UserModel(model)
@@ -246,10 +277,12 @@ def _plain_attributes(model):
         if name.startswith("_"):
             continue
         if isinstance(value, (bool, str, type(None))) or (
-                isinstance(value, numbers.Real) and np.isfinite(float(value))):
+            isinstance(value, numbers.Real) and np.isfinite(float(value))
+        ):
             scalars[name] = value.item() if isinstance(value, np.generic) else value
         elif isinstance(value, (list, tuple)) and all(
-                isinstance(v, (bool, str, numbers.Real)) for v in value):
+            isinstance(v, (bool, str, numbers.Real)) for v in value
+        ):
             scalars[name] = [v.item() if isinstance(v, np.generic) else v for v in value]
         elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
             arrays[name] = value
@@ -260,17 +293,21 @@ def _check_user_model(model, described, arrays):
     """Refuse a user model that differs from the saved one: its class, φ's length, or any
     plain attribute saved with it."""
     if _class_name(model) != described["class"]:
-        raise ValueError(f"the file was trained with {described['class']}, not "
-                         f"{_class_name(model)}")
+        raise ValueError(
+            f"the file was trained with {described['class']}, not {_class_name(model)}"
+        )
     size = int(model.size_joint_feature)
     if size != described["size_joint_feature"]:
-        raise ValueError(f"the model's size_joint_feature is {size}, the file's "
-                         f"{described['size_joint_feature']}")
+        raise ValueError(
+            f"the model's size_joint_feature is {size}, the file's "
+            f"{described['size_joint_feature']}"
+        )
     scalars, model_arrays = _plain_attributes(model)
     for name, saved in described["attributes"].items():
         if name not in scalars or scalars[name] != saved:
-            raise ValueError(f"model attribute {name!r} is {scalars.get(name)!r}, the file's "
-                             f"{saved!r}")
+            raise ValueError(
+                f"model attribute {name!r} is {scalars.get(name)!r}, the file's {saved!r}"
+            )
     for key, saved in arrays.items():
         if key.startswith("model."):
             name = key.split(".", 1)[1]

@@ -151,12 +151,33 @@ class StructuredSVM(SolverResults, BaseEstimator):
     True
     """
 
-    def __init__(self, model="chain", solver="bcfw", C=1.0, max_iter=500, tol=1e-2,
-                 check_every=5, averaging=True, fit_intercept=True, intercept_scaling=1.0,
-                 start_end=True, loss_weights=None, random_state=None, verbose=0,
-                 callback=None, warm_start=False, solver_options=None, rescaling="margin",
-                 slack_search="exact", weights="auto", weights_min_count=1, backend="local",
-                 n_partitions=2, backend_options=None, n_jobs=None):
+    def __init__(
+        self,
+        model="chain",
+        solver="bcfw",
+        C=1.0,
+        max_iter=500,
+        tol=1e-2,
+        check_every=5,
+        averaging=True,
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        start_end=True,
+        loss_weights=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        warm_start=False,
+        solver_options=None,
+        rescaling="margin",
+        slack_search="exact",
+        weights="auto",
+        weights_min_count=1,
+        backend="local",
+        n_partitions=2,
+        backend_options=None,
+        n_jobs=None,
+    ):
         self.model = model
         self.solver = solver
         self.C = C
@@ -187,8 +208,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.solver not in solver_names(ChainModel):
-            raise ValueError(f"solver must be one of {solver_names(ChainModel)}, got "
-                             f"{self.solver!r}")
+            raise ValueError(
+                f"solver must be one of {solver_names(ChainModel)}, got {self.solver!r}"
+            )
         check_training_params(self)
         effective_n_jobs(self.n_jobs)
         check_backend_params(self)
@@ -199,9 +221,21 @@ class StructuredSVM(SolverResults, BaseEstimator):
 
     #: parameters that define the optimization problem and the solver state; a warm start
     #: continues only if none of them changed
-    _STATE_PARAMS = ("model", "solver", "C", "averaging", "fit_intercept", "intercept_scaling",
-                     "start_end", "loss_weights", "solver_options", "rescaling",
-                     "slack_search", "weights", "weights_min_count")
+    _STATE_PARAMS = (
+        "model",
+        "solver",
+        "C",
+        "averaging",
+        "fit_intercept",
+        "intercept_scaling",
+        "start_end",
+        "loss_weights",
+        "solver_options",
+        "rescaling",
+        "slack_search",
+        "weights",
+        "weights_min_count",
+    )
 
     def _encode_labels(self, y, fit):
         try:
@@ -216,12 +250,13 @@ class StructuredSVM(SolverResults, BaseEstimator):
         if "U" in kinds and kinds & set("biuf"):
             first = next(i for i, yi in enumerate(y) if yi.dtype.kind == "U")
             other = next(i for i, yi in enumerate(y) if yi.dtype.kind in "biuf" and len(yi))
-            raise TypeError(f"labels must be all str or all numbers: y[{first}] holds strings, "
-                            f"y[{other}] numbers")
+            raise TypeError(
+                f"labels must be all str or all numbers: y[{first}] holds strings, "
+                f"y[{other}] numbers"
+            )
         flat = _plain_labels(np.concatenate(y) if y else np.array([]))
         if flat.dtype.kind == "f" and np.isnan(flat).any():
-            where = next(i for i, yi in enumerate(y) if yi.dtype.kind == "f"
-                         and np.isnan(yi).any())
+            where = next(i for i, yi in enumerate(y) if yi.dtype.kind == "f" and np.isnan(yi).any())
             raise ValueError(f"y[{where}] holds a NaN label")
         if fit:
             self.classes_ = np.unique(flat)
@@ -240,7 +275,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
             if n_features is not None and data.n_features != n_features:
                 raise ValueError(
                     f"X has {data.n_features} feature columns, the model was fitted with "
-                    f"{n_features}")
+                    f"{n_features}"
+                )
             if y is not None:
                 codes = self._encode_labels(y, fit)
                 if len(codes) != len(data):
@@ -248,8 +284,10 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 lengths = np.diff(data.offsets)
                 for i, c in enumerate(codes):
                     if len(c) != lengths[i]:
-                        raise ValueError(f"sequence {i}: X has {lengths[i]} tokens but y[{i}] "
-                                         f"has {len(c)} labels")
+                        raise ValueError(
+                            f"sequence {i}: X has {lengths[i]} tokens but y[{i}] "
+                            f"has {len(c)} labels"
+                        )
                 data = PackedSequences(data.X, data.offsets, np.concatenate(codes))
             elif fit:
                 if data.labels is None:
@@ -272,8 +310,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         """The support of the unary weights for training on ``data`` (None: dense), by the
         ``weights`` rule; says what it chose when verbose."""
         K = len(self.classes_)
-        return choose_support(self, data.n_features, K,
-                              lambda: observed_support(data, K, self.weights_min_count))
+        return choose_support(
+            self, data.n_features, K, lambda: observed_support(data, K, self.weights_min_count)
+        )
 
     def _make_model(self, n_features, support=None):
         K = len(self.classes_)
@@ -285,8 +324,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 if len(pos) == 0:
                     raise ValueError(f"loss_weights names label {label!r}, not in the data")
                 lw[pos[0]] = float(weight)
-        return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw,
-                          support=support)
+        return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw, support=support)
 
     # -- training -----------------------------------------------------------------------------
     @restore_on_error
@@ -310,7 +348,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
             if changed:
                 raise ValueError(
                     f"resume: parameters {changed} differ from the checkpoint's; the saved "
-                    "solver state belongs to the old problem")
+                    "solver state belongs to the old problem"
+                )
             data = self._pack(X, y, fit=False)
             solver = None
         elif continuing:
@@ -318,12 +357,16 @@ class StructuredSVM(SolverResults, BaseEstimator):
             if changed:
                 raise ValueError(
                     f"warm_start: parameters {changed} changed since the last fit; the solver "
-                    "state belongs to the old problem (set warm_start=False to start anew)")
+                    "state belongs to the old problem (set warm_start=False to start anew)"
+                )
             data = self.solver_.data
             new = self._pack(X, y, fit=False)
-            if not (new.X.shape == data.X.shape and np.array_equal(new.offsets, data.offsets)
-                    and np.array_equal(new.labels, data.labels)
-                    and (new.X != data.X).nnz == 0):
+            if not (
+                new.X.shape == data.X.shape
+                and np.array_equal(new.offsets, data.offsets)
+                and np.array_equal(new.labels, data.labels)
+                and (new.X != data.X).nnz == 0
+            ):
                 raise ValueError("warm_start continues only on the same training data")
             solver = self.solver_
         else:
@@ -336,8 +379,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             Xv, yv = validation_data
             val = self._pack(Xv)  # labels unseen in training are allowed: they count as errors
             yv = [np.asarray(t) for t in yv]
-            if len(yv) != val.n_sequences or any(
-                    len(t) != n for t, n in zip(yv, val.lengths)):
+            if len(yv) != val.n_sequences or any(len(t) != n for t, n in zip(yv, val.lengths)):
                 raise ValueError("validation_data: X and y differ in sequences or lengths")
             scorer = validation_scorer or token_accuracy
 
@@ -354,11 +396,20 @@ class StructuredSVM(SolverResults, BaseEstimator):
 
         if solver is None:
             solver = make_solver(
-                self, self.model_, C=self.C, max_iter=self.max_iter, tol=self.tol,
-                check_every=self.check_every, averaging=self.averaging,
-                random_state=self.random_state, verbose=self.verbose, callback=callback,
-                validation=validation, rescaling=self.rescaling,
-                slack_search=self.slack_search)
+                self,
+                self.model_,
+                C=self.C,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                check_every=self.check_every,
+                averaging=self.averaging,
+                random_state=self.random_state,
+                verbose=self.verbose,
+                callback=callback,
+                validation=validation,
+                rescaling=self.rescaling,
+                slack_search=self.slack_search,
+            )
             if resume is not None:
                 solver.load_state(data, *resume)  # the checkpoint is kept if this fails
                 solver.history = self.history_
@@ -385,8 +436,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         unary and transition weights it collects; higher is more confident, and the margin
         over any other labelling y is ``score − ⟨w, φ(x, y)⟩ ≥ 0``."""
         self._check_fitted()
-        _, scores = self.model_.predict(self.coef_, self._pack(X), n_jobs=self.n_jobs,
-                                        return_scores=True)
+        _, scores = self.model_.predict(
+            self.coef_, self._pack(X), n_jobs=self.n_jobs, return_scores=True
+        )
         return scores
 
     def score(self, X, y):
@@ -410,7 +462,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
         array, or a scipy sparse matrix for observed (sparse) weights."""
         self._check_fitted()
         U = self.model_.unary_matrix(self.coef_).T
-        return U[:, :self.n_features_in_]
+        return U[:, : self.n_features_in_]
 
     @property
     def intercept_(self):
@@ -436,8 +488,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         check_integer("n", n, 1)
         self._check_fitted()
         if feature_names is not None and len(feature_names) != self.n_features_in_:
-            raise ValueError(f"feature_names has {len(feature_names)} names for "
-                             f"{self.n_features_in_} features")
+            raise ValueError(
+                f"feature_names has {len(feature_names)} names for {self.n_features_in_} features"
+            )
         rows = strongest_per_row(self.unigram_weights_, n, feature_names)
         return {label: row for label, row in zip(self.classes_.tolist(), rows)}
 
@@ -459,8 +512,10 @@ class StructuredSVM(SolverResults, BaseEstimator):
         params["random_state"] = seed_to_json(params["random_state"])
         params["backend_options"] = json_backend_options(params["backend_options"])
         if params["loss_weights"] is not None:
-            params["loss_weights"] = [[k.item() if hasattr(k, "item") else k, float(v)]
-                                      for k, v in dict(params["loss_weights"]).items()]
+            params["loss_weights"] = [
+                [k.item() if hasattr(k, "item") else k, float(v)]
+                for k, v in dict(params["loss_weights"]).items()
+            ]
         header = {
             "model_type": self.model_.kind,
             "estimator_params": params,
@@ -493,23 +548,26 @@ class StructuredSVM(SolverResults, BaseEstimator):
             support = None
             if m.get("sparse", False):
                 support = (arrays["support_indptr"], arrays["support_labels"])
-            est.model_ = ChainModel(m["n_labels"], m["n_features"], start_end=m["start_end"],
-                                    loss_weights=arrays["loss_weights"], support=support)
+            est.model_ = ChainModel(
+                m["n_labels"],
+                m["n_features"],
+                start_end=m["start_end"],
+                loss_weights=arrays["loss_weights"],
+                support=support,
+            )
             if len(est.classes_) != est.model_.n_labels:
                 raise ValueError("the number of classes does not match the model")
             if est.model_.n_features != est.n_features_in_ + int(bool(est.fit_intercept)):
                 raise ValueError("the feature count does not match the model")
             est._validate_params()
-            if est.classes_.ndim != 1 or not np.array_equal(est.classes_,
-                                                            np.unique(est.classes_)):
+            if est.classes_.ndim != 1 or not np.array_equal(est.classes_, np.unique(est.classes_)):
                 raise ValueError("classes must be distinct and sorted")
             coef = read_coef(arrays, est.model_.size)
             est.coef_ = coef
             est.n_iter_ = int(header["n_iter"])
             est.history_ = read_history(header, arrays)
             if "solver_state" in header:
-                state = {k.split(".", 1)[1]: v for k, v in arrays.items()
-                         if k.startswith("state.")}
+                state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
         return est
@@ -522,6 +580,7 @@ def _label_sequence(yi, i):
         has_str = any(isinstance(v, str) for v in yi)
         if has_str and not all(isinstance(v, str) for v in yi):
             kinds = sorted({type(v).__name__ for v in yi})
-            raise TypeError(f"y[{i}] mixes label types {kinds}; labels must be all str or all "
-                            "numbers")
+            raise TypeError(
+                f"y[{i}] mixes label types {kinds}; labels must be all str or all numbers"
+            )
     return np.asarray(yi)

@@ -104,12 +104,13 @@ def decode_all(indptr, indices, data, offsets, W_U, W_B, start, end, out):
         backptr = np.empty((T, K), dtype=np.int32)
         delta = np.empty((2, K))
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        viterbi(scores, T, W_B, start, end, backptr, delta, out[s0:s0 + T])
+        viterbi(scores, T, W_B, start, end, backptr, delta, out[s0 : s0 + T])
 
 
 @njit(cache=True, parallel=True)
-def hinge_all(indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, start, end,
-              hinge, out):
+def hinge_all(
+    indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, start, end, hinge, out
+):
     """Margin-rescaled structured hinge of every sequence:
 
         hinge[i] = max_y [ δ(ȳ_i, y) + s(x_i, y) ] − s(x_i, ȳ_i)   (≥ 0)
@@ -125,10 +126,10 @@ def hinge_all(indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, st
         backptr = np.empty((T, K), dtype=np.int32)
         delta = np.empty((2, K))
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        gold = labels[s0:s0 + T]
+        gold = labels[s0 : s0 + T]
         gold_score = labelling_score(scores, T, W_B, start, end, gold)
         add_hamming_loss(scores, T, gold, loss_weights)
-        best = viterbi(scores, T, W_B, start, end, backptr, delta, out[s0:s0 + T])
+        best = viterbi(scores, T, W_B, start, end, backptr, delta, out[s0 : s0 + T])
         h = best - gold_score
         hinge[i] = h if h > 0.0 else 0.0
 
@@ -236,8 +237,9 @@ def slack_hinge_all(indptr, indices, data, offsets, labels, W_U, W_B, start, end
         V = np.empty((T, K, T + 1))
         back = np.zeros((T, K, T + 1), dtype=np.int32)
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        phi, _ = slack_viterbi(scores, T, W_B, start, end, labels[s0:s0 + T], 1.0, V, back,
-                               out[s0:s0 + T])
+        phi, _ = slack_viterbi(
+            scores, T, W_B, start, end, labels[s0 : s0 + T], 1.0, V, back, out[s0 : s0 + T]
+        )
         hinge[i] = phi
 
 

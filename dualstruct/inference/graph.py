@@ -173,7 +173,7 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
     sweeps over the edges."""
     n, K = theta.shape
     E = edges.shape[0]
-    to_first = np.zeros((E, K))   # δ_{e→u}
+    to_first = np.zeros((E, K))  # δ_{e→u}
     to_second = np.zeros((E, K))  # δ_{e→v}
     belief = theta.copy()
     a = np.empty(K)

@@ -348,8 +348,12 @@ def relaxed_score(a, edges, V, mu, mu_pair):
         total += a[l, 0] + (a[l, 1] - a[l, 0]) * mu[l]
     for e in range(edges.shape[0]):
         ml, mk, m11 = mu[edges[e, 0]], mu[edges[e, 1]], mu_pair[e]
-        total += (V[e, 0, 0] * (1.0 - ml - mk + m11) + V[e, 1, 0] * (ml - m11)
-                  + V[e, 0, 1] * (mk - m11) + V[e, 1, 1] * m11)
+        total += (
+            V[e, 0, 0] * (1.0 - ml - mk + m11)
+            + V[e, 1, 0] * (ml - m11)
+            + V[e, 0, 1] * (mk - m11)
+            + V[e, 1, 1] * m11
+        )
     return total
 
 

@@ -71,8 +71,25 @@ def lambda_oracle(scores, T, W_B, start, end, gold, scale, lam, aug, lw, backptr
 
 
 @njit(cache=True)
-def _query(scores, T, W_B, start, end, gold, scale, gold_score, lam, aug, lw, backptr, delta,
-           cand, out, best_phi, best_loss):
+def _query(
+    scores,
+    T,
+    W_B,
+    start,
+    end,
+    gold,
+    scale,
+    gold_score,
+    lam,
+    aug,
+    lw,
+    backptr,
+    delta,
+    cand,
+    out,
+    best_phi,
+    best_loss,
+):
     """One λ-oracle call; keeps the best labelling so far in ``out``. Returns
     (h, g, best Φ, its loss)."""
     lambda_oracle(scores, T, W_B, start, end, gold, scale, lam, aug, lw, backptr, delta, cand)
@@ -104,8 +121,9 @@ def constrained_oracle(h_of, has, found, T, lam, alpha, beta):
 
 
 @njit(cache=True)
-def bisecting_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug, lw,
-                     backptr, delta, cand, out):
+def bisecting_search(
+    scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug, lw, backptr, delta, cand, out
+):
     """Algorithm 1 (bisecting search) with the λ-oracle; returns (Φ, loss, calls)."""
     gold_score = scale * labelling_score(scores, T, W_B, start, end, gold)
     best_phi, best_loss = 0.0, 0
@@ -116,9 +134,25 @@ def bisecting_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, a
     lam = lam0
     calls = 0
     while calls < max_calls:
-        h, g, best_phi, best_loss = _query(scores, T, W_B, start, end, gold, scale, gold_score,
-                                           lam, aug, lw, backptr, delta, cand, out, best_phi,
-                                           best_loss)
+        h, g, best_phi, best_loss = _query(
+            scores,
+            T,
+            W_B,
+            start,
+            end,
+            gold,
+            scale,
+            gold_score,
+            lam,
+            aug,
+            lw,
+            backptr,
+            delta,
+            cand,
+            out,
+            best_phi,
+            best_loss,
+        )
         calls += 1
         u0, u1 = h, lam * g
         v0, v1 = float(g), h / lam
@@ -137,8 +171,9 @@ def bisecting_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, a
 
 
 @njit(cache=True)
-def binary_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug, lw,
-                  backptr, delta, cand, out):
+def binary_search(
+    scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug, lw, backptr, delta, cand, out
+):
     """Lemma 1: bisection on log λ of ``F̄(λ) = ¼ max_y (h/λ + λ g)²`` (its maximizer is the
     λ-oracle at λ²); the slope's sign ``g − h/λ²`` tells the side. Returns (Φ, loss, calls)."""
     gold_score = scale * labelling_score(scores, T, W_B, start, end, gold)
@@ -151,9 +186,25 @@ def binary_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug,
     while calls < max_calls and hi - lo > 1e-3:
         mid = 0.5 * (lo + hi)
         lam = math.exp(mid)
-        h, g, best_phi, best_loss = _query(scores, T, W_B, start, end, gold, scale, gold_score,
-                                           lam * lam, aug, lw, backptr, delta, cand, out,
-                                           best_phi, best_loss)
+        h, g, best_phi, best_loss = _query(
+            scores,
+            T,
+            W_B,
+            start,
+            end,
+            gold,
+            scale,
+            gold_score,
+            lam * lam,
+            aug,
+            lw,
+            backptr,
+            delta,
+            cand,
+            out,
+            best_phi,
+            best_loss,
+        )
         calls += 1
         if g - h / (lam * lam) > 0.0:
             hi = mid
@@ -163,8 +214,9 @@ def binary_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, aug,
 
 
 @njit(cache=True)
-def angular_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, V, back,
-                   cache, use_cache, out):
+def angular_search(
+    scores, T, W_B, start, end, gold, scale, lam0, max_calls, V, back, cache, use_cache, out
+):
     """Algorithm 2 (angular search) with the constrained λ-oracle; exact.
 
     An angle is a range of slopes ``[β, α)`` of ``g/h``; the queue holds angles with an upper
@@ -255,25 +307,74 @@ def angular_search(scores, T, W_B, start, end, gold, scale, lam0, max_calls, V, 
 
 
 @njit(cache=True)
-def slack_oracle(search, scores, T, W_B, start, end, gold, scale, V, back, aug, lw, backptr,
-                 delta, cand, cache, use_cache, out):
+def slack_oracle(
+    search,
+    scores,
+    T,
+    W_B,
+    start,
+    end,
+    gold,
+    scale,
+    V,
+    back,
+    aug,
+    lw,
+    backptr,
+    delta,
+    cand,
+    cache,
+    use_cache,
+    out,
+):
     """Dispatch to the chosen slack search; returns (Φ, loss, oracle calls)."""
     if search == EXACT or scale <= 0.0:
         phi, loss = slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out)
         return phi, loss, 1
     if search == ANGULAR:  # Theorem 2: at most 2M + 1 calls over the M ≤ T envelope points
-        return angular_search(scores, T, W_B, start, end, gold, scale, 1.0,
-                              max(MAX_CALLS, 2 * T + 1), V, back, cache, use_cache, out)
+        return angular_search(
+            scores,
+            T,
+            W_B,
+            start,
+            end,
+            gold,
+            scale,
+            1.0,
+            max(MAX_CALLS, 2 * T + 1),
+            V,
+            back,
+            cache,
+            use_cache,
+            out,
+        )
     if search == BISECTING:
-        return bisecting_search(scores, T, W_B, start, end, gold, scale, 1.0, MAX_CALLS, aug,
-                                lw, backptr, delta, cand, out)
-    return binary_search(scores, T, W_B, start, end, gold, scale, 1.0, MAX_CALLS, aug, lw,
-                         backptr, delta, cand, out)
+        return bisecting_search(
+            scores,
+            T,
+            W_B,
+            start,
+            end,
+            gold,
+            scale,
+            1.0,
+            MAX_CALLS,
+            aug,
+            lw,
+            backptr,
+            delta,
+            cand,
+            out,
+        )
+    return binary_search(
+        scores, T, W_B, start, end, gold, scale, 1.0, MAX_CALLS, aug, lw, backptr, delta, cand, out
+    )
 
 
 @njit(cache=True)
-def search_all(search, indptr, indices, data, offsets, labels, W_U, W_B, start, end, phi_out,
-               calls_out, out):
+def search_all(
+    search, indptr, indices, data, offsets, labels, W_U, W_B, start, end, phi_out, calls_out, out
+):
     """Run one search for every sequence at the given weights (no cache): Φ, calls, labels."""
     n = offsets.shape[0] - 1
     K = W_U.shape[1]
@@ -292,8 +393,25 @@ def search_all(search, indptr, indices, data, offsets, labels, W_U, W_B, start, 
         s0 = offsets[i]
         T = offsets[i + 1] - s0
         unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        phi, _, calls = slack_oracle(search, scores, T, W_B, start, end, labels[s0:s0 + T],
-                                     1.0, V, back, aug, lw, backptr, delta, cand, cand, False,
-                                     out[s0:s0 + T])
+        phi, _, calls = slack_oracle(
+            search,
+            scores,
+            T,
+            W_B,
+            start,
+            end,
+            labels[s0 : s0 + T],
+            1.0,
+            V,
+            back,
+            aug,
+            lw,
+            backptr,
+            delta,
+            cand,
+            cand,
+            False,
+            out[s0 : s0 + T],
+        )
         phi_out[i] = phi
         calls_out[i] = calls

@@ -7,6 +7,17 @@ from .multiclass import MultiClassModel
 from .multilabel import MultiLabelModel, MultiLabelWeights, chow_liu_edges
 from .user import UserModel
 
-__all__ = ["StructuredModel", "KernelModel", "UserModel", "MultiClassModel", "GraphCRF",
-           "EdgeFeatureGraphCRF", "grid_edges", "ChainModel",
-           "ChainWeights", "MultiLabelModel", "MultiLabelWeights", "chow_liu_edges"]
+__all__ = [
+    "StructuredModel",
+    "KernelModel",
+    "UserModel",
+    "MultiClassModel",
+    "GraphCRF",
+    "EdgeFeatureGraphCRF",
+    "grid_edges",
+    "ChainModel",
+    "ChainWeights",
+    "MultiLabelModel",
+    "MultiLabelWeights",
+    "chow_liu_edges",
+]

@@ -99,6 +99,24 @@ class StructuredModel(Protocol):
     ``size_joint_feature`` is the length of φ; ``joint_feature(x, y)`` returns φ(x, y);
     ``loss(y, y_hat)`` the task loss δ; ``inference(x, w)`` the highest-scoring labelling and
     ``loss_augmented_inference(x, y, w)`` the maximizer of ``δ(y, ·) + ⟨w, φ(x, ·)⟩``.
+    A class implements it by having these names; it is not instantiated or subclassed.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        None: the protocol only names the methods.
+
+    Examples
+    --------
+    >>> from dualstruct.models import StructuredModel
+    >>> class Constant:
+    ...     size_joint_feature = 1
+    ...     def joint_feature(self, x, y): return [float(y)]
+    ...     def loss(self, y, y_hat): return float(y != y_hat)
+    ...     def inference(self, x, w): return 0
+    ...     def loss_augmented_inference(self, x, y, w): return 1 - y
+    >>> isinstance(Constant(), StructuredModel)
+    True
     """
 
     size_joint_feature: int
@@ -195,8 +213,21 @@ def oracle_loss(k, i, ws, y):
     raise NotImplementedError
 
 
-KERNEL_FUNCTIONS = (workspace, prepare, score, loss, oracle, oracle_value, decode, add_difference,
-                    difference_sq_norm, status, slack_oracle, add_oracle_difference, oracle_loss)
+KERNEL_FUNCTIONS = (
+    workspace,
+    prepare,
+    score,
+    loss,
+    oracle,
+    oracle_value,
+    decode,
+    add_difference,
+    difference_sq_norm,
+    status,
+    slack_oracle,
+    add_oracle_difference,
+    oracle_loss,
+)
 
 #: kernel classes that registered each optional function (the default serves the others)
 _OPTIONAL = {slack_oracle: set(), add_oracle_difference: set(), oracle_loss: set()}
@@ -241,12 +272,12 @@ def _register_default(generic, impl):
 
 
 def _no_slack_oracle(k, i, w, ws, scale, search, seed, y):
-    y[:] = k.labels[k.label_offsets[i]:k.label_offsets[i + 1]]
+    y[:] = k.labels[k.label_offsets[i] : k.label_offsets[i + 1]]
     return np.nan, 0  # never called: the solvers ask check_slack() first
 
 
 def _labelling_difference(k, i, ws, y, c, w):
-    gold = k.labels[k.label_offsets[i]:k.label_offsets[i + 1]]
+    gold = k.labels[k.label_offsets[i] : k.label_offsets[i + 1]]
     add_difference(k, i, gold, y, c, w)
 
 
@@ -270,12 +301,20 @@ def weighted_hamming(gold, loss_weights, y):
 
 
 class KernelModel:
-    """Base of the built-in models that supply a numba kernel: the hinge, prediction and the
-    cutting plane's aggregated constraint over all blocks, computed by the shared compiled
-    loops of :mod:`dualstruct.solvers._block_kernels`.
+    """Base of the models that supply a numba kernel: the hinge, prediction and the cutting
+    plane's aggregated constraint over all blocks, computed by the shared compiled loops of
+    :mod:`dualstruct.solvers._block_kernels`.
 
-    Subclasses define ``size``, ``kernel(data)`` (the ``NamedTuple``) and, for the estimators,
-    how raw inputs become block data."""
+    Subclasses define ``size``, ``block_data(data)`` (the kernel ``NamedTuple`` of arrays, in
+    a :class:`~dualstruct.data.BlockData`) and, for the estimators, how raw inputs become block
+    data. ``dualstruct/models/multiclass`` is a complete example.
+
+    Examples
+    --------
+    >>> from dualstruct.models import KernelModel, MultiClassModel
+    >>> isinstance(MultiClassModel(3, 4), KernelModel)
+    True
+    """
 
     kind = "block"
 
@@ -338,8 +377,10 @@ class KernelModel:
 
             bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
             with ThreadPoolExecutor(jobs) as pool:
-                done = [pool.submit(decode_range, k, w, int(a), int(b), out, scores)
-                        for a, b in zip(bounds[:-1], bounds[1:])]
+                done = [
+                    pool.submit(decode_range, k, w, int(a), int(b), out, scores)
+                    for a, b in zip(bounds[:-1], bounds[1:])
+                ]
                 for d in done:
                     d.result()
         data.raise_status()
@@ -358,7 +399,8 @@ class KernelModel:
         hinge = np.empty(data.n_blocks)
         out = np.empty_like(k.labels)
         psi = self.init_weights()
-        total_loss = aggregate_constraint_all(k, np.ascontiguousarray(w, dtype=np.float64),
-                                              slack, hinge, out, psi)
+        total_loss = aggregate_constraint_all(
+            k, np.ascontiguousarray(w, dtype=np.float64), slack, hinge, out, psi
+        )
         data.raise_status()
         return hinge, psi, float(total_loss)

@@ -73,8 +73,15 @@ class ChainModel:
 
     kind = "chain"
 
-    def __init__(self, n_labels: int, n_features: int, *, start_end: bool = True,
-                 loss_weights=None, support=None):
+    def __init__(
+        self,
+        n_labels: int,
+        n_features: int,
+        *,
+        start_end: bool = True,
+        loss_weights=None,
+        support=None,
+    ):
         if n_labels < 1:
             raise ValueError(f"n_labels must be >= 1, got {n_labels}")
         if n_features < 1:
@@ -93,8 +100,9 @@ class ChainModel:
             raise ValueError("loss_weights must be finite and non-negative")
         self.loss_weights = loss_weights
         self._zeros = np.zeros(self.n_labels)
-        self.support = None if support is None else check_support(
-            support, self.n_features, self.n_labels)
+        self.support = (
+            None if support is None else check_support(support, self.n_features, self.n_labels)
+        )
 
     # -- parameter layout ---------------------------------------------------------------------
     @property
@@ -122,14 +130,18 @@ class ChainModel:
         unigram = w[:a].reshape(d, K) if self.support is None else w[:a]
         transition = w[a:b].reshape(K, K)
         if self.start_end:
-            start, end = w[b:b + K], w[b + K:b + 2 * K]
+            start, end = w[b : b + K], w[b + K : b + 2 * K]
         else:
             start = end = self._zeros
         return ChainWeights(unigram, transition, start, end)
 
     def params(self) -> dict:
-        return {"n_labels": self.n_labels, "n_features": self.n_features,
-                "start_end": self.start_end, "sparse": self.support is not None}
+        return {
+            "n_labels": self.n_labels,
+            "n_features": self.n_features,
+            "start_end": self.start_end,
+            "sparse": self.support is not None,
+        }
 
     # -- oracles ------------------------------------------------------------------------------
     def _check_data(self, data: PackedSequences):
@@ -145,8 +157,13 @@ class ChainModel:
         if labelled and data.labels is None:
             raise ValueError("the hinge loss needs labelled data")
         W = self.unpack(w)
-        return (*data.kernel_arrays(), np.ascontiguousarray(W.unigram),
-                np.ascontiguousarray(W.transition), W.start, W.end)
+        return (
+            *data.kernel_arrays(),
+            np.ascontiguousarray(W.unigram),
+            np.ascontiguousarray(W.transition),
+            W.start,
+            W.end,
+        )
 
     def unary_matrix(self, w):
         """The unary weights as a (d, K) matrix: a dense array, or with a support a CSR
@@ -160,8 +177,7 @@ class ChainModel:
         km = self.kernel_model()
         return km, km.block_data(data, labelled=labelled)
 
-    def predict(self, w: np.ndarray, data: PackedSequences, n_jobs=None,
-                return_scores=False):
+    def predict(self, w: np.ndarray, data: PackedSequences, n_jobs=None, return_scores=False):
         """Viterbi labels (codes) for every token of ``data``; with ``return_scores`` also
         each sequence's score ``⟨w, φ(x, ŷ)⟩``. ``n_jobs`` threads share the sequences
         (None: 1; −1: every core)."""
@@ -181,8 +197,20 @@ class ChainModel:
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         hinge = np.empty(data.n_sequences)
         out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.hinge_all(indptr, indices, values, offsets, data.labels, self.loss_weights,
-                          U, B, start, end, hinge, out)
+        kernels.hinge_all(
+            indptr,
+            indices,
+            values,
+            offsets,
+            data.labels,
+            self.loss_weights,
+            U,
+            B,
+            start,
+            end,
+            hinge,
+            out,
+        )
         return hinge, out
 
     def slack_hinge(self, w: np.ndarray, data: PackedSequences):
@@ -195,8 +223,9 @@ class ChainModel:
         indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
         hinge = np.empty(data.n_sequences)
         out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.slack_hinge_all(indptr, indices, values, offsets, data.labels, U, B, start, end,
-                                hinge, out)
+        kernels.slack_hinge_all(
+            indptr, indices, values, offsets, data.labels, U, B, start, end, hinge, out
+        )
         return hinge, out
 
     def slack_search(self, w: np.ndarray, data: PackedSequences, search: str = "angular"):
@@ -213,8 +242,21 @@ class ChainModel:
         phi = np.empty(data.n_sequences)
         calls = np.empty(data.n_sequences, dtype=np.int64)
         out = np.empty(data.n_tokens, dtype=np.int32)
-        search_all(SEARCHES[search], indptr, indices, values, offsets, data.labels, U, B, start,
-                   end, phi, calls, out)
+        search_all(
+            SEARCHES[search],
+            indptr,
+            indices,
+            values,
+            offsets,
+            data.labels,
+            U,
+            B,
+            start,
+            end,
+            phi,
+            calls,
+            out,
+        )
         return phi, calls, out
 
     def kernel_model(self):
@@ -226,8 +268,9 @@ class ChainModel:
 
     def check_slack(self):
         if not np.all(self.loss_weights == 1.0):
-            raise ValueError("slack rescaling supports the unit Hamming loss only "
-                             "(loss_weights must all be 1)")
+            raise ValueError(
+                "slack rescaling supports the unit Hamming loss only (loss_weights must all be 1)"
+            )
 
     # -- loss and features (reference implementations, used by tests and tools) ---------------
     def loss(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -249,9 +292,10 @@ class ChainModel:
             x = sp.csr_matrix(x, dtype=np.float64)
             indptr, labels = self.support
             for t in range(x.shape[0]):
-                for f, v in zip(x.indices[x.indptr[t]:x.indptr[t + 1]],
-                                x.data[x.indptr[t]:x.indptr[t + 1]]):
-                    row = labels[indptr[f]:indptr[f + 1]]
+                for f, v in zip(
+                    x.indices[x.indptr[t] : x.indptr[t + 1]], x.data[x.indptr[t] : x.indptr[t + 1]]
+                ):
+                    row = labels[indptr[f] : indptr[f + 1]]
                     q = np.searchsorted(row, y[t])
                     if q < len(row) and row[q] == y[t]:
                         P.unigram[indptr[f] + q] += v
@@ -263,16 +307,33 @@ class ChainModel:
         return phi
 
 
-def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1,
-                     full_rows_from: float = FULL_ROWS_FROM):
-    """The (feature, label) pairs met in labelled ``data`` at least ``min_count`` times (a
-    token with feature f active and gold label a meets (f, a)), as a support
+def observed_support(
+    data: PackedSequences, n_labels: int, min_count: int = 1, full_rows_from: float = FULL_ROWS_FROM
+):
+    """The (feature, label) pairs met in labelled sequences, as a support
     ``(indptr, labels)``: CRFsuite's default of a weight only where a feature met a label.
 
-    A feature that met at least ``full_rows_from`` × K labels gets all K (a frequent feature:
-    the bias, a common word or suffix): its row is then read as one contiguous block, which
-    the unary scores and updates do faster than a scattered list. 1.0 keeps the pairs met
-    only.
+    A token with feature f active and gold label a meets (f, a). A feature that met at least
+    ``full_rows_from`` × K labels gets all K (a frequent feature: the bias, a common word or
+    suffix): its row is then read as one contiguous block, which the unary scores and updates
+    do faster than a scattered list. 1.0 keeps the pairs met only.
+
+    Parameters
+    ----------
+    data : PackedSequences
+        Labelled training data.
+    n_labels : int
+        K.
+    min_count : int, default 1
+        How often a pair must be met.
+    full_rows_from : float, default 0.25
+
+    Returns
+    -------
+    indptr : ndarray of int64
+        (d + 1,) row offsets.
+    labels : ndarray of int32
+        The allowed labels of each feature, by row.
 
     Examples
     --------
@@ -291,5 +352,6 @@ def observed_support(data: PackedSequences, n_labels: int, min_count: int = 1,
     keys = X.indices.astype(np.int64) * n_labels + data.labels[token_of_entry]
     keys, counts = np.unique(keys, return_counts=True)
     features, labels = np.divmod(keys, n_labels)
-    return support_from_pairs(features, labels, counts, X.shape[1], n_labels, min_count,
-                              full_rows_from)
+    return support_from_pairs(
+        features, labels, counts, X.shape[1], n_labels, min_count, full_rows_from
+    )

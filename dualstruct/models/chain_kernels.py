@@ -27,36 +27,36 @@ from .support import entry_position, entry_rows, entry_unigram_scores
 
 
 class ChainKernel(NamedTuple):
-    indptr: np.ndarray         # CSR token rows
+    indptr: np.ndarray  # CSR token rows
     indices: np.ndarray
     values: np.ndarray
-    labels: np.ndarray         # int32 gold label per token
+    labels: np.ndarray  # int32 gold label per token
     label_offsets: np.ndarray  # int64 sequence offsets (n + 1)
-    loss_weights: np.ndarray   # (K,)
-    gram: np.ndarray           # token Gram matrices, packed per sequence
-    gram_offsets: np.ndarray   # int64 (n + 1)
+    loss_weights: np.ndarray  # (K,)
+    gram: np.ndarray  # token Gram matrices, packed per sequence
+    gram_offsets: np.ndarray  # int64 (n + 1)
     n_labels: int
     n_features: int
     start_end: bool
     max_length: int
-    sparse: bool               # unary weights only on the support (below), else dense d × K
+    sparse: bool  # unary weights only on the support (below), else dense d × K
     support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed labels are
     support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
-    n_unary: int               # unary weights: d·K dense, the support's size sparse
-    max_sequence_nnz: int      # most feature entries of one sequence (sparse scratch size)
-    entry_start: np.ndarray    # sparse: int64 per data entry, its feature's support row
-    entry_count: np.ndarray    # and int32 its length (models.support.entry_rows)
+    n_unary: int  # unary weights: d·K dense, the support's size sparse
+    max_sequence_nnz: int  # most feature entries of one sequence (sparse scratch size)
+    entry_start: np.ndarray  # sparse: int64 per data entry, its feature's support row
+    entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
 
 
 class _Workspace(NamedTuple):
-    scores: np.ndarray   # (T, K) unigram scores of the prepared sequence
-    aug: np.ndarray      # (T, K) the last oracle's loss-augmented scores
+    scores: np.ndarray  # (T, K) unigram scores of the prepared sequence
+    aug: np.ndarray  # (T, K) the last oracle's loss-augmented scores
     backptr: np.ndarray  # (T, K) int32
-    delta: np.ndarray    # (2, K)
-    zeros: np.ndarray    # (K,) start/end scores without start_end
-    acc: np.ndarray      # sparse: (n_unary,) zeros, scratch of difference_sq_norm
+    delta: np.ndarray  # (2, K)
+    zeros: np.ndarray  # (K,) start/end scores without start_end
+    acc: np.ndarray  # sparse: (n_unary,) zeros, scratch of difference_sq_norm
     touched: np.ndarray  # sparse: int64 positions of acc in use
-    row: np.ndarray      # (K,) sparse: one token's unigram scores being summed
+    row: np.ndarray  # (K,) sparse: one token's unigram scores being summed
 
 
 @njit(cache=True, inline="always")
@@ -66,7 +66,7 @@ def _chain_views(k, w, zeros):
     a = k.n_unary
     b = a + K * K
     if k.start_end:
-        return w[a:b].reshape((K, K)), w[b:b + K], w[b + K:b + 2 * K]
+        return w[a:b].reshape((K, K)), w[b : b + K], w[b + K : b + 2 * K]
     return w[a:b].reshape((K, K)), zeros, zeros
 
 
@@ -75,21 +75,38 @@ def _workspace(k):
     T, K = max(k.max_length, 1), k.n_labels
     n_acc = k.n_unary if k.sparse else 1
     n_touched = 2 * k.max_sequence_nnz if k.sparse else 1
-    return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((T, K), dtype=np.int32),
-                      np.empty((2, K)), np.zeros(K), np.zeros(n_acc),
-                      np.zeros(n_touched, dtype=np.int64), np.empty(K))
+    return _Workspace(
+        np.empty((T, K)),
+        np.empty((T, K)),
+        np.empty((T, K), dtype=np.int32),
+        np.empty((2, K)),
+        np.zeros(K),
+        np.zeros(n_acc),
+        np.zeros(n_touched, dtype=np.int64),
+        np.empty(K),
+    )
 
 
 @base.implements(base.prepare, ChainKernel)
 def _prepare(k, i, w, ws):
     if k.sparse:
-        entry_unigram_scores(k.indptr, k.entry_start, k.entry_count, k.values,
-                             k.label_offsets[i], k.label_offsets[i + 1], k.support_labels, w,
-                             ws.scores, ws.row)
+        entry_unigram_scores(
+            k.indptr,
+            k.entry_start,
+            k.entry_count,
+            k.values,
+            k.label_offsets[i],
+            k.label_offsets[i + 1],
+            k.support_labels,
+            w,
+            ws.scores,
+            ws.row,
+        )
         return
-    W_U = w[:k.n_features * k.n_labels].reshape((k.n_features, k.n_labels))
-    unigram_scores(k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1],
-                   W_U, ws.scores)
+    W_U = w[: k.n_features * k.n_labels].reshape((k.n_features, k.n_labels))
+    unigram_scores(
+        k.indptr, k.indices, k.values, k.label_offsets[i], k.label_offsets[i + 1], W_U, ws.scores
+    )
 
 
 @base.implements(base.score, ChainKernel)
@@ -100,7 +117,7 @@ def _score(k, i, w, ws, y):
 @base.implements(base.loss, ChainKernel)
 def _loss(k, i, y):
     start = k.label_offsets[i]
-    return base.weighted_hamming(k.labels[start:start + y.shape[0]], k.loss_weights, y)
+    return base.weighted_hamming(k.labels[start : start + y.shape[0]], k.loss_weights, y)
 
 
 @base.implements(base.oracle, ChainKernel)
@@ -197,10 +214,12 @@ def _sparse_unary_sq_norm(k, i, ws, ya, yb):
         row = s0 + t
         for p in range(k.indptr[row], k.indptr[row + 1]):
             v = k.values[p]
-            pa = entry_position(k.entry_start, k.entry_count, k.support_labels, k.n_labels, p,
-                                ya[t])
-            pb = entry_position(k.entry_start, k.entry_count, k.support_labels, k.n_labels, p,
-                                yb[t])
+            pa = entry_position(
+                k.entry_start, k.entry_count, k.support_labels, k.n_labels, p, ya[t]
+            )
+            pb = entry_position(
+                k.entry_start, k.entry_count, k.support_labels, k.n_labels, p, yb[t]
+            )
             if pa >= 0:
                 acc[pa] += v
                 touched[n] = pa
@@ -292,9 +311,26 @@ def _slack_oracle(k, i, w, ws, scale, search, seed, y):
     back = np.zeros((T, K, T + 1), dtype=np.int32)
     lw = np.empty(K)
     cand = np.empty(T, dtype=np.int32)
-    value, _, calls = chain_slack_oracle(search, ws.scores, T, W_B, start, end,
-                                         k.labels[s0:s0 + T], scale, V, back, ws.aug, lw,
-                                         ws.backptr, ws.delta, cand, seed, True, y)
+    value, _, calls = chain_slack_oracle(
+        search,
+        ws.scores,
+        T,
+        W_B,
+        start,
+        end,
+        k.labels[s0 : s0 + T],
+        scale,
+        V,
+        back,
+        ws.aug,
+        lw,
+        ws.backptr,
+        ws.delta,
+        cand,
+        seed,
+        True,
+        y,
+    )
     return value, calls
 
 
@@ -344,16 +380,34 @@ class ChainKernelModel(base.KernelModel):
             gram_offsets, gram = sequence_gram_matrices(data)
             support_indptr = np.zeros(1, dtype=np.int64)
             support_labels = np.zeros(0, dtype=np.int32)
-        labels = (data.labels.astype(np.int32) if data.labels is not None
-                  else np.zeros(data.n_tokens, dtype=np.int32))
+        labels = (
+            data.labels.astype(np.int32)
+            if data.labels is not None
+            else np.zeros(data.n_tokens, dtype=np.int32)
+        )
         lengths = np.diff(offsets)
         seq_nnz = np.diff(indptr[offsets]) if len(offsets) > 1 else np.zeros(0, np.int64)
-        kernel = ChainKernel(indptr, indices, values, labels, offsets, c.loss_weights, gram,
-                             gram_offsets, c.n_labels, c.n_features, c.start_end,
-                             int(lengths.max()) if len(lengths) else 0, sparse, support_indptr,
-                             support_labels, c.n_unary,
-                             int(seq_nnz.max()) if len(seq_nnz) else 0, entry_start,
-                             entry_count)
+        kernel = ChainKernel(
+            indptr,
+            indices,
+            values,
+            labels,
+            offsets,
+            c.loss_weights,
+            gram,
+            gram_offsets,
+            c.n_labels,
+            c.n_features,
+            c.start_end,
+            int(lengths.max()) if len(lengths) else 0,
+            sparse,
+            support_indptr,
+            support_labels,
+            c.n_unary,
+            int(seq_nnz.max()) if len(seq_nnz) else 0,
+            entry_start,
+            entry_count,
+        )
         return BlockData(kernel, (indptr, indices, values))
 
     def predict(self, w, data):

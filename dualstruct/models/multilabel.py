@@ -119,9 +119,20 @@ def pair_features(d_l, d_k, d_lk, table):
 
 
 def chow_liu_edges(Y, smoothing=1.0):
-    """Edges of the maximum spanning tree over the pairwise mutual information of the
-    binary label columns of ``Y`` (n × L), with additive ``smoothing`` of the 2×2 counts.
-    Prim's algorithm, O(L²); ties go to the smaller label index.
+    """The Chow–Liu tree of binary label columns: the maximum spanning tree over their pairwise
+    mutual information (Prim's algorithm, O(L²); ties go to the smaller label index).
+
+    Parameters
+    ----------
+    Y : array of shape (n, L)
+        0/1 labels.
+    smoothing : float, default 1.0
+        Additive smoothing of the 2 × 2 counts.
+
+    Returns
+    -------
+    ndarray of int64
+        (L − 1, 2) edges.
 
     Examples
     --------
@@ -165,6 +176,22 @@ def chow_liu_edges(Y, smoothing=1.0):
 class MultiLabelModel:
     """L binary labels over n_features features with pairwise interactions on ``edges``.
 
+    Parameters
+    ----------
+    n_labels, n_features : int
+        L and d.
+    edges : {"independent", "chain", "tree", "full"} or (E, 2) int array, default "full"
+        The interacting label pairs (``"tree"``: set by :meth:`fit_edges`).
+    loss_weights : array of L positive numbers, optional
+        Per-label weights of the Hamming loss (default 1).
+    inference : {"auto", "exact", "lp"}, default "auto"
+        Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation;
+        "auto" is exact on forests and up to 10 labels.
+    interactions : {"11", "table"}, default "11"
+        An edge scores its (1, 1) outcome, or a full 2 × 2 table.
+    support : (indptr, labels), optional
+        Sparse feature–label weights (:func:`observed_support`); None: dense d × L.
+
     Examples
     --------
     >>> from dualstruct.models import MultiLabelModel
@@ -177,13 +204,21 @@ class MultiLabelModel:
 
     kind = "multilabel"
 
-    def __init__(self, n_labels: int, n_features: int, *, edges="full", loss_weights=None,
-                 inference="auto", interactions="11", support=None):
+    def __init__(
+        self,
+        n_labels: int,
+        n_features: int,
+        *,
+        edges="full",
+        loss_weights=None,
+        inference="auto",
+        interactions="11",
+        support=None,
+    ):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
         if interactions not in INTERACTIONS:
-            raise ValueError(f"interactions must be one of {INTERACTIONS}, got "
-                             f"{interactions!r}")
+            raise ValueError(f"interactions must be one of {INTERACTIONS}, got {interactions!r}")
         self.inference = inference
         self.interactions = interactions
         if n_labels < 1:
@@ -201,15 +236,21 @@ class MultiLabelModel:
         self.edge_kind = edges if isinstance(edges, str) else "explicit"
         if isinstance(edges, str):
             if edges not in EDGE_KINDS:
-                raise ValueError(f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got "
-                                 f"{edges!r}")
-            pairs = {"independent": [], "chain": [(l, l + 1) for l in range(L - 1)],
-                     "tree": [], "full": [(l, k) for l in range(L) for k in range(l + 1, L)]}
+                raise ValueError(
+                    f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got {edges!r}"
+                )
+            pairs = {
+                "independent": [],
+                "chain": [(l, l + 1) for l in range(L - 1)],
+                "tree": [],
+                "full": [(l, k) for l in range(L) for k in range(l + 1, L)],
+            }
             self.edges = np.array(pairs[edges], dtype=np.int64).reshape(-1, 2)
         else:
             self.edges = self._check_edges(edges)
-        self.support = None if support is None else check_support(support, self.n_features,
-                                                                  self.n_labels)
+        self.support = (
+            None if support is None else check_support(support, self.n_features, self.n_labels)
+        )
 
     def _check_edges(self, edges):
         edges = np.asarray(edges)
@@ -278,8 +319,17 @@ class MultiLabelModel:
         out = np.empty((X.shape[0], self.n_labels))
         indptr, labels = self.support
         X = sp.csr_matrix(X)
-        sparse_unigram_scores(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
-                              0, X.shape[0], indptr, labels, U, out)
+        sparse_unigram_scores(
+            X.indptr.astype(np.int64),
+            X.indices.astype(np.int64),
+            X.data,
+            0,
+            X.shape[0],
+            indptr,
+            labels,
+            U,
+            out,
+        )
         return out
 
     def _set_unary_sums(self, unary, X, D):
@@ -290,8 +340,14 @@ class MultiLabelModel:
             return
         X = sp.csr_matrix(X)
         unary[:] = 0.0
-        support_gather(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
-                       np.ascontiguousarray(D, dtype=np.float64), *self.support, unary)
+        support_gather(
+            X.indptr.astype(np.int64),
+            X.indices.astype(np.int64),
+            X.data,
+            np.ascontiguousarray(D, dtype=np.float64),
+            *self.support,
+            unary,
+        )
 
     def _check_labels(self, Y):
         Y = np.asarray(Y)
@@ -322,8 +378,12 @@ class MultiLabelModel:
         ``d_unary`` (n × L) and (1, 1) differences ``d_pair`` (n × E or its column sums)."""
         e0, e1 = self.edges[:, 0], self.edges[:, 1]
         d_lk = d_pair if np.ndim(d_pair) == 1 else d_pair.sum(axis=0)
-        return pair_features(d_unary[:, e0].sum(axis=0), d_unary[:, e1].sum(axis=0), d_lk,
-                             self.interactions == "table")
+        return pair_features(
+            d_unary[:, e0].sum(axis=0),
+            d_unary[:, e1].sum(axis=0),
+            d_lk,
+            self.interactions == "table",
+        )
 
     @property
     def inference_code(self) -> int:
@@ -336,8 +396,10 @@ class MultiLabelModel:
         if self.n_labels <= limit:
             return ENUMERATE
         if self.inference == "exact":
-            raise ValueError(f"exact inference on a loopy graph needs n_labels <= "
-                             f"{MAX_ENUMERATED_LABELS} (enumeration); use inference='lp'")
+            raise ValueError(
+                f"exact inference on a loopy graph needs n_labels <= "
+                f"{MAX_ENUMERATED_LABELS} (enumeration); use inference='lp'"
+            )
         return LP
 
     @property
@@ -365,11 +427,14 @@ class MultiLabelModel:
         """Slack rescaling needs the unit Hamming loss and enumerable labellings (L ≤ 16):
         its oracle reads the best score at every loss value (:func:`loss_table`)."""
         if not np.all(self.loss_weights == 1.0):
-            raise ValueError("slack rescaling supports the unit Hamming loss only "
-                             "(loss_weights must all be 1)")
+            raise ValueError(
+                "slack rescaling supports the unit Hamming loss only (loss_weights must all be 1)"
+            )
         if self.n_labels > MAX_ENUMERATED_LABELS:
-            raise ValueError(f"slack rescaling of multi-label models enumerates the "
-                             f"labellings: n_labels must be <= {MAX_ENUMERATED_LABELS}")
+            raise ValueError(
+                f"slack rescaling of multi-label models enumerates the "
+                f"labellings: n_labels must be <= {MAX_ENUMERATED_LABELS}"
+            )
 
     def slack_hinge(self, w, X, Y=None):
         """Per-example slack-rescaled hinge ``max_y δ(ȳ, y)(1 + s(y) − s(ȳ))`` (exact, by
@@ -380,8 +445,9 @@ class MultiLabelModel:
         X, Y = self._check_X(X), self._check_labels(Y)
         W, V = self._tables(w)
         out = np.zeros(Y.shape, dtype=np.int64)
-        hinge = kernels.slack_all(kernels.unary_tables(self.label_scores_of(w, X)), self.edges,
-                                  V, Y, out)
+        hinge = kernels.slack_all(
+            kernels.unary_tables(self.label_scores_of(w, X)), self.edges, V, Y, out
+        )
         return hinge, out
 
     def _is_forest(self):
@@ -419,9 +485,19 @@ class MultiLabelModel:
         integral = np.ones(n, dtype=np.bool_)
         bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
         with ThreadPoolExecutor(jobs) as pool:
-            done = [pool.submit(kernels.map_all, A[a:b], self.edges, V, self.inference_code,
-                                False, out[a:b], integral[a:b])
-                    for a, b in zip(bounds[:-1], bounds[1:])]
+            done = [
+                pool.submit(
+                    kernels.map_all,
+                    A[a:b],
+                    self.edges,
+                    V,
+                    self.inference_code,
+                    False,
+                    out[a:b],
+                    integral[a:b],
+                )
+                for a, b in zip(bounds[:-1], bounds[1:])
+            ]
             for d in done:
                 d.result()
         self.last_integral_ = integral
@@ -441,8 +517,9 @@ class MultiLabelModel:
         X, Y = self._check_X(X), self._check_labels(Y)
         W, V = self._tables(w)
         theta = self.label_scores_of(w, X)
-        best, out = self._map_all(kernels.unary_tables(theta, Y, self.loss_weights), V,
-                                  relaxed=True)
+        best, out = self._map_all(
+            kernels.unary_tables(theta, Y, self.loss_weights), V, relaxed=True
+        )
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
         return best - gold, out
 
@@ -460,7 +537,8 @@ class MultiLabelModel:
             self._set_unary_sums(P.unary, data.X, d_unary)
             e0, e1 = self.edges[:, 0], self.edges[:, 1]
             P.pairwise[:] = self._pair_psi(
-                d_unary, loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1]))
+                d_unary, loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1])
+            )
             return hinge, psi, float(loss.sum())
         X, Y = self._check_X(data.X), self._check_labels(data.Y)
         W, V = self._tables(w)
@@ -470,8 +548,15 @@ class MultiLabelModel:
         P = self.unpack(psi)
         pair_sum = np.zeros(len(self.edges))  # Σ_i ȳ_il ȳ_ik − μ̂^pair_ie
         best, losses = kernels.relaxed_sums(
-            kernels.unary_tables(theta, Y, self.loss_weights), self.edges, V,
-            self.inference_code, Y, self.loss_weights, mu, pair_sum)
+            kernels.unary_tables(theta, Y, self.loss_weights),
+            self.edges,
+            V,
+            self.inference_code,
+            Y,
+            self.loss_weights,
+            mu,
+            pair_sum,
+        )
         self._set_unary_sums(P.unary, X, Y - mu)
         P.pairwise[:] = self._pair_psi(Y - mu, pair_sum)
         gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
@@ -497,16 +582,31 @@ class MultiLabelModel:
         return np.concatenate([unary.ravel(), pair.ravel()])
 
 
-def observed_support(data: MultiLabelDataset, min_count: int = 1,
-                     full_rows_from: float = FULL_ROWS_FROM):
-    """The (feature, label) pairs met in ``data`` at least ``min_count`` times, as a support
-    ``(indptr, labels)``: an example meets (f, l) when feature f is non-zero in it and label
-    l is on. A feature that met at least ``full_rows_from`` × L labels (the intercept, a
-    common word) gets its whole row (:func:`~dualstruct.models.support.support_from_pairs`).
+def observed_support(
+    data: MultiLabelDataset, min_count: int = 1, full_rows_from: float = FULL_ROWS_FROM
+):
+    """The (feature, label) pairs met in multi-label training data, as a support
+    ``(indptr, labels)``.
 
-    Unlike a tag of a chain, a label that is off still reads its weights: a feature that
-    never meets label l cannot argue against it either, so on dense or low-dimensional
-    inputs the dense model is the better one (``weights="auto"`` keeps it there).
+    An example meets (f, l) when feature f is non-zero in it and label l is on. A feature that
+    met at least ``full_rows_from`` × L labels (the intercept, a common word) gets its whole
+    row. Unlike a tag of a chain, a label that is off still reads its weights: a feature that
+    never meets label l cannot argue against it either, so on dense or low-dimensional inputs
+    the dense model is the better one (``weights="auto"`` keeps it there).
+
+    Parameters
+    ----------
+    data : MultiLabelDataset
+    min_count : int, default 1
+        How often a pair must be met.
+    full_rows_from : float, default 0.25
+
+    Returns
+    -------
+    indptr : ndarray of int64
+        (d + 1,) row offsets.
+    labels : ndarray of int32
+        The allowed labels of each feature, by row.
 
     Examples
     --------
@@ -520,5 +620,6 @@ def observed_support(data: MultiLabelDataset, min_count: int = 1,
     X = sp.csr_matrix(data.X, copy=True)
     X.data[:] = 1.0
     counts = sp.coo_matrix(X.T @ sp.csr_matrix(data.Y, dtype=np.float64))
-    return support_from_pairs(counts.row, counts.col, counts.data, X.shape[1],
-                              data.Y.shape[1], min_count, full_rows_from)
+    return support_from_pairs(
+        counts.row, counts.col, counts.data, X.shape[1], data.Y.shape[1], min_count, full_rows_from
+    )

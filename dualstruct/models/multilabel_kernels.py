@@ -40,37 +40,37 @@ from .support import sparse_unigram_scores, support_position
 
 
 class MultiLabelKernel(NamedTuple):
-    indptr: np.ndarray         # int64 CSR rows of X
-    indices: np.ndarray        # int64
+    indptr: np.ndarray  # int64 CSR rows of X
+    indices: np.ndarray  # int64
     values: np.ndarray
-    labels: np.ndarray         # int32 gold labels, n × L flat
+    labels: np.ndarray  # int32 gold labels, n × L flat
     label_offsets: np.ndarray  # int64, i · L
-    loss_weights: np.ndarray   # (L,)
-    sq_norms: np.ndarray       # ‖x_i‖²
-    edges: np.ndarray          # int64 (E, 2)
+    loss_weights: np.ndarray  # (L,)
+    sq_norms: np.ndarray  # ‖x_i‖²
+    edges: np.ndarray  # int64 (E, 2)
     n_labels: int
     n_features: int
-    pair_size: int             # P
-    mode: int                  # TREE, ENUMERATE or LP
-    sparse: bool               # unary weights only on the support (below), else dense d × L
+    pair_size: int  # P
+    mode: int  # TREE, ENUMERATE or LP
+    sparse: bool  # unary weights only on the support (below), else dense d × L
     support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed labels are
     support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
-    n_unary: int               # unary weights: d·L dense, the support's size sparse
+    n_unary: int  # unary weights: d·L dense, the support's size sparse
 
 
 class _Workspace(NamedTuple):
-    theta: np.ndarray    # (L,) unary scores
+    theta: np.ndarray  # (L,) unary scores
     theta_row: np.ndarray  # the same memory as (1, L)
-    plain: np.ndarray    # (L, 2) unary tables
-    aug: np.ndarray      # (L, 2) the last oracle's tables
-    tables: np.ndarray   # (E, 2, 2) pair scores
-    mu: np.ndarray       # (L,) the last oracle's point
+    plain: np.ndarray  # (L, 2) unary tables
+    aug: np.ndarray  # (L, 2) the last oracle's tables
+    tables: np.ndarray  # (E, 2, 2) pair scores
+    mu: np.ndarray  # (L,) the last oracle's point
     mu_pair: np.ndarray  # (E,)
     scratch: np.ndarray  # (L,) int64
-    best: np.ndarray     # (L + 1,) slack oracle: best score per loss
-    best_y: np.ndarray   # (L + 1, L) int64
-    dv: np.ndarray       # (4,) pair feature differences
-    gold: np.ndarray     # (L,) the block's gold labels as floats (oracle corners)
+    best: np.ndarray  # (L + 1,) slack oracle: best score per loss
+    best_y: np.ndarray  # (L + 1, L) int64
+    dv: np.ndarray  # (4,) pair feature differences
+    gold: np.ndarray  # (L,) the block's gold labels as floats (oracle corners)
     gold_pair: np.ndarray  # (E,) their (1, 1) pair indicators
 
 
@@ -78,11 +78,21 @@ class _Workspace(NamedTuple):
 def _workspace(k):
     L, E = k.n_labels, k.edges.shape[0]
     theta = np.empty(L)
-    return _Workspace(theta, theta.reshape((1, L)), np.zeros((L, 2)), np.zeros((L, 2)),
-                      np.zeros((E, 2, 2)), np.empty(L), np.empty(E),
-                      np.zeros(L, dtype=np.int64), np.empty(L + 1),
-                      np.zeros((L + 1, L), dtype=np.int64), np.empty(4), np.empty(L),
-                      np.empty(E))
+    return _Workspace(
+        theta,
+        theta.reshape((1, L)),
+        np.zeros((L, 2)),
+        np.zeros((L, 2)),
+        np.zeros((E, 2, 2)),
+        np.empty(L),
+        np.empty(E),
+        np.zeros(L, dtype=np.int64),
+        np.empty(L + 1),
+        np.zeros((L + 1, L), dtype=np.int64),
+        np.empty(4),
+        np.empty(L),
+        np.empty(E),
+    )
 
 
 @base.implements(base.prepare, MultiLabelKernel)
@@ -90,11 +100,26 @@ def _prepare(k, i, w, ws):
     L = k.n_labels
     theta = ws.theta
     if k.sparse:
-        sparse_unigram_scores(k.indptr, k.indices, k.values, i, i + 1, k.support_indptr,
-                              k.support_labels, w, ws.theta_row)
+        sparse_unigram_scores(
+            k.indptr,
+            k.indices,
+            k.values,
+            i,
+            i + 1,
+            k.support_indptr,
+            k.support_labels,
+            w,
+            ws.theta_row,
+        )
     else:
-        unary_scores(k.indptr, k.indices, k.values, i, w[:k.n_features * L].reshape(
-            (k.n_features, L)), theta)
+        unary_scores(
+            k.indptr,
+            k.indices,
+            k.values,
+            i,
+            w[: k.n_features * L].reshape((k.n_features, L)),
+            theta,
+        )
     plain = ws.plain
     for l in range(L):
         plain[l, 1] = theta[l]
@@ -191,8 +216,7 @@ def _label_sq_norm(k, i, l):
         return k.sq_norms[i]
     sq = 0.0
     for p in range(k.indptr[i], k.indptr[i + 1]):
-        if support_position(k.support_indptr, k.support_labels, k.n_labels, k.indices[p],
-                            l) >= 0:
+        if support_position(k.support_indptr, k.support_labels, k.n_labels, k.indices[p], l) >= 0:
             sq += k.values[p] * k.values[p]
     return sq
 
@@ -276,9 +300,16 @@ def _oracle_loss(k, i, ws, y):
 @base.implements(base.slack_oracle, MultiLabelKernel)
 def _slack_oracle(k, i, w, ws, scale, search, seed, y):
     s0 = k.label_offsets[i]
-    value, _ = multilabel_slack_oracle(ws.plain, k.edges, ws.tables,
-                                       k.labels[s0:s0 + k.n_labels], scale, ws.best,
-                                       ws.best_y, ws.scratch)
+    value, _ = multilabel_slack_oracle(
+        ws.plain,
+        k.edges,
+        ws.tables,
+        k.labels[s0 : s0 + k.n_labels],
+        scale,
+        ws.best,
+        ws.best_y,
+        ws.scratch,
+    )
     for l in range(k.n_labels):
         y[l] = ws.scratch[l]
     return value, 1
@@ -316,8 +347,7 @@ class MultiLabelKernelModel(base.KernelModel):
         if data.Y.shape[1] != m.n_labels:
             raise ValueError(f"the data has {data.Y.shape[1]} labels, the model {m.n_labels}")
         if data.X.shape[1] != m.n_features:
-            raise ValueError(f"the data has {data.X.shape[1]} features, the model "
-                             f"{m.n_features}")
+            raise ValueError(f"the data has {data.X.shape[1]} features, the model {m.n_features}")
         indptr, indices, values = data.kernel_arrays()
         n, L = data.Y.shape
         sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
@@ -327,9 +357,21 @@ class MultiLabelKernelModel(base.KernelModel):
             support_indptr = np.zeros(1, dtype=np.int64)
             support_labels = np.zeros(0, dtype=np.int32)
         kernel = MultiLabelKernel(
-            indptr, indices, values, data.Y.astype(np.int32).ravel(),
-            np.arange(n + 1, dtype=np.int64) * L, np.asarray(m.loss_weights, np.float64),
-            sq_norms, np.ascontiguousarray(m.edges, dtype=np.int64).reshape(-1, 2), L,
-            m.n_features, m.pair_size, m.inference_code, m.support is not None,
-            support_indptr, support_labels, m.n_unary)
+            indptr,
+            indices,
+            values,
+            data.Y.astype(np.int32).ravel(),
+            np.arange(n + 1, dtype=np.int64) * L,
+            np.asarray(m.loss_weights, np.float64),
+            sq_norms,
+            np.ascontiguousarray(m.edges, dtype=np.int64).reshape(-1, 2),
+            L,
+            m.n_features,
+            m.pair_size,
+            m.inference_code,
+            m.support is not None,
+            support_indptr,
+            support_labels,
+            m.n_unary,
+        )
         return BlockData(kernel, data.fingerprint_arrays())

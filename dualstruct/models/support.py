@@ -33,12 +33,18 @@ def check_support(support, n_features, n_labels):
         raise ValueError("support must be a pair (indptr, labels)") from None
     indptr = np.asarray(indptr)
     labels = np.asarray(labels)
-    if (indptr.ndim != 1 or labels.ndim != 1 or not np.issubdtype(indptr.dtype, np.integer)
-            or not np.issubdtype(labels.dtype, np.integer)):
+    if (
+        indptr.ndim != 1
+        or labels.ndim != 1
+        or not np.issubdtype(indptr.dtype, np.integer)
+        or not np.issubdtype(labels.dtype, np.integer)
+    ):
         raise ValueError("support indptr and labels must be 1-D integer arrays")
     if indptr.shape != (n_features + 1,) or indptr[0] != 0 or indptr[-1] != len(labels):
-        raise ValueError(f"support indptr must have {n_features + 1} entries from 0 to "
-                         f"len(labels) = {len(labels)}")
+        raise ValueError(
+            f"support indptr must have {n_features + 1} entries from 0 to "
+            f"len(labels) = {len(labels)}"
+        )
     if np.any(np.diff(indptr) < 0):
         raise ValueError("support indptr must be non-decreasing")
     if len(labels) and (labels.min() < 0 or labels.max() >= n_labels):
@@ -47,12 +53,14 @@ def check_support(support, n_features, n_labels):
     row_start[indptr[:-1][np.diff(indptr) > 0]] = True
     if np.any((np.diff(labels) <= 0) & ~row_start[1:]):
         raise ValueError("support labels must be strictly increasing within a feature")
-    return np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(labels,
-                                                                              dtype=np.int32)
+    return np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(
+        labels, dtype=np.int32
+    )
 
 
-def support_from_pairs(features, labels, counts, n_features, n_labels, min_count=1,
-                       full_rows_from=FULL_ROWS_FROM):
+def support_from_pairs(
+    features, labels, counts, n_features, n_labels, min_count=1, full_rows_from=FULL_ROWS_FROM
+):
     """The support of the distinct pairs ``(features[j], labels[j])`` met ``counts[j]``
     times: those met at least ``min_count`` times, and the whole row of every feature that
     kept at least ``full_rows_from`` × K labels (and at least 2; 1.0 keeps the pairs only)."""
@@ -81,8 +89,10 @@ def support_matrix(unary, support, n_features, n_labels):
 def support_size_summary(n_support, n_features, n_labels, kind):
     """One line for the start of training: which weights, how many, their memory."""
     dense = n_features * n_labels
-    return (f"weights: {kind}, {n_support:,} unary weights of {dense:,} "
-            f"({n_support / dense:.2%}), {8 * n_support / 2**20:.1f} MiB per copy")
+    return (
+        f"weights: {kind}, {n_support:,} unary weights of {dense:,} "
+        f"({n_support / dense:.2%}), {8 * n_support / 2**20:.1f} MiB per copy"
+    )
 
 
 @njit(cache=True, inline="always")
@@ -105,8 +115,9 @@ def support_position(support_indptr, support_labels, K, f, a):
 
 
 @njit(cache=True, fastmath=True)
-def sparse_unigram_scores(indptr, indices, values, row_start, row_stop, support_indptr,
-                          support_labels, w, out):
+def sparse_unigram_scores(
+    indptr, indices, values, row_start, row_stop, support_indptr, support_labels, w, out
+):
     """``out[t, a] = Σ_f x_tf w[f, a]`` for the rows ``row_start..row_stop`` of a CSR
     matrix, over the supported pairs (f, a) only: each active feature costs its
     allowed-label count, not K (a feature allowed every label is read as a contiguous row).
@@ -163,8 +174,9 @@ def entry_position(entry_start, entry_count, support_labels, K, p, a):
 
 
 @njit(cache=True, fastmath=True, inline="always")
-def entry_unigram_scores(indptr, entry_start, entry_count, values, row_start, row_stop,
-                         support_labels, w, out, acc):
+def entry_unigram_scores(
+    indptr, entry_start, entry_count, values, row_start, row_stop, support_labels, w, out, acc
+):
     """:func:`sparse_unigram_scores` from the entries' support rows (:func:`entry_rows`),
     each row summed in the K-vector ``acc`` (scratch) and then stored."""
     K = out.shape[1]

@@ -30,9 +30,9 @@ _HANDLES = itertools.count(1)
 
 class UserKernel(NamedTuple):
     handle: int
-    labels: np.ndarray         # int32: every example's gold labelling, flattened
+    labels: np.ndarray  # int32: every example's gold labelling, flattened
     label_offsets: np.ndarray  # int64 (n + 1,)
-    failed: np.ndarray         # int64 (1,): 1 once a callback raised
+    failed: np.ndarray  # int64 (1,): 1 once a callback raised
 
 
 def _adapter(handle):
@@ -148,21 +148,48 @@ class UserModel(base.KernelModel):
         Verify every value the model's methods return (shape, finiteness, that the
         loss-augmented oracle is no worse than the gold labelling). About one extra
         ``joint_feature`` call per oracle call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualstruct.models import UserModel
+    >>> class Binary:                                     # y in {0, 1}, phi = x * (2y - 1)
+    ...     size_joint_feature = 2
+    ...     def joint_feature(self, x, y):
+    ...         return x * (2 * y - 1)
+    ...     def loss(self, y, y_hat):
+    ...         return float(y != y_hat)
+    ...     def inference(self, x, w):
+    ...         return int(x @ w > 0)
+    ...     def loss_augmented_inference(self, x, y, w):
+    ...         return max((0, 1), key=lambda c: self.loss(y, c) + x @ w * (2 * c - 1))
+    >>> UserModel(Binary()).size
+    2
     """
 
     thread_safe = False  # its methods run in Python
 
     def __init__(self, model, *, check=True):
-        missing = [name for name in ("size_joint_feature", "joint_feature", "loss",
-                                     "inference", "loss_augmented_inference")
-                   if not hasattr(model, name)]
+        missing = [
+            name
+            for name in (
+                "size_joint_feature",
+                "joint_feature",
+                "loss",
+                "inference",
+                "loss_augmented_inference",
+            )
+            if not hasattr(model, name)
+        ]
         if missing:
-            raise TypeError(f"{type(model).__name__} lacks {', '.join(missing)} of the "
-                            "StructuredModel protocol")
+            raise TypeError(
+                f"{type(model).__name__} lacks {', '.join(missing)} of the StructuredModel protocol"
+            )
         size = model.size_joint_feature
         if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
-            raise ValueError(f"{type(model).__name__}.size_joint_feature must be a positive "
-                             f"int, got {size!r}")
+            raise ValueError(
+                f"{type(model).__name__}.size_joint_feature must be a positive int, got {size!r}"
+            )
         self.model = model
         self.check = bool(check)
         self.size = int(size)
@@ -180,8 +207,10 @@ class UserModel(base.KernelModel):
         for i, y in enumerate(Y):
             a = np.asarray(y)
             if a.dtype.kind not in "iub" or a.size == 0:
-                raise ValueError(f"Y[{i}] must be an integer labelling (an int or a non-empty "
-                                 f"int array), got {y!r:.80}")
+                raise ValueError(
+                    f"Y[{i}] must be an integer labelling (an int or a non-empty "
+                    f"int array), got {y!r:.80}"
+                )
             shapes.append(a.shape)
             flat.append(a.ravel().astype(np.int32))
         offsets = np.zeros(len(Y) + 1, dtype=np.int64)
@@ -252,32 +281,41 @@ class _Callbacks:
         phi = np.asarray(self.model.joint_feature(self.X[i], y), dtype=np.float64).ravel()
         if self.check:
             if phi.shape != (self.size,):
-                raise ValueError(f"{self._name('joint_feature')} returned {phi.size} values for "
-                                 f"example {i}; size_joint_feature is {self.size}")
+                raise ValueError(
+                    f"{self._name('joint_feature')} returned {phi.size} values for "
+                    f"example {i}; size_joint_feature is {self.size}"
+                )
             if not np.all(np.isfinite(phi)):
-                raise ValueError(f"{self._name('joint_feature')} returned non-finite values "
-                                 f"for example {i}")
+                raise ValueError(
+                    f"{self._name('joint_feature')} returned non-finite values for example {i}"
+                )
         return phi
 
     def _delta(self, i, y):
         value = float(self.model.loss(self.golds[i], y))
         if self.check and not (np.isfinite(value) and value >= 0):
-            raise ValueError(f"{self._name('loss')} returned {value} for example {i}; losses "
-                             "must be finite and non-negative")
+            raise ValueError(
+                f"{self._name('loss')} returned {value} for example {i}; losses "
+                "must be finite and non-negative"
+            )
         return value
 
     def _from_model(self, i, method, y, out):
         """Write the labelling ``y`` a model method returned into ``out`` (checked)."""
         a = np.asarray(y)
         if self.check and (a.shape != self.shapes[i] or a.dtype.kind not in "iub"):
-            raise ValueError(f"{self._name(method)} returned a labelling of shape {a.shape} "
-                             f"and dtype {a.dtype} for example {i}; expected integers of shape "
-                             f"{self.shapes[i]}")
+            raise ValueError(
+                f"{self._name(method)} returned a labelling of shape {a.shape} "
+                f"and dtype {a.dtype} for example {i}; expected integers of shape "
+                f"{self.shapes[i]}"
+            )
         flat = a.ravel()
-        if self.check and flat.size and (flat.min() < np.iinfo(np.int32).min
-                                         or flat.max() > np.iinfo(np.int32).max):
-            raise ValueError(f"{self._name(method)} returned labels outside int32 for "
-                             f"example {i}")
+        if (
+            self.check
+            and flat.size
+            and (flat.min() < np.iinfo(np.int32).min or flat.max() > np.iinfo(np.int32).max)
+        ):
+            raise ValueError(f"{self._name(method)} returned labels outside int32 for example {i}")
         out[:] = flat
 
     def _score(self, i, w, y):
@@ -301,7 +339,8 @@ class _Callbacks:
                 raise ValueError(
                     f"{self._name('loss_augmented_inference')} is not a maximizer for example "
                     f"{i}: its labelling scores {value:.6g} (loss + score), below the gold "
-                    f"labelling's {gold_value:.6g}")
+                    f"labelling's {gold_value:.6g}"
+                )
         return value
 
     def _oracle_value(self, i, w, y):
@@ -322,7 +361,8 @@ class _Callbacks:
                 return last[3]
             if np.array_equal(last[1], yb) and np.array_equal(last[2], ya):
                 return -last[3]
-        d = np.ascontiguousarray(self._phi(i, self._labelling(i, ya))
-                                 - self._phi(i, self._labelling(i, yb)))
+        d = np.ascontiguousarray(
+            self._phi(i, self._labelling(i, ya)) - self._phi(i, self._labelling(i, yb))
+        )
         self._last_difference = (i, ya.copy(), yb.copy(), d)
         return d

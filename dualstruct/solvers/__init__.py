@@ -33,8 +33,9 @@ def solver_class(name, model):
     if isinstance(entry, dict):
         kind = getattr(model, "kind", None)
         if kind not in entry:
-            raise ValueError(f"solver {name!r} trains {' and '.join(entry)} models, not "
-                             f"{type(model).__name__}")
+            raise ValueError(
+                f"solver {name!r} trains {' and '.join(entry)} models, not {type(model).__name__}"
+            )
         return entry[kind]
     return entry
 
@@ -48,6 +49,20 @@ def solver_names(model=None):
     return tuple(names)
 
 
-__all__ = ["BCFW", "SSG", "BlockBCFW", "BlockSSG", "CuttingPlane", "GDMM", "MultiLabelGDMM",
-           "SOLVERS", "solver_class", "solver_names", "History", "Record",
-           "primal_objective", "dual_objective", "duality_gap"]
+__all__ = [
+    "BCFW",
+    "SSG",
+    "BlockBCFW",
+    "BlockSSG",
+    "CuttingPlane",
+    "GDMM",
+    "MultiLabelGDMM",
+    "SOLVERS",
+    "solver_class",
+    "solver_names",
+    "History",
+    "Record",
+    "primal_objective",
+    "dual_objective",
+    "duality_gap",
+]

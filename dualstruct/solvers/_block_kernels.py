@@ -59,8 +59,8 @@ def hinge_all(k, w, slack, hinge, out):
     ws = workspace(k)
     offs = k.label_offsets
     for i in range(offs.shape[0] - 1):
-        y = out[offs[i]:offs[i + 1]]
-        gold_labels = k.labels[offs[i]:offs[i + 1]]
+        y = out[offs[i] : offs[i + 1]]
+        gold_labels = k.labels[offs[i] : offs[i + 1]]
         prepare(k, i, w, ws)
         if slack:
             y[:] = gold_labels
@@ -81,7 +81,7 @@ def decode_range(k, w, start, stop, out, scores):
     offs = k.label_offsets
     for i in range(start, stop):
         prepare(k, i, w, ws)
-        scores[i] = decode(k, i, w, ws, out[offs[i]:offs[i + 1]])
+        scores[i] = decode(k, i, w, ws, out[offs[i] : offs[i + 1]])
         if status(k) != 0:
             return
 
@@ -95,8 +95,8 @@ def aggregate_constraint_all(k, w, slack, hinge, out, psi):
     offs = k.label_offsets
     total = 0.0
     for i in range(offs.shape[0] - 1):
-        y = out[offs[i]:offs[i + 1]]
-        gold_labels = k.labels[offs[i]:offs[i + 1]]
+        y = out[offs[i] : offs[i + 1]]
+        gold_labels = k.labels[offs[i] : offs[i + 1]]
         prepare(k, i, w, ws)
         if slack:
             y[:] = gold_labels
@@ -124,9 +124,25 @@ def _slack_value(k, i, w, ws, gold_score, y):
 
 
 @njit(cache=True)
-def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, atom_count,
-                       capacity, scalars, block_gaps, slack, search, calls, sigma=1.0,
-                       delta=None):
+def pairwise_bcfw_pass(
+    k,
+    order,
+    C,
+    w,
+    R,
+    averaging,
+    atom_labels,
+    atom_weights,
+    atom_count,
+    capacity,
+    scalars,
+    block_gaps,
+    slack,
+    search,
+    calls,
+    sigma=1.0,
+    delta=None,
+):
     """One block-coordinate pairwise Frank-Wolfe pass (Osokin et al. 2016, Alg. 2), C-form.
 
     Block i's dual point is kept as atoms, labellings ``y^a`` with weights ``α_a`` summing to
@@ -171,7 +187,7 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         s0 = offs[i]
         T = offs[i + 1] - s0
         base = s0 * A
-        gold = k.labels[s0:s0 + T]
+        gold = k.labels[s0 : s0 + T]
         y = yhat[:T]
         prepare(k, i, w, ws)
         n_atoms = atom_count[i]
@@ -180,13 +196,15 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
             gold_score = score(k, i, w, ws, gold)
             top = 0
             for a in range(n_atoms):
-                atom_values[a] = _slack_value(k, i, w, ws, gold_score,
-                                              atom_labels[base + a * T: base + (a + 1) * T])
+                atom_values[a] = _slack_value(
+                    k, i, w, ws, gold_score, atom_labels[base + a * T : base + (a + 1) * T]
+                )
                 if atom_values[a] > atom_values[top]:
                     top = a
             y[:] = gold
-            bound, nc = slack_oracle(k, i, w, ws, 1.0, search, atom_labels[
-                base + top * T: base + (top + 1) * T], y)
+            bound, nc = slack_oracle(
+                k, i, w, ws, 1.0, search, atom_labels[base + top * T : base + (top + 1) * T], y
+            )
             best = _slack_value(k, i, w, ws, gold_score, y)
             calls[0] += nc
         else:
@@ -194,13 +212,14 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
             best = oracle_value(k, i, w, ws, y)  # y's own value (below the bound if relaxed)
             calls[0] += 1
             for a in range(n_atoms):
-                atom_values[a] = oracle_value(k, i, w, ws,
-                                              atom_labels[base + a * T: base + (a + 1) * T])
+                atom_values[a] = oracle_value(
+                    k, i, w, ws, atom_labels[base + a * T : base + (a + 1) * T]
+                )
         away = -1
         fw = -1
         mean_value = 0.0
         for a in range(n_atoms):
-            y_a = atom_labels[base + a * T: base + (a + 1) * T]
+            y_a = atom_labels[base + a * T : base + (a + 1) * T]
             va = atom_values[a]
             mean_value += atom_weights[i, a] * va
             if atom_weights[i, a] > 0.0 and (away < 0 or va < atom_values[away]):
@@ -234,15 +253,16 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
         pw_gap = C * (best - atom_values[away])
         if pw_gap <= 0.0:
             continue
-        v = atom_labels[base + away * T: base + (away + 1) * T]
+        v = atom_labels[base + away * T : base + (away + 1) * T]
         loss_y = loss(k, i, y)
         loss_v = loss(k, i, v)
         if slack:
             n_y = difference_sq_norm(k, i, ws, gold, y)
             n_v = difference_sq_norm(k, i, ws, gold, v)
             cross = n_y + n_v - difference_sq_norm(k, i, ws, y, v)
-            norm2 = C * C * (loss_y * loss_y * n_y + loss_v * loss_v * n_v
-                             - loss_y * loss_v * cross)
+            norm2 = (
+                C * C * (loss_y * loss_y * n_y + loss_v * loss_v * n_v - loss_y * loss_v * cross)
+            )
         else:
             norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
         norm2 *= sigma
@@ -299,8 +319,24 @@ def pairwise_bcfw_pass(k, order, C, w, R, averaging, atom_labels, atom_weights, 
 
 
 @njit(cache=True)
-def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses, corner,
-                      scalars, block_gaps, slack, search, calls, sigma=1.0, delta=None):
+def classic_bcfw_pass(
+    k,
+    order,
+    C,
+    w,
+    R,
+    averaging,
+    block_weights,
+    block_losses,
+    corner,
+    scalars,
+    block_gaps,
+    slack,
+    search,
+    calls,
+    sigma=1.0,
+    delta=None,
+):
     """One pass of block-coordinate Frank-Wolfe with the classic step (Lacoste-Julien et al.
     2013, Alg. 3 with exact line search), C-form.
 
@@ -327,7 +363,7 @@ def classic_bcfw_pass(k, order, C, w, R, averaging, block_weights, block_losses,
         i = order[idx]
         s0 = offs[i]
         T = offs[i + 1] - s0
-        gold = k.labels[s0:s0 + T]
+        gold = k.labels[s0 : s0 + T]
         y = yhat[:T]
         prepare(k, i, w, ws)
         if slack:
@@ -410,8 +446,16 @@ def _take_local_step(direction, gamma, sigma, w, w_i, delta):
 
 
 @njit(cache=True)
-def grow_atom_pool(label_offsets, atom_labels, atom_weights, atom_count, old_capacity,
-                   new_capacity, new_labels, new_weights):
+def grow_atom_pool(
+    label_offsets,
+    atom_labels,
+    atom_weights,
+    atom_count,
+    old_capacity,
+    new_capacity,
+    new_labels,
+    new_weights,
+):
     """Copy the atoms into a pool of ``new_capacity`` atoms per block."""
     for i in range(label_offsets.shape[0] - 1):
         s0 = label_offsets[i]
@@ -419,7 +463,7 @@ def grow_atom_pool(label_offsets, atom_labels, atom_weights, atom_count, old_cap
         for a in range(atom_count[i]):
             src = s0 * old_capacity + a * T
             dst = s0 * new_capacity + a * T
-            new_labels[dst:dst + T] = atom_labels[src:src + T]
+            new_labels[dst : dst + T] = atom_labels[src : src + T]
             new_weights[i, a] = atom_weights[i, a]
 
 
@@ -445,12 +489,23 @@ def ssg_pass(k, order, v, R, scalars, averaging, slack, search, calls):
     done = order.shape[0]
     for idx in range(order.shape[0]):
         i = order[idx]
-        y = yhat[:offs[i + 1] - offs[i]]
-        gold = k.labels[offs[i]:offs[i + 1]]
+        y = yhat[: offs[i + 1] - offs[i]]
+        gold = k.labels[offs[i] : offs[i + 1]]
         prepare(k, i, v, ws)
         # argmax δ + (Cn/m) ⟨v, φ⟩  ==  argmax (m/Cn) δ + ⟨v, φ⟩   (v = 0 when m = 0)
-        _hinge_labelling(k, i, v, ws, slack, search, Cn / m if m > 0 else 0.0,
-                         m / Cn if m > 0 else 1.0, gold, y, calls)
+        _hinge_labelling(
+            k,
+            i,
+            v,
+            ws,
+            slack,
+            search,
+            Cn / m if m > 0 else 0.0,
+            m / Cn if m > 0 else 1.0,
+            gold,
+            y,
+            calls,
+        )
         if status(k) != 0:
             done = idx
             break
@@ -479,8 +534,8 @@ def subgradient_sum(k, order, w, slack, search, psi, calls):
     done = order.shape[0]
     for idx in range(order.shape[0]):
         i = order[idx]
-        y = yhat[:offs[i + 1] - offs[i]]
-        gold = k.labels[offs[i]:offs[i + 1]]
+        y = yhat[: offs[i + 1] - offs[i]]
+        gold = k.labels[offs[i] : offs[i + 1]]
         prepare(k, i, w, ws)
         _hinge_labelling(k, i, w, ws, slack, search, 1.0, 1.0, gold, y, calls)
         if status(k) != 0:

@@ -143,6 +143,7 @@ NEED_LABEL_SLOTS = 1
 NEED_PAIR_SLOTS = 2
 NEED_LIST_ROOM = 4
 
+
 # ------------------------------------------------------------------------------------------
 # the training transitions and their max-tree
 # ------------------------------------------------------------------------------------------
@@ -357,8 +358,29 @@ def _zero_partner(W_B, C, fixed, mu, mark, stamp, by_row, best_a, best_b, best_g
 
 
 @njit(cache=True)
-def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, slot_b, stamp,
-                  pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, top, stack):
+def bigram_sorted(
+    W_B,
+    C,
+    act_a,
+    n_a,
+    mu_a,
+    act_b,
+    n_b,
+    mu_b,
+    mark_a,
+    mark_b,
+    slot_b,
+    stamp,
+    pos_ptr,
+    pos_col,
+    pos_row,
+    cpos_ptr,
+    cpos_idx,
+    tree,
+    vals,
+    top,
+    stack,
+):
     """The same argmin as :func:`bigram_brute` by the four-case search (module docstring).
 
     The active labels must be marked (``mark_a[act_a[s]] == stamp``, likewise for b) with
@@ -443,8 +465,9 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
             mu = mu_a[sa]
             if _floor(best_a, best_g, mu, C) > 0.0:
                 continue
-            best_a, best_b, best_g = _zero_partner(W_B, C, act_a[sa], mu, mark_b, stamp, True,
-                                                   best_a, best_b, best_g)
+            best_a, best_b, best_g = _zero_partner(
+                W_B, C, act_a[sa], mu, mark_b, stamp, True, best_a, best_b, best_g
+            )
     # b active, a inactive (the rows' scan covered every pair with a active): the listed
     # partners by columns, then the zeros as above
     if n_a < K:
@@ -462,8 +485,9 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
                         best_a, best_b, best_g = a, b, g
             if _floor(best_a, best_g, mu, C) > 0.0:
                 continue
-            best_a, best_b, best_g = _zero_partner(W_B, C, b, mu, mark_a, stamp, False, best_a,
-                                                   best_b, best_g)
+            best_a, best_b, best_g = _zero_partner(
+                W_B, C, b, mu, mark_a, stamp, False, best_a, best_b, best_g
+            )
     if n_a < K and n_b < K:  # neither active: the best listed pair outside, or a zero
         floor = _floor(best_a, best_g, 0.0, C)
         p = tree_best(tree, vals, pos_row, pos_col, mark_a, mark_b, stamp, floor, stack)
@@ -496,8 +520,23 @@ def bigram_sorted(W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, sl
 
 
 @njit(cache=True, inline="always")
-def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, end,
-                 sparse_w, w_s, fl_start, fl_len, fl_label):
+def _label_score(
+    W_U,
+    indptr,
+    indices,
+    values,
+    row,
+    k,
+    at_start,
+    at_end,
+    start,
+    end,
+    sparse_w,
+    w_s,
+    fl_start,
+    fl_len,
+    fl_label,
+):
     s = 0.0
     if sparse_w:
         K = start.shape[0]
@@ -519,8 +558,11 @@ def _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start, 
 def _random_below(seed, a, b, n):
     """A pseudo-random int in [0, n) from the key (seed, a, b) (splitmix64 finalizer), so the
     factor order and sampled groups do not depend on where a kernel call starts."""
-    z = (np.uint64(seed) + np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)
-         + np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
+    z = (
+        np.uint64(seed)
+        + np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)
+        + np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9)
+    )
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
@@ -533,9 +575,34 @@ def _wins_label(s, k, best_s, best):
 
 
 @njit(cache=True, inline="always")
-def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start, end,
-                act_row, n_act, theta, mark, stamp, group, n_groups, perm, fl_start, fl_cap,
-                fl_label, fl_len, score, touched, sparse_w, w_s):
+def unigram_fmo(
+    mode,
+    W_U,
+    indptr,
+    indices,
+    values,
+    row,
+    at_start,
+    at_end,
+    start,
+    end,
+    act_row,
+    n_act,
+    theta,
+    mark,
+    stamp,
+    group,
+    n_groups,
+    perm,
+    fl_start,
+    fl_cap,
+    fl_label,
+    fl_len,
+    score,
+    touched,
+    sparse_w,
+    w_s,
+):
     """Scores ``theta[s] = <W_U[:, act_row[s]], x_t>`` (+ start/end) of the active labels and
     the best-scoring label outside the active set: ``(label, score)``, or ``(-1, 0)`` when
     every label is active (or the sampled group holds only active labels). Active labels
@@ -593,8 +660,23 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
                 best, best_s = k, score[k]
         return best, best_s
     for s in range(n_act):
-        theta[s] = _label_score(W_U, indptr, indices, values, row, act_row[s], at_start,
-                                at_end, start, end, sparse_w, w_s, fl_start, fl_len, fl_label)
+        theta[s] = _label_score(
+            W_U,
+            indptr,
+            indices,
+            values,
+            row,
+            act_row[s],
+            at_start,
+            at_end,
+            start,
+            end,
+            sparse_w,
+            w_s,
+            fl_start,
+            fl_len,
+            fl_label,
+        )
     if n_act >= K:
         return best, best_s
     if mode == UNIGRAM_SAMPLED:
@@ -603,8 +685,23 @@ def unigram_fmo(mode, W_U, indptr, indices, values, row, at_start, at_end, start
             k = perm[r]
             if mark[k] == stamp:
                 continue
-            s = _label_score(W_U, indptr, indices, values, row, k, at_start, at_end, start,
-                             end, sparse_w, w_s, fl_start, fl_len, fl_label)
+            s = _label_score(
+                W_U,
+                indptr,
+                indices,
+                values,
+                row,
+                k,
+                at_start,
+                at_end,
+                start,
+                end,
+                sparse_w,
+                w_s,
+                fl_start,
+                fl_len,
+                fl_label,
+            )
             if _wins_label(s, k, best_s, best):
                 best, best_s = k, s
         return best, best_s
@@ -687,8 +784,21 @@ def _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
 
 
 @njit(cache=True, inline="always")
-def _list_token_label(row, k, at_start, at_end, indptr, indices, d, fl_start, fl_cap,
-                      fl_label, fl_member, fl_len, fl_used):
+def _list_token_label(
+    row,
+    k,
+    at_start,
+    at_end,
+    indptr,
+    indices,
+    d,
+    fl_start,
+    fl_cap,
+    fl_label,
+    fl_member,
+    fl_len,
+    fl_used,
+):
     """Record that label k may now carry weight on every feature of token ``row``."""
     n_feat = indptr[row + 1] - indptr[row]
     for q in range(n_feat + 2):
@@ -722,8 +832,21 @@ def build_label_lists(W_U, start, end, fl_start, fl_cap, fl_label, fl_member, fl
 
 
 @njit(cache=True)
-def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_start, fl_cap,
-                       fl_label, fl_member, fl_len, fl_used):
+def list_active_labels(
+    indptr,
+    indices,
+    offsets,
+    start_end,
+    act,
+    n_act,
+    d,
+    fl_start,
+    fl_cap,
+    fl_label,
+    fl_member,
+    fl_len,
+    fl_used,
+):
     """List every active label of every token on the token's features. With this, the
     lists stay complete when a label is listed at its activation only: W_U[j, k] changes
     only through tokens at which k is active."""
@@ -731,9 +854,21 @@ def list_active_labels(indptr, indices, offsets, start_end, act, n_act, d, fl_st
         first, last = offsets[i], offsets[i + 1] - 1
         for row in range(first, last + 1):
             for s in range(n_act[row]):
-                _list_token_label(row, act[row, s], start_end and row == first,
-                                  start_end and row == last, indptr, indices, d, fl_start,
-                                  fl_cap, fl_label, fl_member, fl_len, fl_used)
+                _list_token_label(
+                    row,
+                    act[row, s],
+                    start_end and row == first,
+                    start_end and row == last,
+                    indptr,
+                    indices,
+                    d,
+                    fl_start,
+                    fl_cap,
+                    fl_label,
+                    fl_member,
+                    fl_len,
+                    fl_used,
+                )
 
 
 @njit(cache=True, inline="always")
@@ -754,15 +889,69 @@ def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
 # one pass
 # ------------------------------------------------------------------------------------------
 @njit(cache=True)
-def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, order, first,
-              C, rho, start_end, W_U, W_B, start, end,
-              act, n_act, q_u, lam_in, sum_in, lam_out, sum_out,
-              pair_a, pair_b, q_b, n_pair,
-              unigram_mode, n_groups, perm, bigram_sorted_search, tree, vals, pos_ptr,
-              pos_col, pos_row, cpos_ptr, cpos_idx, top, top_at, fl_start, fl_cap, fl_label,
-              fl_member, fl_len, fl_used, seed,
-              counters, eta, idle, patience, max_T, support_steps, R_U, R_B, R_start, R_end,
-              avg_weight, sparse_w, w_s, R_s):
+def gdmm_pass(
+    indptr,
+    indices,
+    values,
+    offsets,
+    labels,
+    loss_weights,
+    sq_norms,
+    order,
+    first,
+    C,
+    rho,
+    start_end,
+    W_U,
+    W_B,
+    start,
+    end,
+    act,
+    n_act,
+    q_u,
+    lam_in,
+    sum_in,
+    lam_out,
+    sum_out,
+    pair_a,
+    pair_b,
+    q_b,
+    n_pair,
+    unigram_mode,
+    n_groups,
+    perm,
+    bigram_sorted_search,
+    tree,
+    vals,
+    pos_ptr,
+    pos_col,
+    pos_row,
+    cpos_ptr,
+    cpos_idx,
+    top,
+    top_at,
+    fl_start,
+    fl_cap,
+    fl_label,
+    fl_member,
+    fl_len,
+    fl_used,
+    seed,
+    counters,
+    eta,
+    idle,
+    patience,
+    max_T,
+    support_steps,
+    R_U,
+    R_B,
+    R_start,
+    R_end,
+    avg_weight,
+    sparse_w,
+    w_s,
+    R_s,
+):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
@@ -844,13 +1033,34 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 for s in range(nA):
                     mark_a[act[row, s]] = stamp
                 counters[0] += 1
-                k_new, th_new = unigram_fmo(unigram_mode, W_U, indptr, indices, values, row,
-                                            at_start, at_end, start, end, act[row], nA,
-                                            theta, mark_a, stamp,
-                                            _random_below(seed, i, n_f + t, n_groups),
-                                            n_groups, perm,
-                                            fl_start, fl_cap, fl_label, fl_len, score, touched,
-                                            sparse_w, w_s)
+                k_new, th_new = unigram_fmo(
+                    unigram_mode,
+                    W_U,
+                    indptr,
+                    indices,
+                    values,
+                    row,
+                    at_start,
+                    at_end,
+                    start,
+                    end,
+                    act[row],
+                    nA,
+                    theta,
+                    mark_a,
+                    stamp,
+                    _random_below(seed, i, n_f + t, n_groups),
+                    n_groups,
+                    perm,
+                    fl_start,
+                    fl_cap,
+                    fl_label,
+                    fl_len,
+                    score,
+                    touched,
+                    sparse_w,
+                    w_s,
+                )
                 for s in range(nA):
                     grad[s] = -C * (theta[s] + (lw if s > 0 else 0.0))
                 n_edges = 0
@@ -866,12 +1076,25 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 for s in range(1, nA):
                     g_min = min(g_min, grad[s])
                 if k_new >= 0 and -C * (th_new + lw) < g_min:
-                    s = _activate(row, k_new, act, n_act, q_u, lam_in, sum_in, lam_out,
-                                  sum_out, idle)
+                    s = _activate(
+                        row, k_new, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle
+                    )
                     if sparse_lists:  # W_U[j, k_new] may become non-zero for j in x_t
-                        _list_token_label(row, k_new, at_start, at_end, indptr, indices, d,
-                                          fl_start, fl_cap, fl_label, fl_member, fl_len,
-                                          fl_used)
+                        _list_token_label(
+                            row,
+                            k_new,
+                            at_start,
+                            at_end,
+                            indptr,
+                            indices,
+                            d,
+                            fl_start,
+                            fl_cap,
+                            fl_label,
+                            fl_member,
+                            fl_len,
+                            fl_used,
+                        )
                     grad[s] = -C * (th_new + lw)
                     nA += 1
                     counters[2] += 1
@@ -936,13 +1159,33 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                 mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
             counters[1] += 1
             if bigram_sorted_search:
-                a_new, b_new, g_new = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1],
-                                                    nB, mu_b, mark_a, mark_b, slot_b, stamp,
-                                                    pos_ptr, pos_col, pos_row, cpos_ptr,
-                                                    cpos_idx, tree, vals, top, stack)
+                a_new, b_new, g_new = bigram_sorted(
+                    W_B,
+                    C,
+                    act[row],
+                    nA,
+                    mu_a,
+                    act[row + 1],
+                    nB,
+                    mu_b,
+                    mark_a,
+                    mark_b,
+                    slot_b,
+                    stamp,
+                    pos_ptr,
+                    pos_col,
+                    pos_row,
+                    cpos_ptr,
+                    cpos_idx,
+                    tree,
+                    vals,
+                    top,
+                    stack,
+                )
             else:
-                a_new, b_new, g_new = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1],
-                                                   nB, mu_b, dense_a, dense_b)
+                a_new, b_new, g_new = bigram_brute(
+                    W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b, dense_a, dense_b
+                )
             # the away pair: the worst pair in the support of q_e
             p_old = -1
             g_old = 0.0
@@ -957,24 +1200,50 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
             if mark_a[a_new] == stamp:
                 sa_new = slot_a[a_new]
             else:
-                sa_new = _activate(row, a_new, act, n_act, q_u, lam_in, sum_in, lam_out,
-                                   sum_out, idle)
+                sa_new = _activate(
+                    row, a_new, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle
+                )
                 mu_a[sa_new] = 0.0  # a new label carries no message yet
                 if sparse_lists:
-                    _list_token_label(row, a_new, start_end and t == 0, False, indptr,
-                                      indices, d, fl_start, fl_cap, fl_label, fl_member,
-                                      fl_len, fl_used)
+                    _list_token_label(
+                        row,
+                        a_new,
+                        start_end and t == 0,
+                        False,
+                        indptr,
+                        indices,
+                        d,
+                        fl_start,
+                        fl_cap,
+                        fl_label,
+                        fl_member,
+                        fl_len,
+                        fl_used,
+                    )
                 counters[2] += 1
             if mark_b[b_new] == stamp:
                 sb_new = slot_b[b_new]
             else:
-                sb_new = _activate(row + 1, b_new, act, n_act, q_u, lam_in, sum_in, lam_out,
-                                   sum_out, idle)
+                sb_new = _activate(
+                    row + 1, b_new, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle
+                )
                 mu_b[sb_new] = 0.0
                 if sparse_lists:
-                    _list_token_label(row + 1, b_new, False, start_end and t + 1 == T - 1,
-                                      indptr, indices, d, fl_start, fl_cap, fl_label,
-                                      fl_member, fl_len, fl_used)
+                    _list_token_label(
+                        row + 1,
+                        b_new,
+                        False,
+                        start_end and t + 1 == T - 1,
+                        indptr,
+                        indices,
+                        d,
+                        fl_start,
+                        fl_cap,
+                        fl_label,
+                        fl_member,
+                        fl_len,
+                        fl_used,
+                    )
                 counters[2] += 1
             p_new = -1
             for p in range(n_pair[e]):
@@ -1033,8 +1302,19 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                         if W_B[a, b] > 0.0:
                             W_B[a, b] = 0.0
                     elif bigram_sorted_search:
-                        _listed_changed(W_B[a, b], at, a, b, tree, vals, pos_ptr, cpos_ptr,
-                                        cpos_idx, top, top_at)
+                        _listed_changed(
+                            W_B[a, b],
+                            at,
+                            a,
+                            b,
+                            tree,
+                            vals,
+                            pos_ptr,
+                            cpos_ptr,
+                            cpos_idx,
+                            top,
+                            top_at,
+                        )
                     pair_w[p] = W_B[a, b]
                 if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
                     last = n_pair[e] - 1
@@ -1043,17 +1323,45 @@ def gdmm_pass(indptr, indices, values, offsets, labels, loss_weights, sq_norms, 
                     q_b[e, p_old] = q_b[e, last]
                     pair_w[p_old] = pair_w[last]
                     n_pair[e] = last
-        _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
-                             pair_b, q_b, n_pair, eta)
+        _example_multipliers(
+            i,
+            offsets,
+            n_act,
+            q_u,
+            lam_in,
+            sum_in,
+            lam_out,
+            sum_out,
+            pair_a,
+            pair_b,
+            q_b,
+            n_pair,
+            eta,
+        )
         if patience > 0:
-            _shrink_example(i, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle,
-                            pair_a, pair_b, n_pair, patience)
+            _shrink_example(
+                i,
+                offsets,
+                act,
+                n_act,
+                q_u,
+                lam_in,
+                sum_in,
+                lam_out,
+                sum_out,
+                idle,
+                pair_a,
+                pair_b,
+                n_pair,
+                patience,
+            )
     return order.shape[0], 0
 
 
 @njit(cache=True)
-def _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a,
-                         pair_b, q_b, n_pair, eta):
+def _example_multipliers(
+    i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b, n_pair, eta
+):
     """Recompute the marginal sums of example i's edges exactly, then
     λ ← λ + η (M q_e − q_j) (Algorithm 1, step 2; ``eta = 0`` only measures). Returns
     ``(Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j>, Σ ‖M q_e − q_j‖²)`` before the step."""
@@ -1088,8 +1396,22 @@ def _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_ou
 
 
 @njit(cache=True)
-def _shrink_example(i, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle,
-                    pair_a, pair_b, n_pair, patience):
+def _shrink_example(
+    i,
+    offsets,
+    act,
+    n_act,
+    q_u,
+    lam_in,
+    sum_in,
+    lam_out,
+    sum_out,
+    idle,
+    pair_a,
+    pair_b,
+    n_pair,
+    patience,
+):
     """Drop from the active sets of example i the labels that have been idle (no mass in
     q_t and in no pair of either incident edge; the sums are exact here) for ``patience``
     consecutive multiplier steps. Their multipliers are dropped with them: the Lagrangian's
@@ -1127,16 +1449,28 @@ def _shrink_example(i, offsets, act, n_act, q_u, lam_in, sum_in, lam_out, sum_ou
 
 
 @njit(cache=True)
-def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b,
-                n_pair):
+def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b, n_pair):
     """Over all examples: the residual Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j> and
     Σ ‖M q_e − q_j‖² (the last two give the augmented Lagrangian)."""
     residual = 0.0
     lagrange = 0.0
     penalty = 0.0
     for i in range(offsets.shape[0] - 1):
-        r, lg, pn = _example_multipliers(i, offsets, n_act, q_u, lam_in, sum_in, lam_out,
-                                         sum_out, pair_a, pair_b, q_b, n_pair, 0.0)
+        r, lg, pn = _example_multipliers(
+            i,
+            offsets,
+            n_act,
+            q_u,
+            lam_in,
+            sum_in,
+            lam_out,
+            sum_out,
+            pair_a,
+            pair_b,
+            q_b,
+            n_pair,
+            0.0,
+        )
         residual += r
         lagrange += lg
         penalty += pn
@@ -1206,10 +1540,45 @@ def transport_rounding(offsets, C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair,
 
 
 @njit(cache=True)
-def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, start, end,
-                act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, unigram_mode, n_groups,
-                perm, bigram_sorted_search, tree, vals, pos_ptr, pos_col, pos_row, cpos_ptr,
-                cpos_idx, top, fl_start, fl_cap, fl_label, fl_len, seed, sparse_w, w_s):
+def oracle_pass(
+    indptr,
+    indices,
+    values,
+    offsets,
+    C,
+    rho,
+    start_end,
+    W_U,
+    W_B,
+    start,
+    end,
+    act,
+    n_act,
+    q_u,
+    lam_in,
+    sum_in,
+    lam_out,
+    sum_out,
+    unigram_mode,
+    n_groups,
+    perm,
+    bigram_sorted_search,
+    tree,
+    vals,
+    pos_ptr,
+    pos_col,
+    pos_row,
+    cpos_ptr,
+    cpos_idx,
+    top,
+    fl_start,
+    fl_cap,
+    fl_label,
+    fl_len,
+    seed,
+    sparse_w,
+    w_s,
+):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
     away."""
@@ -1236,11 +1605,34 @@ def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, s
             stamp += 1
             for s in range(n_act[row]):
                 mark_a[act[row, s]] = stamp
-            k, th = unigram_fmo(unigram_mode, W_U, indptr, indices, values, row,
-                                start_end and t == 0, start_end and t == T - 1, start, end,
-                                act[row], n_act[row], theta, mark_a, stamp,
-                                _random_below(seed, i, t, n_groups), n_groups, perm, fl_start,
-                                fl_cap, fl_label, fl_len, score, touched, sparse_w, w_s)
+            k, th = unigram_fmo(
+                unigram_mode,
+                W_U,
+                indptr,
+                indices,
+                values,
+                row,
+                start_end and t == 0,
+                start_end and t == T - 1,
+                start,
+                end,
+                act[row],
+                n_act[row],
+                theta,
+                mark_a,
+                stamp,
+                _random_below(seed, i, t, n_groups),
+                n_groups,
+                perm,
+                fl_start,
+                fl_cap,
+                fl_label,
+                fl_len,
+                score,
+                touched,
+                sparse_w,
+                w_s,
+            )
             total += th
             if t == T - 1:
                 continue
@@ -1254,11 +1646,32 @@ def oracle_pass(indptr, indices, values, offsets, C, rho, start_end, W_U, W_B, s
                 slot_b[act[row + 1, s]] = s
                 mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
             if bigram_sorted_search:
-                a, b, g = bigram_sorted(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
-                                        mark_a, mark_b, slot_b, stamp, pos_ptr, pos_col,
-                                        pos_row, cpos_ptr, cpos_idx, tree, vals, top, stack)
+                a, b, g = bigram_sorted(
+                    W_B,
+                    C,
+                    act[row],
+                    nA,
+                    mu_a,
+                    act[row + 1],
+                    nB,
+                    mu_b,
+                    mark_a,
+                    mark_b,
+                    slot_b,
+                    stamp,
+                    pos_ptr,
+                    pos_col,
+                    pos_row,
+                    cpos_ptr,
+                    cpos_idx,
+                    tree,
+                    vals,
+                    top,
+                    stack,
+                )
             else:
-                a, b, g = bigram_brute(W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b,
-                                       dense_a, dense_b)
+                a, b, g = bigram_brute(
+                    W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b, dense_a, dense_b
+                )
             total += g
     return total

@@ -152,8 +152,7 @@ def _residuals(q, p, mu_a, mu_b):
 
 
 @njit(cache=True)
-def _add_label(i, l, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pair_edge, q,
-               lam):
+def _add_label(i, l, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pair_edge, q, lam):
     """Put label l (μ = 0) into example i's active set; its pairs with the active labels
     start at the consistent state ``(1 − μ_k, μ_k, 0, 0)`` (slot order) and λ = 0."""
     s = n_slots[i]
@@ -174,10 +173,37 @@ def _add_label(i, l, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pai
 
 
 @njit(cache=True)
-def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id, order, C,
-              rho, eta, U, support_indptr, support_labels, V, tree, mu, slot_label, n_slots,
-              pair_base, pair_room, pair_edge, q, lam, inner_sweeps, brute_search, status,
-              stats):
+def gdmm_pass(
+    indptr,
+    indices,
+    values,
+    Y,
+    loss_weights,
+    sq_norms,
+    edges,
+    edge_id,
+    order,
+    C,
+    rho,
+    eta,
+    U,
+    support_indptr,
+    support_labels,
+    V,
+    tree,
+    mu,
+    slot_label,
+    n_slots,
+    pair_base,
+    pair_room,
+    pair_edge,
+    q,
+    lam,
+    inner_sweeps,
+    brute_search,
+    status,
+    stats,
+):
     """One GDMM pass (module docstring) over ``order``. Stops early, with
     ``status[0] = NEED_CAPACITY`` and ``status[1]`` the position reached, when an example's
     active set is full (the caller gives that example more room and continues). ``stats``
@@ -207,8 +233,9 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
             status[1] = idx
             return idx
         if sparse:
-            sparse_unigram_scores(indptr, indices, values, i, i + 1, support_indptr,
-                                  support_labels, U, theta_row)
+            sparse_unigram_scores(
+                indptr, indices, values, i, i + 1, support_indptr, support_labels, U, theta_row
+            )
         else:
             unary_scores(indptr, indices, values, i, U2, theta)
         for s in range(ns):
@@ -233,19 +260,30 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
             if gain > best:
                 best, best_a, best_b = gain, l, -1
         if g2 > -np.inf and edges.shape[0] > 0:
-            e, gain = best_outside_pair(tree, edges, V, g, slot_of, g1 + g2, best,
-                                        brute_search)
+            e, gain = best_outside_pair(tree, edges, V, g, slot_of, g1 + g2, best, brute_search)
             if e >= 0:
                 best, best_a, best_b = gain, edges[e, 0], edges[e, 1]
         for s in range(ns):
             slot_of[slot_label[i, s]] = -1
         if best_a >= 0:
-            _add_label(i, best_a, mu, slot_label, n_slots, edge_id, pair_base, pair_room,
-                       pair_edge, q, lam)
+            _add_label(
+                i, best_a, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pair_edge, q, lam
+            )
             stats[0] += 1
             if best_b >= 0:
-                _add_label(i, best_b, mu, slot_label, n_slots, edge_id, pair_base, pair_room,
-                           pair_edge, q, lam)
+                _add_label(
+                    i,
+                    best_b,
+                    mu,
+                    slot_label,
+                    n_slots,
+                    edge_id,
+                    pair_base,
+                    pair_room,
+                    pair_edge,
+                    q,
+                    lam,
+                )
                 stats[0] += 1
         ns = n_slots[i]
         # -- block steps on the active factors ---------------------------------------------
@@ -257,8 +295,7 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                 if sparse:  # the features label l sees
                     sq_l = 0.0
                     for p in range(indptr[i], indptr[i + 1]):
-                        if support_position(support_indptr, support_labels, L, indices[p],
-                                            l) >= 0:
+                        if support_position(support_indptr, support_labels, L, indices[p], l) >= 0:
                             sq_l += values[p] * values[p]
                 curv = C * C * sq_l
                 for t in range(ns):
@@ -284,8 +321,7 @@ def gdmm_pass(indptr, indices, values, Y, loss_weights, sq_norms, edges, edge_id
                     step = -C * delta
                     for p in range(indptr[i], indptr[i + 1]):
                         if sparse:
-                            j = support_position(support_indptr, support_labels, L,
-                                                 indices[p], l)
+                            j = support_position(support_indptr, support_labels, L, indices[p], l)
                             if j >= 0:
                                 U[j] += step * values[p]
                         else:
@@ -346,8 +382,9 @@ def pair_rounding(mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, C
 
 
 @njit(cache=True)
-def consistency(mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, lam, rho,
-                loss_weights, Y):
+def consistency(
+    mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, lam, rho, loss_weights, Y
+):
     """``[Σ |r|, Σ λ·r + ρ/2 Σ r², active labels, active pairs, Σ_i δ(ȳ_i, μ_i)]`` over all
     examples (residual, the Lagrangian's penalty terms, set sizes, the loss term / C)."""
     out = np.zeros(5)
@@ -362,8 +399,7 @@ def consistency(mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, lam
                 out[3] += 1
                 ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
                 out[0] += abs(ra) + abs(rb)
-                out[1] += (lam[p, 0] * ra + lam[p, 1] * rb
-                           + 0.5 * rho * (ra * ra + rb * rb))
+                out[1] += lam[p, 0] * ra + lam[p, 1] * rb + 0.5 * rho * (ra * ra + rb * rb)
         for l in range(mu.shape[1]):
             out[4] += loss_weights[l] * abs(mu[i, l] - Y[i, l])
     return out

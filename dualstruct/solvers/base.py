@@ -28,8 +28,10 @@ CHUNK_TOKENS = 200_000
 
 #: what to change when a chain solver's memory estimate is refused (solvers of other models
 #: give their own ``memory_advice``)
-MEMORY_ADVICE = ("Lower it with weights='observed' (sparse feature-label weights), a larger "
-                 "feature min_count, feature hashing or a smaller window, or train a subset.")
+MEMORY_ADVICE = (
+    "Lower it with weights='observed' (sparse feature-label weights), a larger "
+    "feature min_count, feature hashing or a smaller window, or train a subset."
+)
 
 
 class _DeferredInterrupt:
@@ -42,8 +44,10 @@ class _DeferredInterrupt:
     caller's own); elsewhere the signals keep their usual meaning."""
 
     #: signal -> (its default handler, its name in messages)
-    SIGNALS = {signal.SIGINT: (signal.default_int_handler, "Ctrl-C"),
-               signal.SIGTERM: (signal.SIG_DFL, "SIGTERM")}
+    SIGNALS = {
+        signal.SIGINT: (signal.default_int_handler, "Ctrl-C"),
+        signal.SIGTERM: (signal.SIG_DFL, "SIGTERM"),
+    }
 
     def __init__(self, name, step="pass"):
         self.name = name
@@ -67,8 +71,11 @@ class _DeferredInterrupt:
             raise KeyboardInterrupt
         self.requested = True
         what = self.SIGNALS[signum][1]
-        print(f"[{self.name}] {what}: stopping after this {self.step} ({what} again stops "
-              "at once)", file=sys.stderr, flush=True)
+        print(
+            f"[{self.name}] {what}: stopping after this {self.step} ({what} again stops at once)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __exit__(self, *exc):
         for sig, previous in self._previous.items():
@@ -124,9 +131,23 @@ class PassSolver:
     #: what one iteration is called in messages and in the progress table's first column
     step_name, step_plural = "pass", "passes"
 
-    def __init__(self, model, C=1.0, *, max_iter=100, tol=1e-3, check_every=5,
-                 averaging=True, random_state=None, verbose=0, callback=None, validation=None,
-                 out=None, rescaling="margin", slack_search="exact"):
+    def __init__(
+        self,
+        model,
+        C=1.0,
+        *,
+        max_iter=100,
+        tol=1e-3,
+        check_every=5,
+        averaging=True,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        validation=None,
+        out=None,
+        rescaling="margin",
+        slack_search="exact",
+    ):
         if not C > 0:
             raise ValueError(f"C must be positive, got {C}")
         if int(max_iter) < 0:
@@ -138,8 +159,7 @@ class PassSolver:
         from ..inference.slack_search import SEARCHES
 
         if slack_search not in SEARCHES:
-            raise ValueError(f"slack_search must be one of {tuple(SEARCHES)}, got "
-                             f"{slack_search!r}")
+            raise ValueError(f"slack_search must be one of {tuple(SEARCHES)}, got {slack_search!r}")
         self.rescaling = rescaling
         self.slack_search = slack_search
         self.search_code = SEARCHES[slack_search]
@@ -149,9 +169,11 @@ class PassSolver:
             kmodel = kernel_model(model)
             kmodel.check_slack()
             if slack_search not in kmodel.slack_searches:
-                raise ValueError(f"slack_search={slack_search!r} is not available for "
-                                 f"{type(model).__name__}; choose one of "
-                                 f"{kmodel.slack_searches}")
+                raise ValueError(
+                    f"slack_search={slack_search!r} is not available for "
+                    f"{type(model).__name__}; choose one of "
+                    f"{kmodel.slack_searches}"
+                )
         self.model = model
         self.C = float(C)
         self.max_iter = int(max_iter)
@@ -211,8 +233,11 @@ class PassSolver:
 
     def _converged(self, record) -> bool:
         """Whether training stops at ``record``: the relative duality gap is at most ``tol``."""
-        return (not math.isnan(record.relative_gap) and self.has_dual
-                and record.relative_gap <= self.tol)
+        return (
+            not math.isnan(record.relative_gap)
+            and self.has_dual
+            and record.relative_gap <= self.tol
+        )
 
     def current_dual(self) -> float:
         """The dual value of the current iterate only (cheap; NaN without a dual)."""
@@ -252,10 +277,14 @@ class PassSolver:
         meta = {
             "solver": self.name,
             "data_fingerprint": data_fingerprint(self.data),
-            "passes": self.passes, "oracle_calls": self.oracle_calls,
-            "train_time": self.train_time, "eval_time": self.eval_time,
-            "chosen": self._chosen, "checks": self._checks,
-            "final_choice": self._final_choice, "pending_check": self._pending_check,
+            "passes": self.passes,
+            "oracle_calls": self.oracle_calls,
+            "train_time": self.train_time,
+            "eval_time": self.eval_time,
+            "chosen": self._chosen,
+            "checks": self._checks,
+            "final_choice": self._final_choice,
+            "pending_check": self._pending_check,
             "rng": self.rng.bit_generator.state,
             "scalars": {k: getattr(self, k) for k in self.state_scalars},
         }
@@ -264,8 +293,9 @@ class PassSolver:
     def load_state(self, data, meta, arrays):
         """Restore a :meth:`state_dict` for training on ``data`` (which must be the same)."""
         if meta.get("solver") != self.name:
-            raise ValueError(f"the saved state is of solver {meta.get('solver')!r}, "
-                             f"not {self.name!r}")
+            raise ValueError(
+                f"the saved state is of solver {meta.get('solver')!r}, not {self.name!r}"
+            )
         if meta.get("data_fingerprint") != data_fingerprint(data):
             raise ValueError("the saved solver state belongs to different training data")
         self.data = data
@@ -277,10 +307,13 @@ class PassSolver:
                     continue
                 raise ValueError(f"the saved solver state lacks the array {k!r}")
             arr = arrays[k]
-            if cur is not None and (cur.dtype != arr.dtype or (
-                    k not in self.growable_arrays and cur.shape != arr.shape)):
-                raise ValueError(f"saved solver array {k!r} has shape {arr.shape} "
-                                 f"{arr.dtype}, expected {cur.shape} {cur.dtype}")
+            if cur is not None and (
+                cur.dtype != arr.dtype or (k not in self.growable_arrays and cur.shape != arr.shape)
+            ):
+                raise ValueError(
+                    f"saved solver array {k!r} has shape {arr.shape} "
+                    f"{arr.dtype}, expected {cur.shape} {cur.dtype}"
+                )
             setattr(self, k, np.array(arr))
         for k, v in meta["scalars"].items():
             if k not in self.state_scalars:
@@ -311,8 +344,11 @@ class PassSolver:
         """Set up the state for training on ``data`` (a labelled :class:`PackedSequences`), once;
         :meth:`fit` calls it. A set-up that fails leaves the solver unstarted."""
         if self.data is None:
-            check_memory(f"{type(self).__name__} on {type(self.model).__name__}",
-                         self.memory_parts(data), self.memory_advice)
+            check_memory(
+                f"{type(self).__name__} on {type(self.model).__name__}",
+                self.memory_parts(data),
+                self.memory_advice,
+            )
             self.data = data
             try:
                 self._init_state()
@@ -332,8 +368,9 @@ class PassSolver:
         max_iter = self.max_iter if max_iter is None else int(max_iter)
         with_val = self.validation is not None
         if self.verbose:
-            print(f"[{self.name}] {n} sequences, {data.n_tokens} tokens, C={self.C:g}",
-                  file=self.out)
+            print(
+                f"[{self.name}] {n} sequences, {data.n_tokens} tokens, C={self.C:g}", file=self.out
+            )
             print(format_header(with_val, self.step_name), file=self.out, flush=True)
         # "running" until the loop ends: what a checkpoint taken by a callback records
         self.history.stop_reason = "running"
@@ -352,9 +389,13 @@ class PassSolver:
                 if self.passes and (last is None or last.passes < self.passes):
                     self._record(check=False)  # the last whole pass, without a check
                 if self.verbose:
-                    print(f"[{self.name}] stopped at once after {self.passes} whole "
-                          f"{self.step_plural}; "
-                          "keeping the current model", file=self.out, flush=True)
+                    print(
+                        f"[{self.name}] stopped at once after {self.passes} whole "
+                        f"{self.step_plural}; "
+                        "keeping the current model",
+                        file=self.out,
+                        flush=True,
+                    )
         return self
 
     def _loop(self, max_iter, n, chunks, with_val, interrupt):
@@ -390,8 +431,12 @@ class PassSolver:
             if self.verbose:  # the last line, once
                 print(format_record(record, with_val), file=self.out, flush=True)
             if interrupt.requested and self.verbose:
-                print(f"[{self.name}] interrupted after {self.passes} {self.step_plural}; "
-                      "keeping the current model", file=self.out, flush=True)
+                print(
+                    f"[{self.name}] interrupted after {self.passes} {self.step_plural}; "
+                    "keeping the current model",
+                    file=self.out,
+                    flush=True,
+                )
             break
 
     def _record(self, check: bool, final: bool = False) -> Record:
@@ -423,8 +468,10 @@ class PassSolver:
             self.__dict__.update(_checks=checks, _chosen=chosen, _pending_check=False)
         if final:
             cands = self.candidates()
-            primals = [self._primal(w) if p is None else p
-                       for w, p in zip(cands, primals or [None] * len(cands))]
+            primals = [
+                self._primal(w) if p is None else p
+                for w, p in zip(cands, primals or [None] * len(cands))
+            ]
             self._final_choice = int(np.argmin(primals))
             rec.primal = primals[self._final_choice]
         if check or final:
@@ -455,8 +502,11 @@ def data_fingerprint(data) -> str:
     """SHA-256 of the training data: a labelled PackedSequences (offsets, labels and the CSR
     arrays) or any data object with ``fingerprint_arrays()``."""
     h = hashlib.sha256()
-    arrays = (data.fingerprint_arrays() if hasattr(data, "fingerprint_arrays") else
-              (data.offsets, data.labels, data.X.indptr, data.X.indices, data.X.data))
+    arrays = (
+        data.fingerprint_arrays()
+        if hasattr(data, "fingerprint_arrays")
+        else (data.offsets, data.labels, data.X.indptr, data.X.indices, data.X.data)
+    )
     for arr in arrays:
         a = np.ascontiguousarray(arr)
         h.update(str(a.dtype).encode() + str(a.shape).encode())
@@ -547,13 +597,30 @@ class AtomPool:
     def _check_atoms(self, offsets):
         """Validate a restored pool against its capacity."""
         self.capacity = int(self.capacity)
-        if (self.atom_weights.shape != (len(offsets) - 1, self.capacity)
-                or self.atom_labels.shape != (int(offsets[-1]) * self.capacity,)
-                or self.atom_count.max() > self.capacity or self.atom_count.min() < 1):
+        if (
+            self.atom_weights.shape != (len(offsets) - 1, self.capacity)
+            or self.atom_labels.shape != (int(offsets[-1]) * self.capacity,)
+            or self.atom_count.max() > self.capacity
+            or self.atom_count.min() < 1
+        ):
             raise ValueError("saved atom pool is inconsistent with its capacity")
 
-    def pairwise_pass(self, blocks, order, C, w, R, averaging, scalars, gaps, slack, search,
-                      calls, sigma=1.0, delta=None):
+    def pairwise_pass(
+        self,
+        blocks,
+        order,
+        C,
+        w,
+        R,
+        averaging,
+        scalars,
+        gaps,
+        slack,
+        search,
+        calls,
+        sigma=1.0,
+        delta=None,
+    ):
         """One pairwise BCFW pass over the blocks in ``order``
         (:func:`~dualstruct.solvers._block_kernels.pairwise_bcfw_pass`, whose arguments these
         are), growing the pool whenever a block needs more atoms than it has room for."""
@@ -562,9 +629,24 @@ class AtomPool:
         done = 0
         while done < len(order):
             done += pairwise_bcfw_pass(
-                blocks.kernel, order[done:], C, w, R, averaging, self.atom_labels,
-                self.atom_weights, self.atom_count, self.capacity, scalars, gaps, slack, search,
-                calls, sigma, delta)
+                blocks.kernel,
+                order[done:],
+                C,
+                w,
+                R,
+                averaging,
+                self.atom_labels,
+                self.atom_weights,
+                self.atom_count,
+                self.capacity,
+                scalars,
+                gaps,
+                slack,
+                search,
+                calls,
+                sigma,
+                delta,
+            )
             blocks.raise_status()
             if done < len(order):
                 self._grow_atoms(blocks.label_offsets)
@@ -575,6 +657,7 @@ class AtomPool:
         old, new = self.capacity, 2 * self.capacity
         labels = np.zeros(int(offsets[-1]) * new, dtype=np.int32)
         weights = np.zeros((len(offsets) - 1, new))
-        grow_atom_pool(offsets, self.atom_labels, self.atom_weights, self.atom_count, old, new,
-                       labels, weights)
+        grow_atom_pool(
+            offsets, self.atom_labels, self.atom_weights, self.atom_count, old, new, labels, weights
+        )
         self.capacity, self.atom_labels, self.atom_weights = new, labels, weights

@@ -29,8 +29,10 @@ def kernel_model(model):
         return model.kernel_model()
     if hasattr(model, "block_data") and hasattr(model, "hinge"):
         return model
-    raise TypeError(f"{type(model).__name__} has no kernel; wrap a Python model in "
-                    "dualstruct.models.UserModel (or use dualstruct.SSVM)")
+    raise TypeError(
+        f"{type(model).__name__} has no kernel; wrap a Python model in "
+        "dualstruct.models.UserModel (or use dualstruct.SSVM)"
+    )
 
 
 class KernelBlocks:
@@ -67,23 +69,33 @@ class _BlockPasses(KernelBlocks, PassSolver):
 
 
 class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
-    """Block-coordinate Frank-Wolfe on the structural SVM dual with exact line search,
-    weighted averaging and the duality gap as certificate, for every kernel model.
+    """Block-coordinate Frank–Wolfe on the structural SVM dual with exact line search, weighted
+    averaging and the duality gap as certificate, for every kernel model.
 
-    Parameters are those of :class:`~dualstruct.solvers.base.PassSolver` plus
+    The returned weights are the weighted average when ``averaging=True`` and it has the lower
+    primal; the dual bound is the better of the current and the averaged dual point.
 
+    Parameters
+    ----------
+    model : model object
+        What is trained: a kernel model (:class:`~dualstruct.models.ChainModel`,
+        :class:`~dualstruct.models.MultiLabelModel`, a graph CRF, …) or a
+        :class:`~dualstruct.models.UserModel`.
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     step : {"auto", "pairwise", "fw"}, default "auto"
-        ``"pairwise"``: block-coordinate pairwise Frank-Wolfe (Osokin et al. 2016), which
-        keeps each block's dual point as a few weighted labellings (atoms) and moves mass from
-        the worst of them to the oracle's corner; it converges linearly, and its memory is
+        ``"pairwise"``: block-coordinate pairwise Frank–Wolfe (Osokin et al. 2016), which keeps
+        each block's dual point as a few weighted labellings (atoms) and moves mass from the
+        worst of them to the oracle's corner; it converges linearly, and its memory is
         O(labelling entries × atoms). ``"fw"``: the classic BCFW step (Lacoste-Julien et al.
         2013), which keeps each block's share of ``w`` (memory n × dim w) and steps to the
-        oracle's point, also a relaxed oracle's fractional one. ``"auto"``: the classic step
-        for models whose oracle is a relaxation with fractional solutions (the relaxed
-        structural SVM is then solved and certified), the pairwise step otherwise.
-
-    The returned weights are the weighted average when ``averaging=True`` and it has the
-    lower primal; the dual bound is the better of the current and the averaged dual point.
+        oracle's point, also a relaxed oracle's fractional one. ``"auto"``: the classic step for
+        models whose oracle is a relaxation with fractional solutions (the relaxed structural
+        SVM is then solved and certified), the pairwise step otherwise.
+    **kwargs
+        The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
+        ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
+        ``validation``, ``rescaling``, ``slack_search``.
 
     Examples
     --------
@@ -139,7 +151,8 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             if need > CLASSIC_STEP_MAX_BYTES:
                 raise MemoryError(
                     f"the classic BCFW step keeps every block's share of w: {n} blocks × "
-                    f"{self.w.size} weights = {need / 2**30:.1f} GiB; use step='pairwise'")
+                    f"{self.w.size} weights = {need / 2**30:.1f} GiB; use step='pairwise'"
+                )
             self.block_weights = np.zeros((n, self.w.size))
             self.block_losses = np.zeros(n)
 
@@ -160,19 +173,55 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         k = self.blocks.kernel
         if self.resolved_step == "fw":
             corner = np.zeros_like(self.w)
-            kern.classic_bcfw_pass(k, order, self.C, self.w, self.R, self.averaging,
-                                   self.block_weights, self.block_losses, corner, self.scalars,
-                                   self.block_gaps, self._slack, self.search_code, calls)
+            kern.classic_bcfw_pass(
+                k,
+                order,
+                self.C,
+                self.w,
+                self.R,
+                self.averaging,
+                self.block_weights,
+                self.block_losses,
+                corner,
+                self.scalars,
+                self.block_gaps,
+                self._slack,
+                self.search_code,
+                calls,
+            )
             self.blocks.raise_status()
             return int(calls[0])
-        self.pairwise_pass(self.blocks, order, self.C, self.w, self.R, self.averaging,
-                           self.scalars, self.block_gaps, self._slack, self.search_code, calls)
+        self.pairwise_pass(
+            self.blocks,
+            order,
+            self.C,
+            self.w,
+            self.R,
+            self.averaging,
+            self.scalars,
+            self.block_gaps,
+            self._slack,
+            self.search_code,
+            calls,
+        )
         return int(calls[0])
 
 
 class BlockSSG(SubgradientAverage, _BlockPasses):
     """Pegasos stochastic subgradient for every kernel model (no dual; ``tol`` unused).
-    Parameters as :class:`~dualstruct.solvers.base.PassSolver`.
+
+    Parameters
+    ----------
+    model : model object
+        What is trained: a kernel model (:class:`~dualstruct.models.ChainModel`,
+        :class:`~dualstruct.models.MultiLabelModel`, a graph CRF, …) or a
+        :class:`~dualstruct.models.UserModel`.
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
+    max_iter, tol, check_every, averaging, random_state, verbose : see PassSolver
+        As :class:`~dualstruct.solvers.base.PassSolver`.
+    callback, validation, out, rescaling, slack_search : see PassSolver
+        As :class:`~dualstruct.solvers.base.PassSolver`.
 
     Examples
     --------
@@ -199,7 +248,16 @@ class BlockSSG(SubgradientAverage, _BlockPasses):
 
     def _run(self, order):
         calls = np.zeros(1, dtype=np.int64)
-        kern.ssg_pass(self.blocks.kernel, order, self.v, self.R, self.scalars, self.averaging,
-                      self._slack, self.search_code, calls)
+        kern.ssg_pass(
+            self.blocks.kernel,
+            order,
+            self.v,
+            self.R,
+            self.scalars,
+            self.averaging,
+            self._slack,
+            self.search_code,
+            calls,
+        )
         self.blocks.raise_status()
         return int(calls[0])

@@ -28,12 +28,29 @@ from .block import KernelBlocks, kernel_model
 
 
 class CuttingPlane(KernelBlocks, PassSolver):
-    """1-slack cutting plane for chain, multi-label and kernel models; one "pass" is one
-    iteration (n oracle calls).
+    """1-slack cutting plane (Joachims, Finley and Yu 2009) for every model; one "pass" is one
+    iteration (n oracle calls, one aggregated constraint, one working-set QP).
 
-    Extra parameters: ``epsilon`` (minimum violation, C-form units, default 1e-6 × n),
-    ``prune_after`` (iterations, default 50), ``max_constraints`` (default 1000),
-    ``qp_tol`` (default 1e-10 relative).
+    Parameters
+    ----------
+    model : model object
+        What is trained: a kernel model (:class:`~dualstruct.models.ChainModel`,
+        :class:`~dualstruct.models.MultiLabelModel`, a graph CRF, …) or a
+        :class:`~dualstruct.models.UserModel`.
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
+    epsilon : float, optional
+        Minimum violation of a new constraint, in C-form units (default 1e-6 × n).
+    prune_after : int, default 50
+        Iterations after which an inactive constraint leaves the working set.
+    max_constraints : int, default 1000
+        Largest working set.
+    qp_tol : float, default 1e-10
+        Relative tolerance of the working-set QP.
+    **kwargs
+        The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
+        ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
+        ``validation``, ``rescaling``, ``slack_search``.
 
     Examples
     --------
@@ -50,8 +67,17 @@ class CuttingPlane(KernelBlocks, PassSolver):
 
     name = "cutting_plane"
 
-    def __init__(self, model, C=1.0, *, epsilon=None, prune_after=50, max_constraints=1000,
-                 qp_tol=1e-10, **kwargs):
+    def __init__(
+        self,
+        model,
+        C=1.0,
+        *,
+        epsilon=None,
+        prune_after=50,
+        max_constraints=1000,
+        qp_tol=1e-10,
+        **kwargs,
+    ):
         kwargs["averaging"] = False
         super().__init__(model, C, **kwargs)
         if epsilon is not None and not float(epsilon) >= 0:
@@ -82,18 +108,19 @@ class CuttingPlane(KernelBlocks, PassSolver):
             raise MemoryError(
                 f"the cutting-plane working set would need up to {bytes_needed / 2**30:.1f} GiB "
                 f"({self.max_constraints} constraints × {size} parameters); lower "
-                "max_constraints or use solver='bcfw'")
+                "max_constraints or use solver='bcfw'"
+            )
         self._make_blocks(kmodel)
         self.w = kmodel.init_weights()
-        self.psi = np.zeros((0, size))         # working set directions ψ_c
-        self.delta = np.zeros(0)               # their losses δ_c
+        self.psi = np.zeros((0, size))  # working set directions ψ_c
+        self.delta = np.zeros(0)  # their losses δ_c
         self.alpha = np.zeros(0)
         self.idle = np.zeros(0, dtype=np.int64)  # iterations with α_c = 0
         self.gram = np.zeros((0, 0))
         self.best_w = self.w.copy()
         self.best_primal = math.inf
         self.best_dual = 0.0
-        self.eps = (1e-6 * data.n_sequences if self.epsilon is None else float(self.epsilon))
+        self.eps = 1e-6 * data.n_sequences if self.epsilon is None else float(self.epsilon)
 
     state_arrays = ("w", "psi", "delta", "alpha", "idle", "gram", "best_w")
     state_scalars = ("best_primal", "best_dual", "eps")
@@ -101,8 +128,12 @@ class CuttingPlane(KernelBlocks, PassSolver):
 
     def _after_load(self):
         m = len(self.delta)
-        if (self.psi.shape != (m, self.w.size) or self.alpha.shape != (m,)
-                or self.idle.shape != (m,) or self.gram.shape != (m, m)):
+        if (
+            self.psi.shape != (m, self.w.size)
+            or self.alpha.shape != (m,)
+            or self.idle.shape != (m,)
+            or self.gram.shape != (m, m)
+        ):
             raise ValueError("saved cutting-plane working set is inconsistent")
 
     def _one_pass(self, order, chunks):
@@ -112,8 +143,9 @@ class CuttingPlane(KernelBlocks, PassSolver):
         C = self.C
         # the oracle at w gives the exact primal P(w) and the aggregated constraint at once
         # (with slack rescaling the exact slack oracle, whatever the search of the BCFW steps)
-        hinge, psi, delta = self.kernel_model_.aggregate_constraint(self.w, self.blocks,
-                                                                    self.rescaling)
+        hinge, psi, delta = self.kernel_model_.aggregate_constraint(
+            self.w, self.blocks, self.rescaling
+        )
         primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
         if primal < self.best_primal:
             self.best_primal, self.best_w = primal, self.w.copy()
@@ -133,18 +165,27 @@ class CuttingPlane(KernelBlocks, PassSolver):
         row = self.psi @ psi
         m = len(self.delta) + 1
         gram = np.zeros((m, m))
-        gram[:m - 1, :m - 1] = self.gram
-        gram[m - 1, :m - 1] = gram[:m - 1, m - 1] = row
+        gram[: m - 1, : m - 1] = self.gram
+        gram[m - 1, : m - 1] = gram[: m - 1, m - 1] = row
         gram[m - 1, m - 1] = psi @ psi
         # the working set changes in one C-level update, so a Ctrl-C cannot leave it torn
-        self.__dict__.update(psi=np.vstack([self.psi, psi]), delta=np.append(self.delta, delta),
-                             alpha=np.append(self.alpha, 0.0), idle=np.append(self.idle, 0),
-                             gram=gram)
+        self.__dict__.update(
+            psi=np.vstack([self.psi, psi]),
+            delta=np.append(self.delta, delta),
+            alpha=np.append(self.alpha, 0.0),
+            idle=np.append(self.idle, 0),
+            gram=gram,
+        )
 
     def _remove(self, drop):
         keep = np.setdiff1d(np.arange(len(self.delta)), drop)
-        self.__dict__.update(psi=self.psi[keep], delta=self.delta[keep], alpha=self.alpha[keep],
-                             idle=self.idle[keep], gram=self.gram[np.ix_(keep, keep)])
+        self.__dict__.update(
+            psi=self.psi[keep],
+            delta=self.delta[keep],
+            alpha=self.alpha[keep],
+            idle=self.idle[keep],
+            gram=self.gram[np.ix_(keep, keep)],
+        )
 
     def _solve(self):
         m = len(self.delta)

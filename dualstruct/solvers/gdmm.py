@@ -20,8 +20,11 @@ from . import _gdmm_kernels as kern
 from .base import PassSolver
 from .objective import sampled_primal_objective, scaled_dual
 
-UNIGRAM_ORACLES = {"brute": kern.UNIGRAM_BRUTE, "sampled": kern.UNIGRAM_SAMPLED,
-                   "sparse": kern.UNIGRAM_SPARSE}
+UNIGRAM_ORACLES = {
+    "brute": kern.UNIGRAM_BRUTE,
+    "sampled": kern.UNIGRAM_SAMPLED,
+    "sparse": kern.UNIGRAM_SPARSE,
+}
 BIGRAM_ORACLES = ("sorted", "brute")
 #: with oracle "auto", label sets up to this size use the brute-force oracles: scanning K
 #: labels (K² pairs) is then cheaper than the lists and trees (OCR, K = 26: 0.088 against
@@ -35,8 +38,12 @@ PAIR_SLOT_ARRAYS = ("pair_a", "pair_b", "q_b")
 class GDMM(PassSolver):
     """GDMM for :class:`~dualstruct.models.ChainModel` (margin rescaling).
 
-    Other Parameters
-    ----------------
+    Parameters
+    ----------
+    model : ChainModel
+        The chain model (dense or sparse unary weights).
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     rho : float or list of (pass, value)
         Penalty ρ of the augmented Lagrangian (default 1). A list of points ``[(0, 1.0),
         (100, 1.0), (300, 10.0)]`` is a schedule: ρ follows it geometrically between the
@@ -73,7 +80,13 @@ class GDMM(PassSolver):
         random sequences (``½‖w‖² + C n/m Σ_sample H_i``; recorded as
         ``extra["sampled_primal"]``), for label sets so large that the exact primal at every
         check is too costly.
+    **kwargs
+        The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
+        ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
+        ``validation``, ``rescaling``.
 
+    Notes
+    -----
     The ``dual`` at a check is certified: the factor marginals are consistent only in the
     limit, so −G(q) is not a bound, but rounding every bigram factor into the transport
     polytope of its two unigram factors gives a feasible point whose dual value is one
@@ -100,10 +113,22 @@ class GDMM(PassSolver):
 
     name = "gdmm"
 
-    def __init__(self, model, C=1.0, *, rho=1.0, eta=None, unigram_oracle="auto",
-                 bigram_oracle="auto", n_groups=None, shrink_after=0, inner_passes=1,
-                 primal_sample=None, support_steps=3,
-                 **kwargs):
+    def __init__(
+        self,
+        model,
+        C=1.0,
+        *,
+        rho=1.0,
+        eta=None,
+        unigram_oracle="auto",
+        bigram_oracle="auto",
+        n_groups=None,
+        shrink_after=0,
+        inner_passes=1,
+        primal_sample=None,
+        support_steps=3,
+        **kwargs,
+    ):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
@@ -112,11 +137,14 @@ class GDMM(PassSolver):
         self.rho = value_at(self.rho_schedule, 0)
         self.eta = value_at(self.eta_schedule, 0)
         if unigram_oracle not in ("auto", *UNIGRAM_ORACLES):
-            raise ValueError(f"unigram_oracle must be one of {('auto', *UNIGRAM_ORACLES)}, "
-                             f"got {unigram_oracle!r}")
+            raise ValueError(
+                f"unigram_oracle must be one of {('auto', *UNIGRAM_ORACLES)}, "
+                f"got {unigram_oracle!r}"
+            )
         if bigram_oracle not in ("auto", *BIGRAM_ORACLES):
-            raise ValueError(f"bigram_oracle must be one of {('auto', *BIGRAM_ORACLES)}, got "
-                             f"{bigram_oracle!r}")
+            raise ValueError(
+                f"bigram_oracle must be one of {('auto', *BIGRAM_ORACLES)}, got {bigram_oracle!r}"
+            )
         K = model.n_labels
         small = K <= AUTO_BRUTE_MAX_LABELS
         if unigram_oracle == "auto":
@@ -141,8 +169,24 @@ class GDMM(PassSolver):
             raise ValueError(f"primal_sample must be a positive int, got {primal_sample}")
         self.primal_sample = None if primal_sample is None else int(primal_sample)
 
-    state_arrays = ("w", "R", "act", "n_act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out",
-                    "idle", "pair_a", "pair_b", "q_b", "n_pair", "perm", "counters")
+    state_arrays = (
+        "w",
+        "R",
+        "act",
+        "n_act",
+        "q_u",
+        "lam_in",
+        "sum_in",
+        "lam_out",
+        "sum_out",
+        "idle",
+        "pair_a",
+        "pair_b",
+        "q_b",
+        "n_pair",
+        "perm",
+        "counters",
+    )
     growable_arrays = LABEL_SLOT_ARRAYS + PAIR_SLOT_ARRAYS
 
     #: files written before the lazy average hold ``w_avg`` instead (see ``load_state``)
@@ -165,14 +209,16 @@ class GDMM(PassSolver):
         K, d = model.n_labels, model.n_features
         n_tok, nnz = data.n_tokens, data.X.nnz
         slots = min(K, 4)
-        parts["active sets (4 slots per token, 4 pairs per edge)"] = (
-            48 * slots * n_tok + 16 * 4 * (n_tok - data.n_sequences))
+        parts["active sets (4 slots per token, 4 pairs per edge)"] = 48 * slots * n_tok + 16 * 4 * (
+            n_tok - data.n_sequences
+        )
         parts["transition bookkeeping (K x K)"] = K * K
         if model.support is not None:
             parts["label lists (the support's rows)"] = 4 * (len(model.support[1]) + 2 * K)
         elif self.unigram_oracle == "sparse":
-            parts["label lists ((d + 2) x K membership, pool)"] = (
-                (d + 2) * K + 4 * (3 * (nnz + 2 * n_tok) + 4 * (d + 2) + 16 * nnz))
+            parts["label lists ((d + 2) x K membership, pool)"] = (d + 2) * K + 4 * (
+                3 * (nnz + 2 * n_tok) + 4 * (d + 2) + 16 * nnz
+            )
         return parts
 
     def _init_state(self):
@@ -218,16 +264,22 @@ class GDMM(PassSolver):
         for group in (LABEL_SLOT_ARRAYS, PAIR_SLOT_ARRAYS):
             widths = {name: getattr(self, name).shape[1] for name in group}
             if len(set(widths.values())) != 1:
-                raise ValueError(f"inconsistent GDMM state: the arrays {group} must have one "
-                                 f"width, got {widths}")
+                raise ValueError(
+                    f"inconsistent GDMM state: the arrays {group} must have one width, got {widths}"
+                )
         # the kernels index without bounds checks, so a state read from a file is checked
         K, slots, pairs = self.model.n_labels, self.act.shape[1], self.q_b.shape[1]
         used = np.arange(slots) < self.n_act[:, None]
-        if (self.n_act.min(initial=1) < 1 or self.n_act.max(initial=1) > slots
-                or self.n_pair.min(initial=1) < 1 or self.n_pair.max(initial=1) > pairs
-                or self.act[used].min(initial=0) < 0 or self.act[used].max(initial=0) >= K
-                or min(self.pair_a.min(initial=0), self.pair_b.min(initial=0)) < 0
-                or max(self.pair_a.max(initial=0), self.pair_b.max(initial=0)) >= slots):
+        if (
+            self.n_act.min(initial=1) < 1
+            or self.n_act.max(initial=1) > slots
+            or self.n_pair.min(initial=1) < 1
+            or self.n_pair.max(initial=1) > pairs
+            or self.act[used].min(initial=0) < 0
+            or self.act[used].max(initial=0) >= K
+            or min(self.pair_a.min(initial=0), self.pair_b.min(initial=0)) < 0
+            or max(self.pair_a.max(initial=0), self.pair_b.max(initial=0)) >= slots
+        ):
             raise ValueError("inconsistent GDMM state: active-set counts or labels out of range")
         self._prepare()  # (the residuals and the last pass's figures are not state)
 
@@ -270,15 +322,17 @@ class GDMM(PassSolver):
         # every row's and column's largest listed W_B, which lets the search skip lines
         self.top = np.full((2, K), -np.inf)
         self.top_at = np.full((2, K), -1, dtype=np.int64)
-        kern.tops_build(self.listed_vals, self.pos_ptr, self.cpos_ptr, self.cpos_idx, self.top,
-                        self.top_at)
+        kern.tops_build(
+            self.listed_vals, self.pos_ptr, self.cpos_ptr, self.cpos_idx, self.top, self.top_at
+        )
         self.sparse_weights = model.support is not None
         if self.sparse_weights:  # the lists are the support's rows, then start and end
             indptr_s, labels_s = model.support
             K_all = np.arange(K, dtype=np.int32)
             self.fl_label = np.concatenate([labels_s.astype(np.int32), K_all, K_all])
-            self.fl_start = np.concatenate([indptr_s[:-1], [indptr_s[-1], indptr_s[-1] + K]]
-                                           ).astype(np.int64)
+            self.fl_start = np.concatenate(
+                [indptr_s[:-1], [indptr_s[-1], indptr_s[-1] + K]]
+            ).astype(np.int64)
             self.fl_len = np.concatenate([np.diff(indptr_s), [K, K]]).astype(np.int64)
             self.fl_cap = self.fl_len.copy()
             self.fl_member = np.zeros((1, 1), dtype=np.uint8)
@@ -299,18 +353,38 @@ class GDMM(PassSolver):
         if lists:  # the weights' non-zeros, the active labels on their tokens' features
             per_row = np.diff(data.X.indptr) + 2
             listed = int(np.count_nonzero(self.w)) + int(
-                self.n_act.astype(np.int64) @ per_row.astype(np.int64))
+                self.n_act.astype(np.int64) @ per_row.astype(np.int64)
+            )
             pool = 3 * min(listed, (d + 2) * K) + 4 * (d + 2) + 16 * data.X.nnz + 1024
             while True:
                 self.fl_label = np.empty(pool, dtype=np.int32)
-                kern.build_label_lists(self.W.unigram, self._start, self._end, self.fl_start,
-                                       self.fl_cap, self.fl_label, self.fl_member,
-                                       self.fl_len, self.fl_used)
+                kern.build_label_lists(
+                    self.W.unigram,
+                    self._start,
+                    self._end,
+                    self.fl_start,
+                    self.fl_cap,
+                    self.fl_label,
+                    self.fl_member,
+                    self.fl_len,
+                    self.fl_used,
+                )
                 indptr, indices, _, offsets = data.kernel_arrays()
-                kern.list_active_labels(indptr, indices, offsets, model.start_end, self.act,
-                                        self.n_act, d, self.fl_start, self.fl_cap,
-                                        self.fl_label, self.fl_member, self.fl_len,
-                                        self.fl_used)
+                kern.list_active_labels(
+                    indptr,
+                    indices,
+                    offsets,
+                    model.start_end,
+                    self.act,
+                    self.n_act,
+                    d,
+                    self.fl_start,
+                    self.fl_cap,
+                    self.fl_label,
+                    self.fl_member,
+                    self.fl_len,
+                    self.fl_used,
+                )
                 if self.fl_used[0] <= pool:
                     break
                 pool *= 2  # a push found no room (it wrote nothing): build again, larger
@@ -342,16 +416,38 @@ class GDMM(PassSolver):
     _no_weights = np.zeros(0)
 
     def _kernel_args(self):
-        return (self.model.start_end, self._W_U, self.W.transition, self._start,
-                self._end, self.act, self.n_act, self.q_u, self.lam_in, self.sum_in,
-                self.lam_out, self.sum_out)
+        return (
+            self.model.start_end,
+            self._W_U,
+            self.W.transition,
+            self._start,
+            self._end,
+            self.act,
+            self.n_act,
+            self.q_u,
+            self.lam_in,
+            self.sum_in,
+            self.lam_out,
+            self.sum_out,
+        )
 
     def _oracle_args(self):
         # top_at comes last: only gdmm_pass, which updates the tops, needs it
-        return (UNIGRAM_ORACLES[self.unigram_oracle], self.n_groups, self.perm,
-                self.bigram_oracle == "sorted", self.tree, self.listed_vals, self.pos_ptr,
-                self.pos_col, self.pos_row, self.cpos_ptr, self.cpos_idx, self.top,
-                self.top_at)
+        return (
+            UNIGRAM_ORACLES[self.unigram_oracle],
+            self.n_groups,
+            self.perm,
+            self.bigram_oracle == "sorted",
+            self.tree,
+            self.listed_vals,
+            self.pos_ptr,
+            self.pos_col,
+            self.pos_row,
+            self.cpos_ptr,
+            self.cpos_idx,
+            self.top,
+            self.top_at,
+        )
 
     def _one_pass(self, order, chunks):
         indptr, indices, values, offsets = self.arrays
@@ -366,27 +462,70 @@ class GDMM(PassSolver):
             pos = 0
             while pos < len(part):
                 pos, need = kern.gdmm_pass(
-                    indptr, indices, values, offsets, self.data.labels,
-                    self.model.loss_weights, self.sq_norms, part, pos, self.C, self.rho,
-                    *self._kernel_args(), self.pair_a, self.pair_b, self.q_b, self.n_pair,
-                    *self._oracle_args(), self.fl_start, self.fl_cap, self.fl_label,
-                    self.fl_member, self.fl_len, self.fl_used, seed, self.counters, eta,
-                    self.idle, self.shrink_after, self.max_length, self.support_steps,
-                    self._R_U, self.RW.transition, self._R_start, self._R_end,
-                    avg_weight, *self._sparse_args())
+                    indptr,
+                    indices,
+                    values,
+                    offsets,
+                    self.data.labels,
+                    self.model.loss_weights,
+                    self.sq_norms,
+                    part,
+                    pos,
+                    self.C,
+                    self.rho,
+                    *self._kernel_args(),
+                    self.pair_a,
+                    self.pair_b,
+                    self.q_b,
+                    self.n_pair,
+                    *self._oracle_args(),
+                    self.fl_start,
+                    self.fl_cap,
+                    self.fl_label,
+                    self.fl_member,
+                    self.fl_len,
+                    self.fl_used,
+                    seed,
+                    self.counters,
+                    eta,
+                    self.idle,
+                    self.shrink_after,
+                    self.max_length,
+                    self.support_steps,
+                    self._R_U,
+                    self.RW.transition,
+                    self._R_start,
+                    self._R_end,
+                    avg_weight,
+                    *self._sparse_args(),
+                )
                 if need:
                     self._grow(need)
         if self.fl_used[0] > self.fl_label.shape[0]:  # gdmm_pass checks the room first
             raise RuntimeError("the label lists ran out of room; please report this")
         residual, lagrange, penalty = kern.consistency(
-            offsets, self.n_act, self.q_u, self.lam_in, self.sum_in, self.lam_out,
-            self.sum_out, self.pair_a, self.pair_b, self.q_b, self.n_pair)
+            offsets,
+            self.n_act,
+            self.q_u,
+            self.lam_in,
+            self.sum_in,
+            self.lam_out,
+            self.sum_out,
+            self.pair_a,
+            self.pair_b,
+            self.q_b,
+            self.n_pair,
+        )
         self.residuals.append(residual)
         self._avg_cache = None
         G = self.dual_objective_G()
-        self._last_pass = {"residual": residual, "G": G,
-                           "augmented": G + lagrange + 0.5 * self.rho * penalty,
-                           "rho": self.rho, "eta": self.eta}
+        self._last_pass = {
+            "residual": residual,
+            "G": G,
+            "augmented": G + lagrange + 0.5 * self.rho * penalty,
+            "rho": self.rho,
+            "eta": self.eta,
+        }
         return int(self.counters[:2].sum() - calls_before)
 
     def _loss_term(self):
@@ -410,12 +549,23 @@ class GDMM(PassSolver):
         is consistent and optimal."""
         K = self.model.n_labels
         change = np.zeros((K, K))
-        kern.transport_rounding(self.arrays[3], self.C, self.act, self.n_act, self.q_u,
-                                self.pair_a, self.pair_b, self.q_b, self.n_pair, change)
+        kern.transport_rounding(
+            self.arrays[3],
+            self.C,
+            self.act,
+            self.n_act,
+            self.q_u,
+            self.pair_a,
+            self.pair_b,
+            self.q_b,
+            self.n_pair,
+            change,
+        )
         W_B = self.W.transition
         rounded = W_B + change
-        sq_norm = (float(self.w @ self.w) - float(np.vdot(W_B, W_B))
-                   + float(np.vdot(rounded, rounded)))
+        sq_norm = (
+            float(self.w @ self.w) - float(np.vdot(W_B, W_B)) + float(np.vdot(rounded, rounded))
+        )
         return scaled_dual(self._loss_term(), sq_norm)
 
     def diagnostics(self, check):
@@ -427,14 +577,27 @@ class GDMM(PassSolver):
         if check:
             indptr, indices, values, offsets = self.arrays
             t0 = time.perf_counter()
-            kern.oracle_pass(indptr, indices, values, offsets, self.C, self.rho,
-                             *self._kernel_args(), *self._oracle_args()[:-1], self.fl_start,
-                             self.fl_cap, self.fl_label, self.fl_len, 0,
-                             *self._sparse_args()[:2])
+            kern.oracle_pass(
+                indptr,
+                indices,
+                values,
+                offsets,
+                self.C,
+                self.rho,
+                *self._kernel_args(),
+                *self._oracle_args()[:-1],
+                self.fl_start,
+                self.fl_cap,
+                self.fl_label,
+                self.fl_len,
+                0,
+                *self._sparse_args()[:2],
+            )
             extra["oracle_time"] = time.perf_counter() - t0
         if self._sample is not None:
             extra["sampled_primal"] = sampled_primal_objective(
-                self.model, self._sample, self.data.n_sequences, self.w, self.C)
+                self.model, self._sample, self.data.n_sequences, self.w, self.C
+            )
             extra["sample_size"] = self._sample.n_sequences
         # cumulative: labels that entered an active set, pairs that entered a bigram support
         extra["labels_added"], extra["pairs_added"] = (float(c) for c in self.counters[2:])
@@ -466,19 +629,21 @@ class GDMM(PassSolver):
 def _schedule(name, value):
     """A number or a list of (pass, value) points as a sorted tuple of points."""
     try:
-        points = (tuple((int(p), float(v)) for p, v in value)
-                  if isinstance(value, (list, tuple)) else ((0, float(value)),))
+        points = (
+            tuple((int(p), float(v)) for p, v in value)
+            if isinstance(value, (list, tuple))
+            else ((0, float(value)),)
+        )
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or a list of (pass, value) points, got "
-                         f"{value!r}") from None
+        raise ValueError(
+            f"{name} must be a number or a list of (pass, value) points, got {value!r}"
+        ) from None
     if not points:
         raise ValueError(f"{name}: the schedule has no points")
     if any(v <= 0 or not math.isfinite(v) for _, v in points):
         raise ValueError(f"{name} must be positive, got {value!r}")
-    if any(p < 0 for p, _ in points) or any(
-            b[0] < a[0] for a, b in zip(points, points[1:])):
-        raise ValueError(f"{name}: schedule passes must be >= 0 and non-decreasing, got "
-                         f"{value!r}")
+    if any(p < 0 for p, _ in points) or any(b[0] < a[0] for a, b in zip(points, points[1:])):
+        raise ValueError(f"{name}: schedule passes must be >= 0 and non-decreasing, got {value!r}")
     return points
 
 
@@ -508,5 +673,5 @@ def training_transitions(data, K):
 
 def _widen(a, cap):
     out = np.zeros((a.shape[0], cap), dtype=a.dtype)
-    out[:, :a.shape[1]] = a
+    out[:, : a.shape[1]] = a
     return out

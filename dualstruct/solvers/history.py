@@ -7,17 +7,47 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-FIELDS = ("passes", "time", "eval_time", "oracle_calls", "primal", "dual", "gap",
-          "relative_gap", "validation_score")
+FIELDS = (
+    "passes",
+    "time",
+    "eval_time",
+    "oracle_calls",
+    "primal",
+    "dual",
+    "gap",
+    "relative_gap",
+    "validation_score",
+)
 
 
 @dataclass
 class Record:
     """One row of a training history.
 
-    ``time`` is cumulative training time in seconds, excluding monitoring (``eval_time`` is the
-    cumulative time spent computing primal objectives and validation scores). Quantities a solver
-    does not have (the dual of SSG, the primal on passes without a check) are NaN.
+    Quantities a solver does not have (the dual of SSG, the primal on passes without a check)
+    are NaN.
+
+    Parameters
+    ----------
+    passes : float
+        Passes (or rounds) made.
+    time : float
+        Cumulative training time in seconds, excluding monitoring.
+    eval_time : float
+        Cumulative time spent computing primal objectives and validation scores.
+    oracle_calls : int
+    primal, dual, gap, relative_gap : float
+        The exact primal ``P(w)``, the certified dual, ``P − D`` and ``(P − D) / |P|``.
+    validation_score : float
+        The held-out score at a check.
+    extra : dict
+        Solver-specific diagnostics (GDMM: residual, augmented objective, active-set sizes…).
+
+    Examples
+    --------
+    >>> from dualstruct.solvers import Record
+    >>> Record(passes=5, time=1.2, primal=10.0, dual=9.9).primal
+    10.0
     """
 
     passes: float
@@ -35,9 +65,15 @@ class Record:
 
 @dataclass
 class History:
-    """A list of :class:`Record` plus the reason training stopped: ``"tol"`` (the certified
-    gap reached it), ``"max_iter"``, ``"callback"``, ``"interrupted"`` (Ctrl-C or SIGTERM),
-    or ``"running"`` while training goes on (a checkpoint's record).
+    """A training history: one :class:`Record` per pass and the reason training stopped.
+
+    Parameters
+    ----------
+    records : list of Record
+    stop_reason : str
+        ``"tol"`` (the certified gap reached it), ``"max_iter"``, ``"callback"``,
+        ``"interrupted"`` (Ctrl-C or SIGTERM), or ``"running"`` while training goes on (a
+        checkpoint's record).
 
     Examples
     --------
@@ -79,8 +115,9 @@ class History:
 
     def as_arrays(self) -> dict:
         """Column arrays, one per field (for plotting and for model files)."""
-        return {f: np.array([getattr(r, f) for r in self.records], dtype=np.float64)
-                for f in FIELDS}
+        return {
+            f: np.array([getattr(r, f) for r in self.records], dtype=np.float64) for f in FIELDS
+        }
 
     @classmethod
     def from_arrays(cls, arrays: dict, stop_reason: str = "") -> History:
@@ -114,8 +151,10 @@ def format_record(r: Record, with_validation: bool) -> str:
     def num(v, width, fmt):
         return f"{'—':>{width}}" if math.isnan(v) else f"{v:>{width}{fmt}}"
 
-    line = (f"{r.passes:>6g} {r.time:>9.2f} {num(r.primal, 14, '.6g')} {num(r.dual, 14, '.6g')} "
-            f"{num(r.gap, 11, '.4g')} {num(r.relative_gap, 9, '.2e')}")
+    line = (
+        f"{r.passes:>6g} {r.time:>9.2f} {num(r.primal, 14, '.6g')} {num(r.dual, 14, '.6g')} "
+        f"{num(r.gap, 11, '.4g')} {num(r.relative_gap, 9, '.2e')}"
+    )
     if with_validation:
         line += f" {num(r.validation_score, 9, '.4f')}"
     for key, value in r.extra.items():

@@ -15,13 +15,15 @@ class _MultiLabelPasses(PassSolver):
 
     def _check_problem(self):
         if self.model.kind != "multilabel":
-            raise ValueError(f"{type(self).__name__} trains multi-label models, got "
-                             f"{self.model.kind!r}")
+            raise ValueError(
+                f"{type(self).__name__} trains multi-label models, got {self.model.kind!r}"
+            )
         if getattr(self.data, "kind", None) != "multilabel":
             raise ValueError("multi-label solvers train on a MultiLabelDataset")
         if self.data.Y.shape[1] != self.model.n_labels:
-            raise ValueError(f"the data has {self.data.Y.shape[1]} labels, the model "
-                             f"{self.model.n_labels}")
+            raise ValueError(
+                f"the data has {self.data.Y.shape[1]} labels, the model {self.model.n_labels}"
+            )
         self.arrays = self.data.kernel_arrays()
         self.mode = self.model.inference_code
 
@@ -44,8 +46,12 @@ class MultiLabelGDMM(_MultiLabelPasses):
     them, grown one greedy factor per pass, so a pass costs ``O(n (nnz(x) L + |S|²))`` instead of
     BCFW's LP over all L(L−1)/2 pairs.
 
-    Other Parameters
-    ----------------
+    Parameters
+    ----------
+    model : MultiLabelModel
+        With ``inference="lp"`` on a loopy label graph and ``interactions="11"``.
+    C : float, default 1.0
+        Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     rho : float or list of (pass, value)
         Penalty ρ of the augmented Lagrangian (default 0.3; on bibtex's 40 most frequent
         labels ρ = 0.1–0.3 reach a given primal in fewer passes than ρ = 1 or 3), or a
@@ -58,7 +64,13 @@ class MultiLabelGDMM(_MultiLabelPasses):
         How the best inactive pair with both labels outside the active set is found:
         branch-and-bound over a max segment tree of the interaction weights (default), or a
         scan of all edges (the test twin).
+    **kwargs
+        The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
+        ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
+        ``validation``, ``rescaling``.
 
+    Notes
+    -----
     The ``dual`` at a check is certified: −G(q) is a dual value only at a consistent point,
     so every active pair's (1, 1) mass is clipped into the range its two unigram marginals
     allow, which gives a point of the local polytope (:meth:`dual`). ``tol`` stops training
@@ -83,18 +95,23 @@ class MultiLabelGDMM(_MultiLabelPasses):
 
     name = "gdmm"
 
-    def __init__(self, model, C=1.0, *, rho=0.3, eta=None, inner_sweeps=2,
-                 pair_search="tree", **kwargs):
+    def __init__(
+        self, model, C=1.0, *, rho=0.3, eta=None, inner_sweeps=2, pair_search="tree", **kwargs
+    ):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
         if getattr(model, "interactions", "11") != "11":
-            raise ValueError("GDMM's greedy pair search ranks the (1, 1) interaction weights: "
-                             "it supports interactions='11' only")
+            raise ValueError(
+                "GDMM's greedy pair search ranks the (1, 1) interaction weights: "
+                "it supports interactions='11' only"
+            )
         super().__init__(model, C, **kwargs)
         if model.kind == "multilabel" and not model._is_forest() and model.inference != "lp":
-            raise ValueError("GDMM optimizes the LP relaxation: on a loopy graph build the "
-                             "model with inference='lp' so that the primal it reports is the "
-                             "one it minimizes")
+            raise ValueError(
+                "GDMM optimizes the LP relaxation: on a loopy graph build the "
+                "model with inference='lp' so that the primal it reports is the "
+                "one it minimizes"
+            )
         self.rho_schedule = _schedule("rho", rho)
         self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
         self.rho = value_at(self.rho_schedule, 0)
@@ -106,8 +123,10 @@ class MultiLabelGDMM(_MultiLabelPasses):
             raise ValueError(f"pair_search must be 'tree' or 'brute', got {pair_search!r}")
         self.pair_search = pair_search
 
-    memory_advice = ("Lower it with a sparser label graph (edges='tree' or 'chain'), BCFW "
-                     "(which keeps no pair factors), or a subset of the examples.")
+    memory_advice = (
+        "Lower it with a sparser label graph (edges='tree' or 'chain'), BCFW "
+        "(which keeps no pair factors), or a subset of the examples."
+    )
 
     def memory_parts(self, data):
         """Besides the weights: μ and the label slots, and the pool of pair factors, which
@@ -118,8 +137,10 @@ class MultiLabelGDMM(_MultiLabelPasses):
         Y = np.asarray(data.Y)
         n, L = Y.shape
         rooms = 2 * np.array([_room_for(k) for k in Y.sum(axis=1)], dtype=np.int64)
-        parts["pair factors (pool of room² pairs per example, rooms doubled once, "
-              "and its copy while it grows)"] = int(2 * 56 * (rooms * rooms).sum())
+        parts[
+            "pair factors (pool of room² pairs per example, rooms doubled once, "
+            "and its copy while it grows)"
+        ] = int(2 * 56 * (rooms * rooms).sum())
         parts["label marginals and slots"] = 8 * n * L + 8 * int(rooms.sum())
         return parts
 
@@ -139,7 +160,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         edge_id = self._edge_ids()
         for i in range(n):  # gold labels active at μ = 1, their pairs at (1, 1)
             gold = np.flatnonzero(Y[i])
-            self.slot_label[i, :len(gold)] = gold
+            self.slot_label[i, : len(gold)] = gold
             for a in range(len(gold)):
                 for b in range(a + 1, len(gold)):
                     e = edge_id[gold[a], gold[b]]
@@ -150,8 +171,18 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.labels_added = 0
         self._after_load()
 
-    state_arrays = ("w", "w_avg", "mu", "slot_label", "n_slots", "pair_base", "pair_room",
-                    "pair_edge", "q", "lam")
+    state_arrays = (
+        "w",
+        "w_avg",
+        "mu",
+        "slot_label",
+        "n_slots",
+        "pair_base",
+        "pair_room",
+        "pair_edge",
+        "q",
+        "lam",
+    )
     state_scalars = ("capacity", "labels_added", "pool_used")
     growable_arrays = ("slot_label", "pair_edge", "q", "lam")
     #: files written before the per-example pool hold (n, cap, cap, ·) arrays instead
@@ -160,7 +191,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
     def state_dict(self):
         meta, arrays = super().state_dict()
         for k in ("pair_edge", "q", "lam"):  # the pool's unused tail is not saved
-            arrays[k] = arrays[k][:self.pool_used]
+            arrays[k] = arrays[k][: self.pool_used]
         return meta, arrays
 
     def pair_position(self, i, a, b):
@@ -187,8 +218,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self._check_pool()
         self.W = self.model.unpack(self.w)
         support = getattr(self.model, "support", None)
-        self._support = support if support is not None else (np.zeros(1, np.int64),
-                                                             np.zeros(0, np.int32))
+        self._support = (
+            support if support is not None else (np.zeros(1, np.int64), np.zeros(0, np.int32))
+        )
         self.edge_id = self._edge_ids()
         X = self.data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
@@ -203,12 +235,19 @@ class MultiLabelGDMM(_MultiLabelPasses):
         """The kernels do not check bounds: refuse a state whose pool rows could overflow."""
         n = self.data.n_sequences
         room, base = self.pair_room, self.pair_base
-        if (self.slot_label.shape != (n, self.capacity) or room.shape != (n,)
-                or base.shape != (n,) or self.pair_edge.shape != (len(self.q),)
-                or self.q.shape[1:] != (4,) or self.lam.shape != (len(self.q), 2)
-                or self.pool_used > len(self.q) or np.any(room > self.capacity)
-                or np.any(self.n_slots > room) or np.any(base < 0)
-                or np.any(base + room * room > self.pool_used)):
+        if (
+            self.slot_label.shape != (n, self.capacity)
+            or room.shape != (n,)
+            or base.shape != (n,)
+            or self.pair_edge.shape != (len(self.q),)
+            or self.q.shape[1:] != (4,)
+            or self.lam.shape != (len(self.q), 2)
+            or self.pool_used > len(self.q)
+            or np.any(room > self.capacity)
+            or np.any(self.n_slots > room)
+            or np.any(base < 0)
+            or np.any(base + room * room > self.pool_used)
+        ):
             raise ValueError("saved GDMM active sets are inconsistent with their capacity")
 
     def _allocate_pool(self):
@@ -225,8 +264,9 @@ class MultiLabelGDMM(_MultiLabelPasses):
         blocks = (self.pair_edge, self.q, self.lam)
         self._allocate_pool()
         for i, ns in enumerate(self.n_slots):
-            rows = self.pair_base[i] + (np.arange(ns)[:, None] * self.pair_room[i]
-                                        + np.arange(ns)[None, :])
+            rows = self.pair_base[i] + (
+                np.arange(ns)[:, None] * self.pair_room[i] + np.arange(ns)[None, :]
+            )
             self.pair_edge[rows] = blocks[0][i, :ns, :ns]
             self.q[rows] = blocks[1][i, :ns, :ns]
             self.lam[rows] = blocks[2][i, :ns, :ns]
@@ -243,16 +283,25 @@ class MultiLabelGDMM(_MultiLabelPasses):
         if need > len(q):
             pair_edge, q, lam = _empty_pool(max(need, 2 * len(self.q)))
             used = self.pool_used
-            pair_edge[:used], q[:used], lam[:used] = (self.pair_edge[:used], self.q[:used],
-                                                      self.lam[:used])
+            pair_edge[:used], q[:used], lam[:used] = (
+                self.pair_edge[:used],
+                self.q[:used],
+                self.lam[:used],
+            )
         grid = np.arange(old)
         src = self.pair_base[i] + grid[:, None] * old + grid[None, :]
         dst = self.pool_used + grid[:, None] * new + grid[None, :]  # beyond the used pool
         pair_edge[dst], q[dst], lam[dst] = pair_edge[src], q[src], lam[src]
         pair_base, pair_room = self.pair_base.copy(), self.pair_room.copy()
         pair_base[i], pair_room[i] = self.pool_used, new
-        grown = dict(pair_edge=pair_edge, q=q, lam=lam, pair_base=pair_base,
-                     pair_room=pair_room, pool_used=need)
+        grown = dict(
+            pair_edge=pair_edge,
+            q=q,
+            lam=lam,
+            pair_base=pair_base,
+            pair_room=pair_room,
+            pool_used=need,
+        )
         if new > self.capacity:
             grown.update(slot_label=_widen_columns(self.slot_label, new), capacity=new)
         # one C-level update, so that a Ctrl-C cannot leave the pool half moved
@@ -267,12 +316,35 @@ class MultiLabelGDMM(_MultiLabelPasses):
         done = 0
         while done < len(order):
             done += gk.gdmm_pass(
-                indptr, indices, values, self.data.Y, self.model.loss_weights, self.sq_norms,
-                self.model.edges, self.edge_id, order[done:], self.C, self.rho, self.eta,
-                self.w[:self.model.n_unary], *self._support, self.W.pairwise, self.tree,
-                self.mu, self.slot_label, self.n_slots, self.pair_base, self.pair_room,
-                self.pair_edge, self.q, self.lam,
-                self.inner_sweeps, self.pair_search == "brute", status, stats)
+                indptr,
+                indices,
+                values,
+                self.data.Y,
+                self.model.loss_weights,
+                self.sq_norms,
+                self.model.edges,
+                self.edge_id,
+                order[done:],
+                self.C,
+                self.rho,
+                self.eta,
+                self.w[: self.model.n_unary],
+                *self._support,
+                self.W.pairwise,
+                self.tree,
+                self.mu,
+                self.slot_label,
+                self.n_slots,
+                self.pair_base,
+                self.pair_room,
+                self.pair_edge,
+                self.q,
+                self.lam,
+                self.inner_sweeps,
+                self.pair_search == "brute",
+                status,
+                stats,
+            )
             if status[0] == gk.NEED_CAPACITY:
                 self._grow_example(int(order[done]))
         self.labels_added += int(stats[0])
@@ -290,17 +362,34 @@ class MultiLabelGDMM(_MultiLabelPasses):
     def _consistency(self):
         from . import _multilabel_gdmm_kernels as gk
 
-        return gk.consistency(self.mu, self.slot_label, self.n_slots, self.pair_base,
-                              self.pair_room, self.pair_edge, self.q, self.lam, self.rho,
-                              self.model.loss_weights, self.data.Y)
+        return gk.consistency(
+            self.mu,
+            self.slot_label,
+            self.n_slots,
+            self.pair_base,
+            self.pair_room,
+            self.pair_edge,
+            self.q,
+            self.lam,
+            self.rho,
+            self.model.loss_weights,
+            self.data.Y,
+        )
 
     def diagnostics(self, check):
         c = self._consistency()
         n = self.data.n_sequences
         G = 0.5 * float(self.w @ self.w) - self.C * c[4]
-        return {"residual": c[0], "G": G, "augmented": G + c[1],
-                "active_labels": c[2] / n, "active_pairs": c[3] / n,
-                "labels_added": self.labels_added, "rho": self.rho, "eta": self.eta}
+        return {
+            "residual": c[0],
+            "G": G,
+            "augmented": G + c[1],
+            "active_labels": c[2] / n,
+            "active_pairs": c[3] / n,
+            "labels_added": self.labels_added,
+            "rho": self.rho,
+            "eta": self.eta,
+        }
 
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]
@@ -318,8 +407,17 @@ class MultiLabelGDMM(_MultiLabelPasses):
         c = self._consistency()
         V = self.W.pairwise
         change = np.zeros_like(V)
-        gk.pair_rounding(self.mu, self.slot_label, self.n_slots, self.pair_base,
-                         self.pair_room, self.pair_edge, self.q, self.C, change)
+        gk.pair_rounding(
+            self.mu,
+            self.slot_label,
+            self.n_slots,
+            self.pair_base,
+            self.pair_room,
+            self.pair_edge,
+            self.q,
+            self.C,
+            change,
+        )
         rounded = V + change
         sq_norm = float(self.w @ self.w) - float(V @ V) + float(rounded @ rounded)
         return scaled_dual(self.C * c[4], sq_norm)
@@ -341,5 +439,5 @@ def _empty_pool(size):
 
 def _widen_columns(a, width):
     out = np.zeros((a.shape[0], width), dtype=a.dtype)
-    out[:, :a.shape[1]] = a
+    out[:, : a.shape[1]] = a
     return out

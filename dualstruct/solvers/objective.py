@@ -16,10 +16,23 @@ RESCALINGS = ("margin", "slack")
 
 
 def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "margin") -> float:
-    """Exact primal ``P(w)``: one loss-augmented decoding of every training example.
+    """The exact primal ``P(w) = ½‖w‖² + C Σ_i H_i(w)``: one loss-augmented decoding of every
+    training example.
 
-    ``rescaling="slack"`` uses the slack-rescaled hinge ``max_y δ(y)(1 + s(y) − s(ȳ))``
-    (Tsochantaridis et al. 2005), computed exactly by the model's dynamic program.
+    Parameters
+    ----------
+    model : model object
+    data : the model's training data
+    w : ndarray
+        Weights.
+    C : float
+    rescaling : {"margin", "slack"}, default "margin"
+        The hinge: ``max_y δ + s(y) − s(ȳ)``, or ``max_y δ (1 + s(y) − s(ȳ))``
+        (Tsochantaridis et al. 2005), computed exactly by the model's dynamic program.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -47,8 +60,7 @@ def primal_value(w: np.ndarray, C: float, hinge_total: float) -> float:
     return 0.5 * float(w @ w) + C * float(hinge_total)
 
 
-def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray,
-                             C: float) -> float:
+def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray, C: float) -> float:
     """Unbiased estimate of the margin-rescaled ``P(w)`` from a uniform sample of the
     training sequences: ``½‖w‖² + C (n / m) Σ_{i ∈ sample} H_i(w)``."""
     hinge, _ = model.hinge(w, sample)
@@ -56,7 +68,18 @@ def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray,
 
 
 def dual_objective(w: np.ndarray, loss_term: float) -> float:
-    """Dual value ``D(q) = C Σ_i E_{q_i} δ_i − ½‖w(q)‖²`` given ``w = w(q)`` and the loss term.
+    """The dual value ``D(q) = C Σ_i E_{q_i} δ_i − ½‖w(q)‖²``.
+
+    Parameters
+    ----------
+    w : ndarray
+        ``w(q)``, the weights of the dual point.
+    loss_term : float
+        ``C Σ_i E_{q_i} δ_i``.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -83,7 +106,18 @@ def scaled_dual(loss_term: float, sq_norm: float) -> float:
 
 
 def duality_gap(primal: float, dual: float) -> tuple[float, float]:
-    """Absolute and relative gap ``(P − D, (P − D) / max(|P|, tiny))``.
+    """The absolute and relative duality gap.
+
+    Parameters
+    ----------
+    primal, dual : float
+
+    Returns
+    -------
+    gap : float
+        ``P − D``.
+    relative_gap : float
+        ``(P − D) / |P|``.
 
     Examples
     --------

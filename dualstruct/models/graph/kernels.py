@@ -30,39 +30,39 @@ FOREST, ENUMERATE, LP = 0, 1, 2
 
 
 class GraphKernel(NamedTuple):
-    indptr: np.ndarray         # CSR node rows of all graphs
+    indptr: np.ndarray  # CSR node rows of all graphs
     indices: np.ndarray
     values: np.ndarray
-    labels: np.ndarray         # int32 gold label per node
+    labels: np.ndarray  # int32 gold label per node
     label_offsets: np.ndarray  # int64 node offsets (n + 1)
-    edges: np.ndarray          # int64 (E_total, 2), node indices within their graph
-    edge_offsets: np.ndarray   # int64 (n + 1)
+    edges: np.ndarray  # int64 (E_total, 2), node indices within their graph
+    edge_offsets: np.ndarray  # int64 (n + 1)
     edge_features: np.ndarray  # (E_total, F)
-    loss_weights: np.ndarray   # (K,)
-    pair_index: np.ndarray     # int64 (K, K)
-    n_pairs: int               # P
+    loss_weights: np.ndarray  # (K,)
+    pair_index: np.ndarray  # int64 (K, K)
+    n_pairs: int  # P
     n_states: int
     n_features: int
-    method: np.ndarray         # int64 per graph: FOREST, ENUMERATE or LP
+    method: np.ndarray  # int64 per graph: FOREST, ENUMERATE or LP
     max_nodes: int
     max_edges: int
     lp_sweeps: int
     lp_tol: float
-    lp_stats: np.ndarray       # int64 (2,): LP calls, not certified
-    max_entries: int           # most entries of w one labelling difference touches (×2)
-    sparse: bool               # node weights only on the support (below), else dense d × K
+    lp_stats: np.ndarray  # int64 (2,): LP calls, not certified
+    max_entries: int  # most entries of w one labelling difference touches (×2)
+    sparse: bool  # node weights only on the support (below), else dense d × K
     support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed states are
     support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
-    n_unary: int               # node weights: d·K dense, the support's size sparse
+    n_unary: int  # node weights: d·K dense, the support's size sparse
 
 
 class _Workspace(NamedTuple):
-    theta: np.ndarray    # (max_nodes, K) node potentials at the prepared w
-    aug: np.ndarray      # (max_nodes, K) the last oracle's loss-augmented potentials
-    pot: np.ndarray      # (max_edges, K, K) edge potentials
-    x: np.ndarray        # int64 (max_nodes,) inference output
-    scale: np.ndarray    # (1,) the last oracle's loss scale
-    diff: np.ndarray     # (size,) scratch for difference norms, kept zero
+    theta: np.ndarray  # (max_nodes, K) node potentials at the prepared w
+    aug: np.ndarray  # (max_nodes, K) the last oracle's loss-augmented potentials
+    pot: np.ndarray  # (max_edges, K, K) edge potentials
+    x: np.ndarray  # int64 (max_nodes,) inference output
+    scale: np.ndarray  # (1,) the last oracle's loss scale
+    diff: np.ndarray  # (size,) scratch for difference norms, kept zero
     touched: np.ndarray  # int64 scratch: entries of diff in use
 
 
@@ -77,7 +77,7 @@ def _graph(k, i):
 def _map(k, i, theta, pot, x):
     """(value of the labelling found, upper bound on the maximum)."""
     n0, n, e0, E = _graph(k, i)
-    edges = k.edges[e0:e0 + E]
+    edges = k.edges[e0 : e0 + E]
     if k.method[i] == FOREST:
         v = forest_map(theta, edges, pot, x)
         return v, v
@@ -95,9 +95,15 @@ def _map(k, i, theta, pot, x):
 def _workspace(k):
     T, E, K = max(k.max_nodes, 1), max(k.max_edges, 1), k.n_states
     size = k.n_unary + k.edge_features.shape[1] * k.n_pairs
-    return _Workspace(np.empty((T, K)), np.empty((T, K)), np.empty((E, K, K)),
-                      np.empty(T, dtype=np.int64), np.ones(1), np.zeros(size),
-                      np.empty(max(k.max_entries, 1), dtype=np.int64))
+    return _Workspace(
+        np.empty((T, K)),
+        np.empty((T, K)),
+        np.empty((E, K, K)),
+        np.empty(T, dtype=np.int64),
+        np.ones(1),
+        np.zeros(size),
+        np.empty(max(k.max_entries, 1), dtype=np.int64),
+    )
 
 
 @base.implements(base.prepare, GraphKernel)
@@ -105,8 +111,17 @@ def _prepare(k, i, w, ws):
     n0, n, e0, E = _graph(k, i)
     K = k.n_states
     if k.sparse:
-        sparse_unigram_scores(k.indptr, k.indices, k.values, n0, n0 + n, k.support_indptr,
-                              k.support_labels, w, ws.theta)
+        sparse_unigram_scores(
+            k.indptr,
+            k.indices,
+            k.values,
+            n0,
+            n0 + n,
+            k.support_indptr,
+            k.support_labels,
+            w,
+            ws.theta,
+        )
     else:
         for t in range(n):
             row = n0 + t
@@ -132,13 +147,13 @@ def _prepare(k, i, w, ws):
 @base.implements(base.score, GraphKernel)
 def _score(k, i, w, ws, y):
     n0, n, e0, E = _graph(k, i)
-    return labelling_score(ws.theta[:n], k.edges[e0:e0 + E], ws.pot[:E], y)
+    return labelling_score(ws.theta[:n], k.edges[e0 : e0 + E], ws.pot[:E], y)
 
 
 @base.implements(base.loss, GraphKernel)
 def _loss(k, i, y):
     start = k.label_offsets[i]
-    return base.weighted_hamming(k.labels[start:start + y.shape[0]], k.loss_weights, y)
+    return base.weighted_hamming(k.labels[start : start + y.shape[0]], k.loss_weights, y)
 
 
 @base.implements(base.oracle, GraphKernel)
@@ -162,7 +177,7 @@ def _oracle(k, i, w, ws, loss_scale, y):
 @base.implements(base.oracle_value, GraphKernel)
 def _oracle_value(k, i, w, ws, y):
     n0, n, e0, E = _graph(k, i)
-    return labelling_score(ws.aug[:n], k.edges[e0:e0 + E], ws.pot[:E], y)
+    return labelling_score(ws.aug[:n], k.edges[e0 : e0 + E], ws.pot[:E], y)
 
 
 @base.implements(base.decode, GraphKernel)

@@ -58,9 +58,20 @@ class EdgeFeatureGraphCRF(KernelModel):
     (14,)
     """
 
-    def __init__(self, n_states, n_features, n_edge_features, *, directed=True,
-                 inference="auto", loss_weights=None, enumerate_up_to=4096, lp_sweeps=200,
-                 lp_tol=1e-9, support=None):
+    def __init__(
+        self,
+        n_states,
+        n_features,
+        n_edge_features,
+        *,
+        directed=True,
+        inference="auto",
+        loss_weights=None,
+        enumerate_up_to=4096,
+        lp_sweeps=200,
+        lp_tol=1e-9,
+        support=None,
+    ):
         if int(n_states) < 2 or int(n_features) < 1 or int(n_edge_features) < 1:
             raise ValueError("n_states must be >= 2, n_features and n_edge_features >= 1")
         if inference not in INFERENCE:
@@ -83,8 +94,7 @@ class EdgeFeatureGraphCRF(KernelModel):
             self.pair_index = np.zeros((K, K), dtype=np.int64)
             self.pair_index[a, b] = self.pair_index[b, a] = np.arange(len(a))
         self.n_pairs = int(self.pair_index.max()) + 1
-        self.support = None if support is None else check_support(support, self.n_features,
-                                                                  K)
+        self.support = None if support is None else check_support(support, self.n_features, K)
 
     @property
     def n_unary(self) -> int:
@@ -98,11 +108,17 @@ class EdgeFeatureGraphCRF(KernelModel):
         return self.n_unary + self.n_edge_features * self.n_pairs
 
     def params(self) -> dict:
-        return {"n_states": self.n_states, "n_features": self.n_features,
-                "n_edge_features": self.n_edge_features, "directed": self.directed,
-                "inference": self.inference, "loss_weights": self.loss_weights.tolist(),
-                "enumerate_up_to": self.enumerate_up_to, "lp_sweeps": self.lp_sweeps,
-                "lp_tol": self.lp_tol}
+        return {
+            "n_states": self.n_states,
+            "n_features": self.n_features,
+            "n_edge_features": self.n_edge_features,
+            "directed": self.directed,
+            "inference": self.inference,
+            "loss_weights": self.loss_weights.tolist(),
+            "enumerate_up_to": self.enumerate_up_to,
+            "lp_sweeps": self.lp_sweeps,
+            "lp_tol": self.lp_tol,
+        }
 
     def unpack(self, w):
         """(W_U (d × K), W_P (F × K × K)) as arrays (W_P expanded for symmetric tables; W_U
@@ -139,8 +155,9 @@ class EdgeFeatureGraphCRF(KernelModel):
             if n == 0:
                 raise ValueError(f"X[{i}] has no nodes")
             if nodes.shape[1] != self.n_features:
-                raise ValueError(f"X[{i}] has {nodes.shape[1]} node features, the model "
-                                 f"{self.n_features}")
+                raise ValueError(
+                    f"X[{i}] has {nodes.shape[1]} node features, the model {self.n_features}"
+                )
             if not np.all(np.isfinite(nodes.data)):
                 raise ValueError(f"X[{i}] contains NaN or infinite node features")
             edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
@@ -150,8 +167,10 @@ class EdgeFeatureGraphCRF(KernelModel):
                 raise ValueError(f"X[{i}]: an edge joins a node to itself")
             z = np.asarray(z, dtype=np.float64).reshape(len(edges), -1)
             if z.shape[1] != self.n_edge_features or not np.all(np.isfinite(z)):
-                raise ValueError(f"X[{i}] must have {self.n_edge_features} finite edge "
-                                 f"features per edge, got shape {z.shape}")
+                raise ValueError(
+                    f"X[{i}] must have {self.n_edge_features} finite edge "
+                    f"features per edge, got shape {z.shape}"
+                )
             y = np.zeros(n, dtype=np.int32) if Y is None else np.asarray(Y[i]).ravel()
             if y.shape != (n,) or (n and (y.min() < 0 or y.max() >= K)):
                 raise ValueError(f"Y[{i}] must hold {n} labels in 0 … {K - 1}")
@@ -161,8 +180,10 @@ class EdgeFeatureGraphCRF(KernelModel):
             elif self.inference != "lp" and float(K) ** n <= self.enumerate_up_to:
                 method = ENUMERATE
             elif self.inference == "exact":
-                raise ValueError(f"X[{i}] is a loopy graph with {K}^{n} labellings; exact "
-                                 "inference refuses it (use inference='lp' or 'auto')")
+                raise ValueError(
+                    f"X[{i}] is a loopy graph with {K}^{n} labellings; exact "
+                    "inference refuses it (use inference='lp' or 'auto')"
+                )
             else:
                 method = LP
             rows.append(nodes)
@@ -180,23 +201,45 @@ class EdgeFeatureGraphCRF(KernelModel):
         edge_offsets = np.array(edge_offsets, dtype=np.int64)
         nnz = np.diff(nodes.indptr)
         per_graph_nnz = np.add.reduceat(nnz, node_offsets[:-1]) if nodes.shape[0] else nnz
-        max_entries = int(np.max(2 * per_graph_nnz + 2 * np.diff(edge_offsets)
-                                 * self.n_edge_features))
+        max_entries = int(
+            np.max(2 * per_graph_nnz + 2 * np.diff(edge_offsets) * self.n_edge_features)
+        )
         if self.support is not None:
             support_indptr, support_labels = self.support
         else:
             support_indptr = np.zeros(1, dtype=np.int64)
             support_labels = np.zeros(0, dtype=np.int32)
         kernel = GraphKernel(
-            nodes.indptr.astype(np.int64), nodes.indices.astype(np.int64), nodes.data,
-            np.concatenate(labels), node_offsets, np.concatenate(edge_list), edge_offsets,
-            np.ascontiguousarray(np.concatenate(feats)), self.loss_weights, self.pair_index,
-            self.n_pairs, K, self.n_features, np.array(methods, dtype=np.int64),
-            int(np.diff(node_offsets).max()), int(np.diff(edge_offsets).max()),
-            self.lp_sweeps, self.lp_tol, np.zeros(2, dtype=np.int64), max_entries,
-            self.support is not None, support_indptr, support_labels, self.n_unary)
-        return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values, kernel.edges,
-                                  kernel.edge_features), source=(self.block_data, X, Y))
+            nodes.indptr.astype(np.int64),
+            nodes.indices.astype(np.int64),
+            nodes.data,
+            np.concatenate(labels),
+            node_offsets,
+            np.concatenate(edge_list),
+            edge_offsets,
+            np.ascontiguousarray(np.concatenate(feats)),
+            self.loss_weights,
+            self.pair_index,
+            self.n_pairs,
+            K,
+            self.n_features,
+            np.array(methods, dtype=np.int64),
+            int(np.diff(node_offsets).max()),
+            int(np.diff(edge_offsets).max()),
+            self.lp_sweeps,
+            self.lp_tol,
+            np.zeros(2, dtype=np.int64),
+            max_entries,
+            self.support is not None,
+            support_indptr,
+            support_labels,
+            self.n_unary,
+        )
+        return BlockData(
+            kernel,
+            (kernel.indptr, kernel.indices, kernel.values, kernel.edges, kernel.edge_features),
+            source=(self.block_data, X, Y),
+        )
 
     def predict(self, w, X) -> list:
         """The MAP labelling of every graph (LP-decoded where the graph needs the LP)."""
@@ -231,6 +274,16 @@ class GraphCRF(EdgeFeatureGraphCRF):
     by default). An example ``x`` is ``(node_features, edges)``; otherwise as
     :class:`EdgeFeatureGraphCRF` with one constant edge feature.
 
+    Parameters
+    ----------
+    n_states, n_features : int
+        K and the node feature width.
+    directed : bool, default False
+        One K × K table for the (u, v) order of every edge; False: a symmetric table.
+    **kwargs
+        ``inference``, ``loss_weights``, ``enumerate_up_to``, ``lp_sweeps``, ``lp_tol``,
+        ``support`` as :class:`EdgeFeatureGraphCRF`.
+
     Examples
     --------
     >>> import numpy as np
@@ -263,11 +316,30 @@ class GraphCRF(EdgeFeatureGraphCRF):
 
 
 def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM):
-    """The (node feature, state) pairs met in training graphs ``X`` (each ``(node_features,
-    …)``) labelled ``Y`` at least ``min_count`` times (a node with feature f non-zero and
-    state a meets (f, a)), as a support ``(indptr, labels)`` for the ``support`` of
-    :class:`GraphCRF` and :class:`EdgeFeatureGraphCRF`; a feature that met at least
+    """The (node feature, state) pairs met in training graphs, as a support for
+    :class:`GraphCRF` and :class:`EdgeFeatureGraphCRF`.
+
+    A node with feature f non-zero and state a meets (f, a); a feature that met at least
     ``full_rows_from`` × K states gets all K (:mod:`dualstruct.models.support`).
+
+    Parameters
+    ----------
+    X : list of tuples
+        The graphs, each ``(node_features, …)``.
+    Y : list of int arrays
+        Their node states.
+    n_states : int
+        K.
+    min_count : int, default 1
+        How often a pair must be met.
+    full_rows_from : float, default 0.25
+
+    Returns
+    -------
+    indptr : ndarray of int64
+        (d + 1,) row offsets.
+    labels : ndarray of int32
+        The allowed states of each feature, by row.
 
     Examples
     --------
@@ -288,15 +360,29 @@ def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM)
     keys = nodes.indices.astype(np.int64) * n_states + states[node_of_entry]
     keys, counts = np.unique(keys, return_counts=True)
     features, labels = np.divmod(keys, n_states)
-    return support_from_pairs(features, labels, counts, nodes.shape[1], n_states, min_count,
-                              full_rows_from)
+    return support_from_pairs(
+        features, labels, counts, nodes.shape[1], n_states, min_count, full_rows_from
+    )
 
 
 def grid_edges(height, width, connectivity=4, directions=False):
-    """Edges of a ``height × width`` pixel grid (pixels in row-major order): right and down
-    neighbours (``connectivity=4``), plus both diagonals below (``8``). With
-    ``directions=True`` also a one-hot edge feature per direction (right, down, then
-    down-right and down-left), for :class:`EdgeFeatureGraphCRF`.
+    """Edges of a ``height × width`` pixel grid (pixels in row-major order).
+
+    Parameters
+    ----------
+    height, width : int
+    connectivity : {4, 8}, default 4
+        Right and down neighbours, plus both diagonals below with 8.
+    directions : bool, default False
+        Also return a one-hot edge feature per direction (right, down, then down-right and
+        down-left), for :class:`EdgeFeatureGraphCRF`.
+
+    Returns
+    -------
+    edges : ndarray of int64
+        (E, 2) node pairs.
+    features : ndarray
+        (E, 2 or 4) one-hot directions, with ``directions=True`` only.
 
     Examples
     --------
@@ -317,6 +403,6 @@ def grid_edges(height, width, connectivity=4, directions=False):
     feats = np.zeros((len(edges), len(parts)))
     start = 0
     for d, (a, _) in enumerate(parts):
-        feats[start:start + a.size, d] = 1.0
+        feats[start : start + a.size, d] = 1.0
         start += a.size
     return edges, feats

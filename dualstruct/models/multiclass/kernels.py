@@ -1,7 +1,7 @@
 """The multi-class model's kernel: one block per example, a labelling is one class.
 
-    φ(x, y) = x ⊗ e_y   (W = w.reshape(d, K), feature-major),   δ(ȳ, y) = loss_weights[ȳ]·[y ≠ ȳ]
-    ‖φ(x, a) − φ(x, b)‖² = 2 ‖x‖² for a ≠ b
+φ(x, y) = x ⊗ e_y   (W = w.reshape(d, K), feature-major),   δ(ȳ, y) = loss_weights[ȳ]·[y ≠ ȳ]
+‖φ(x, a) − φ(x, b)‖² = 2 ‖x‖² for a ≠ b
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from .. import base
 
 
 class MultiClassKernel(NamedTuple):
-    indptr: np.ndarray        # CSR rows of X, one per example
+    indptr: np.ndarray  # CSR rows of X, one per example
     indices: np.ndarray
     values: np.ndarray
-    sq_norms: np.ndarray      # ‖x_i‖²
-    labels: np.ndarray        # int32 (n,): the gold class of each example
+    sq_norms: np.ndarray  # ‖x_i‖²
+    labels: np.ndarray  # int32 (n,): the gold class of each example
     label_offsets: np.ndarray  # int64 (n + 1,): 0, 1, …, n
     loss_weights: np.ndarray  # (K,)
     n_classes: int

@@ -41,11 +41,13 @@ class MultiClassModel(KernelModel):
             raise ValueError(f"n_features must be >= 1, got {n_features}")
         self.n_classes = int(n_classes)
         self.n_features = int(n_features)
-        lw = np.ones(self.n_classes) if loss_weights is None else np.asarray(
-            loss_weights, dtype=np.float64)
+        lw = (
+            np.ones(self.n_classes)
+            if loss_weights is None
+            else np.asarray(loss_weights, dtype=np.float64)
+        )
         if lw.shape != (self.n_classes,) or np.any(lw < 0) or not np.all(np.isfinite(lw)):
-            raise ValueError(f"loss_weights must be {self.n_classes} finite non-negative "
-                             "numbers")
+            raise ValueError(f"loss_weights must be {self.n_classes} finite non-negative numbers")
         self.loss_weights = np.ascontiguousarray(lw)
 
     @property
@@ -53,8 +55,11 @@ class MultiClassModel(KernelModel):
         return self.n_features * self.n_classes
 
     def params(self) -> dict:
-        return {"n_classes": self.n_classes, "n_features": self.n_features,
-                "loss_weights": self.loss_weights.tolist()}
+        return {
+            "n_classes": self.n_classes,
+            "n_features": self.n_features,
+            "loss_weights": self.loss_weights.tolist(),
+        }
 
     def coef(self, w):
         """``W`` (d × K) as a view of ``w``."""
@@ -68,18 +73,28 @@ class MultiClassModel(KernelModel):
         n, d = X.shape
         if d != self.n_features:
             raise ValueError(f"X has {d} features, the model {self.n_features}")
-        labels = (np.zeros(n, dtype=np.int32) if y is None
-                  else np.ascontiguousarray(y, dtype=np.int32))
+        labels = (
+            np.zeros(n, dtype=np.int32) if y is None else np.ascontiguousarray(y, dtype=np.int32)
+        )
         if labels.shape != (n,):
             raise ValueError(f"y must have shape ({n},), got {labels.shape}")
         if n and (labels.min() < 0 or labels.max() >= self.n_classes):
             raise ValueError(f"class codes must lie in 0 … {self.n_classes - 1}")
         kernel = MultiClassKernel(
-            X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
-            np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel(), labels,
-            np.arange(n + 1, dtype=np.int64), self.loss_weights, self.n_classes)
-        return BlockData(kernel, (kernel.indptr, kernel.indices, kernel.values),
-                         source=(self.block_data, X, labels))
+            X.indptr.astype(np.int64),
+            X.indices.astype(np.int64),
+            X.data,
+            np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel(),
+            labels,
+            np.arange(n + 1, dtype=np.int64),
+            self.loss_weights,
+            self.n_classes,
+        )
+        return BlockData(
+            kernel,
+            (kernel.indptr, kernel.indices, kernel.values),
+            source=(self.block_data, X, labels),
+        )
 
     def predict(self, w, X) -> np.ndarray:
         """The highest-scoring class code of every row of ``X``."""
