@@ -96,22 +96,29 @@ def support_size_summary(n_support, n_features, n_labels, kind):
 
 
 @njit(cache=True, inline="always")
+def _row_position(labels, lo, hi, K, a):
+    """The position of label a in the sorted row ``labels[lo:hi]``, or −1: direct when the
+    row holds all K labels, else a binary search."""
+    if hi - lo == K:
+        return lo + a
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if labels[mid] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and labels[lo] == a:
+        return lo
+    return -1
+
+
+@njit(cache=True, inline="always")
 def support_position(support_indptr, support_labels, K, f, a):
     """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
     direct for a row of all K labels). Any sorted CSR structure: GDMM's label lists, whose
     rows are the support's, and its listed transitions (``K = −1``: no shortcut)."""
-    lo, hi = support_indptr[f], support_indptr[f + 1]
-    if hi - lo == K:
-        return lo + a
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if support_labels[mid] < a:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < support_indptr[f + 1] and support_labels[lo] == a:
-        return lo
-    return -1
+    return _row_position(support_labels, support_indptr[f], support_indptr[f + 1], K, a)
 
 
 @njit(cache=True, fastmath=True)
@@ -158,19 +165,7 @@ def entry_position(entry_start, entry_count, support_labels, K, p, a):
     """The support position of the pair (feature of entry p, a), or −1: direct in a row of
     all K labels, else a binary search in the entry's row."""
     lo = entry_start[p]
-    n = entry_count[p]
-    if n == K:
-        return lo + a
-    hi = lo + n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if support_labels[mid] < a:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < entry_start[p] + n and support_labels[lo] == a:
-        return lo
-    return -1
+    return _row_position(support_labels, lo, lo + entry_count[p], K, a)
 
 
 @njit(cache=True, fastmath=True, inline="always")
