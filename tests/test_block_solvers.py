@@ -345,3 +345,52 @@ def test_ssvm_files_of_builtin_and_user_models(tmp_path):
 
     with zipfile.ZipFile(tmp_path / "user.npz") as z:
         assert all(n.endswith(".npy") or n.endswith(".json") for n in z.namelist())
+
+
+@pytest.mark.parametrize("rescaling", ["margin", "slack"])
+def test_atom_steps_keep_the_dual_state_and_certify(rescaling):
+    """Pairwise steps among a block's own atoms (no oracle call) keep BCFW's dual state
+    consistent (w is the atoms' weighted corners), and its certificate stays valid: the dual
+    below the cutting plane's optimum, the primal above; on margin rescaling both settings
+    reach that optimum."""
+    from dualstruct import pack_sequences
+    from dualstruct.datasets import make_chain
+    from dualstruct.models import ChainModel
+
+    X, y = make_chain(25, 4, 3, 10, noise=0.3, random_state=1)
+    data = pack_sequences(X, y)
+    model = ChainModel(3, 10)
+    kw = dict(rescaling=rescaling, random_state=0)
+    cp = CuttingPlane(model, 1.0, max_iter=3000, tol=1e-9, **kw).fit(data)
+    optimum = cp.history.last_checked().primal
+    for steps in (0, 5):
+        bc = BlockBCFW(
+            model,
+            1.0,
+            max_iter=2000 if rescaling == "margin" else 200,
+            tol=1e-3,
+            check_every=5,
+            atom_steps=steps,
+            **kw,
+        ).fit(data)
+        last = bc.history.last_checked()
+        assert last.dual <= optimum * (1 + 1e-9) and last.primal >= optimum * (1 - 1e-9)
+        if rescaling == "margin":
+            assert bc.history.stop_reason == "tol"
+            assert last.primal == pytest.approx(optimum, rel=1e-3)
+        w = np.zeros(model.size)
+        for i in range(data.n_sequences):
+            s0, s1 = data.offsets[i], data.offsets[i + 1]
+            x, gold, T = data.X[s0:s1], data.labels[s0:s1], s1 - s0
+            for a in range(bc.atom_count[i]):
+                base = s0 * bc.capacity + a * T
+                atom = bc.atom_labels[base : base + T]
+                g = model.loss(gold, atom) if rescaling == "slack" else 1.0
+                w += (
+                    bc.atom_weights[i, a]
+                    * g
+                    * (model.joint_feature(x, gold) - model.joint_feature(x, atom))
+                )
+        np.testing.assert_allclose(w, bc.w, atol=1e-8)
+    with pytest.raises(ValueError, match="atom_steps"):
+        BlockBCFW(model, 1.0, atom_steps=-1)

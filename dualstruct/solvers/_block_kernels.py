@@ -123,6 +123,88 @@ def _slack_value(k, i, w, ws, gold_score, y):
     return d * (1.0 + score(k, i, w, ws, y) - gold_score)
 
 
+@njit(cache=True, inline="always")
+def _pairwise_step(k, i, ws, gold, y, v, pw_gap, alpha_v, C, sigma, slack, w, delta, R,
+                   averaging, A_prev):
+    """Block i's pairwise step from atom ``v`` (weight ``alpha_v``) to labelling ``y`` with
+    the exact line search of :func:`pairwise_bcfw_pass`, applied to ``w`` (and ``delta``,
+    ``R``); returns (γ, the change of the loss term)."""
+    loss_y = loss(k, i, y)
+    loss_v = loss(k, i, v)
+    if slack:
+        n_y = difference_sq_norm(k, i, ws, gold, y)
+        n_v = difference_sq_norm(k, i, ws, gold, v)
+        cross = n_y + n_v - difference_sq_norm(k, i, ws, y, v)
+        norm2 = C * C * (loss_y * loss_y * n_y + loss_v * loss_v * n_v - loss_y * loss_v * cross)
+    else:
+        norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
+    norm2 *= sigma
+    if norm2 <= 0.0:
+        gamma = alpha_v
+    else:
+        gamma = pw_gap / norm2
+        if gamma > alpha_v - 1e-12:
+            gamma = alpha_v  # a drop step: the away atom leaves the active set
+    f = gamma * C
+    fs = f * sigma
+    if slack:
+        add_difference(k, i, gold, y, fs * loss_y, w)
+        add_difference(k, i, gold, v, -fs * loss_v, w)
+        if delta is not None:
+            add_difference(k, i, gold, y, f * loss_y, delta)
+            add_difference(k, i, gold, v, -f * loss_v, delta)
+        if averaging:
+            add_difference(k, i, gold, y, f * loss_y * A_prev, R)
+            add_difference(k, i, gold, v, -f * loss_v * A_prev, R)
+    else:
+        add_difference(k, i, v, y, fs, w)
+        if delta is not None:
+            add_difference(k, i, v, y, f, delta)
+        if averaging:
+            add_difference(k, i, v, y, f * A_prev, R)
+    return gamma, f * (loss_y - loss_v)
+
+
+@njit(cache=True, inline="always")
+def _move_mass(atom_labels, atom_weights, atom_count, i, base, T, fw, away, gamma):
+    """Move weight γ from atom ``away`` to atom ``fw``; a drained away atom is dropped (the
+    last atom takes its slot)."""
+    alpha_v = atom_weights[i, away]
+    atom_weights[i, fw] += gamma
+    atom_weights[i, away] -= gamma
+    if gamma == alpha_v:
+        fw_weight = atom_weights[i, fw]
+        last = atom_count[i] - 1
+        if away != last:
+            for t in range(T):
+                atom_labels[base + away * T + t] = atom_labels[base + last * T + t]
+            atom_weights[i, away] = atom_weights[i, last]
+        atom_weights[i, last] = 0.0
+        atom_count[i] = last
+        if fw == last:
+            atom_weights[i, away] = fw_weight
+
+
+@njit(cache=True, inline="always")
+def _best_and_worst_atom(k, i, w, ws, gold, atom_labels, atom_weights, n_atoms, base, T, slack,
+                         values):
+    """The atoms of largest v and, among those with weight, of smallest v at the prepared w
+    (v of the module docstring, up to the block's constant), their values in ``values``."""
+    gold_score = score(k, i, w, ws, gold) if slack else 0.0
+    best, worst = 0, -1
+    for a in range(n_atoms):
+        y_a = atom_labels[base + a * T : base + (a + 1) * T]
+        if slack:
+            values[a] = _slack_value(k, i, w, ws, gold_score, y_a)
+        else:
+            values[a] = loss(k, i, y_a) + score(k, i, w, ws, y_a)
+        if values[a] > values[best]:
+            best = a
+        if atom_weights[i, a] > 0.0 and (worst < 0 or values[a] < values[worst]):
+            worst = a
+    return best, worst
+
+
 @njit(cache=True)
 def pairwise_bcfw_pass(
     k,
@@ -142,6 +224,7 @@ def pairwise_bcfw_pass(
     calls,
     sigma=1.0,
     delta=None,
+    atom_steps=0,
 ):
     """One block-coordinate pairwise Frank-Wolfe pass (Osokin et al. 2016, Alg. 2), C-form.
 
@@ -168,6 +251,12 @@ def pairwise_bcfw_pass(
     term of the line search is scaled by ``sigma`` = σ', ``w`` moves by σ' times the step and
     ``delta`` (when given) accumulates the unscaled change Δw. ``sigma = 1`` without ``delta``
     is plain BCFW.
+
+    After the oracle's step a block takes up to ``atom_steps`` more pairwise steps among its
+    own atoms (from the worst to the best by v at the current ``w``, after preparing the
+    block again), which call no oracle: where the oracle is dear (slack rescaling's dynamic
+    program) or the problem ill-conditioned, they buy progress per pass at the price of a
+    ``prepare`` and a scoring of the atoms each.
 
     Returns the number of blocks done: fewer than ``len(order)`` when a new atom does not fit
     into ``capacity`` (the caller grows the pool and continues) or when a Python model's
@@ -254,62 +343,38 @@ def pairwise_bcfw_pass(
         if pw_gap <= 0.0:
             continue
         v = atom_labels[base + away * T : base + (away + 1) * T]
-        loss_y = loss(k, i, y)
-        loss_v = loss(k, i, v)
-        if slack:
-            n_y = difference_sq_norm(k, i, ws, gold, y)
-            n_v = difference_sq_norm(k, i, ws, gold, v)
-            cross = n_y + n_v - difference_sq_norm(k, i, ws, y, v)
-            norm2 = (
-                C * C * (loss_y * loss_y * n_y + loss_v * loss_v * n_v - loss_y * loss_v * cross)
-            )
-        else:
-            norm2 = C * C * difference_sq_norm(k, i, ws, y, v)
-        norm2 *= sigma
-        alpha_v = atom_weights[i, away]
-        if norm2 <= 0.0:
-            gamma = alpha_v
-        else:
-            gamma = pw_gap / norm2
-            if gamma > alpha_v - 1e-12:
-                gamma = alpha_v  # a drop step: the away atom leaves the active set
-        f = gamma * C
-        dl = f * (loss_y - loss_v)
+        gamma, dl = _pairwise_step(
+            k, i, ws, gold, y, v, pw_gap, atom_weights[i, away], C, sigma, slack, w, delta,
+            R, averaging, A_prev,
+        )
         loss_term += dl
-        fs = f * sigma
-        if slack:
-            add_difference(k, i, gold, y, fs * loss_y, w)
-            add_difference(k, i, gold, v, -fs * loss_v, w)
-            if delta is not None:
-                add_difference(k, i, gold, y, f * loss_y, delta)
-                add_difference(k, i, gold, v, -f * loss_v, delta)
-            if averaging:
-                add_difference(k, i, gold, y, f * loss_y * A_prev, R)
-                add_difference(k, i, gold, v, -f * loss_v * A_prev, R)
-        else:
-            add_difference(k, i, v, y, fs, w)
-            if delta is not None:
-                add_difference(k, i, v, y, f, delta)
-            if averaging:
-                add_difference(k, i, v, y, f * A_prev, R)
         if averaging:
             R_loss += A_prev * dl
         if status(k) != 0:  # w moved: keep the dual state in step before stopping
             done = idx + 1
-        # move the mass; a drained away atom is dropped (the last atom takes its slot)
-        atom_weights[i, fw] += gamma
-        atom_weights[i, away] -= gamma
-        if gamma == alpha_v:
-            fw_weight = atom_weights[i, fw]
-            last = atom_count[i] - 1
-            if away != last:
-                for t in range(T):
-                    atom_labels[base + away * T + t] = atom_labels[base + last * T + t]
-                atom_weights[i, away] = atom_weights[i, last]
-            atom_weights[i, last] = 0.0
-            atom_count[i] = last
-            if fw == last:
-                atom_weights[i, away] = fw_weight
+        _move_mass(atom_labels, atom_weights, atom_count, i, base, T, fw, away, gamma)
+        for _ in range(atom_steps):
+            if done == idx + 1 or atom_count[i] < 2:
+                break
+            prepare(k, i, w, ws)
+            best_a, away = _best_and_worst_atom(
+                k, i, w, ws, gold, atom_labels, atom_weights, atom_count[i], base, T, slack,
+                atom_values,
+            )
+            pw_gap = C * (atom_values[best_a] - atom_values[away])
+            if best_a == away or pw_gap <= 0.0:
+                break
+            gamma, dl = _pairwise_step(
+                k, i, ws, gold, atom_labels[base + best_a * T : base + (best_a + 1) * T],
+                atom_labels[base + away * T : base + (away + 1) * T], pw_gap,
+                atom_weights[i, away], C, sigma, slack, w, delta, R, averaging, A_prev,
+            )
+            loss_term += dl
+            if averaging:
+                R_loss += A_prev * dl
+            if status(k) != 0:
+                done = idx + 1
+            _move_mass(atom_labels, atom_weights, atom_count, i, base, T, best_a, away, gamma)
         if done == idx + 1:
             break
     scalars[0] = loss_term

@@ -620,6 +620,7 @@ class AtomPool:
         calls,
         sigma=1.0,
         delta=None,
+        atom_steps=0,
     ):
         """One pairwise BCFW pass over the blocks in ``order``
         (:func:`~dualstruct.solvers._block_kernels.pairwise_bcfw_pass`, whose arguments these
@@ -646,6 +647,7 @@ class AtomPool:
                 calls,
                 sigma,
                 delta,
+                atom_steps,
             )
             blocks.raise_status()
             if done < len(order):

@@ -75,6 +75,16 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     The returned weights are the weighted average when ``averaging=True`` and it has the lower
     primal; the dual bound is the better of the current and the averaged dual point.
 
+    Slack rescaling converges more slowly than margin rescaling, and not from a fault of the
+    step: on tiny chains BCFW's pairwise step and the cutting plane reach the exact optimum
+    of the dual QP over all labellings (solved by a generic QP solver) to 1e-7 (the classic
+    step approaches it more slowly), the running
+    ``w`` and loss term equal the atoms' weighted corners to 1e-13 after thousands of passes,
+    and the dual stays below the optimum. The slack dual's corners are
+    ``C δ(y) (φ(ȳ) − φ(y))``, longer by the loss δ (up to the sequence length) than margin
+    rescaling's, so the curvature that bounds Frank–Wolfe's progress grows by about δ², as
+    if C were δ times larger; larger C slows BCFW in the same way.
+
     Parameters
     ----------
     model : model object
@@ -92,6 +102,13 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         oracle's point, also a relaxed oracle's fractional one. ``"auto"``: the classic step for
         models whose oracle is a relaxation with fractional solutions (the relaxed structural
         SVM is then solved and certified), the pairwise step otherwise.
+    atom_steps : int, default 0
+        With the pairwise step: after each oracle step, up to this many further pairwise
+        steps among the block's own atoms (from the worst to the best at the current ``w``),
+        which call no oracle. They pay where the oracle is dear or the problem ill-conditioned
+        (slack rescaling on 300 OCR words: 0.9% certified after 340 passes with 10, 15.5%
+        after 400 without); on full OCR with margin rescaling they cost more time than the
+        passes they save.
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
@@ -112,11 +129,14 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     name = "bcfw"
 
-    def __init__(self, model, C=1.0, *, step="auto", **kwargs):
+    def __init__(self, model, C=1.0, *, step="auto", atom_steps=0, **kwargs):
         super().__init__(model, C, **kwargs)
         if step not in ("auto", "pairwise", "fw"):
             raise ValueError(f"step must be 'auto', 'pairwise' or 'fw', got {step!r}")
         self.step = step
+        if isinstance(atom_steps, bool) or not isinstance(atom_steps, int) or atom_steps < 0:
+            raise ValueError(f"atom_steps must be an integer >= 0, got {atom_steps!r}")
+        self.atom_steps = atom_steps
 
     @property
     def resolved_step(self):
@@ -203,6 +223,7 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             self._slack,
             self.search_code,
             calls,
+            atom_steps=self.atom_steps,
         )
         return int(calls[0])
 
