@@ -124,8 +124,9 @@ def _slack_value(k, i, w, ws, gold_score, y):
 
 
 @njit(cache=True, inline="always")
-def _pairwise_step(k, i, ws, gold, y, v, pw_gap, alpha_v, C, sigma, slack, w, delta, R,
-                   averaging, A_prev):
+def _pairwise_step(
+    k, i, ws, gold, y, v, pw_gap, alpha_v, C, sigma, slack, w, delta, R, averaging, A_prev
+):
     """Block i's pairwise step from atom ``v`` (weight ``alpha_v``) to labelling ``y`` with
     the exact line search of :func:`pairwise_bcfw_pass`, applied to ``w`` (and ``delta``,
     ``R``); returns (γ, the change of the loss term)."""
@@ -186,8 +187,9 @@ def _move_mass(atom_labels, atom_weights, atom_count, i, base, T, fw, away, gamm
 
 
 @njit(cache=True, inline="always")
-def _best_and_worst_atom(k, i, w, ws, gold, atom_labels, atom_weights, n_atoms, base, T, slack,
-                         values):
+def _best_and_worst_atom(
+    k, i, w, ws, gold, atom_labels, atom_weights, n_atoms, base, T, slack, values
+):
     """The atoms of largest v and, among those with weight, of smallest v at the prepared w
     (v of the module docstring, up to the block's constant), their values in ``values``."""
     gold_score = score(k, i, w, ws, gold) if slack else 0.0
@@ -344,8 +346,22 @@ def pairwise_bcfw_pass(
             continue
         v = atom_labels[base + away * T : base + (away + 1) * T]
         gamma, dl = _pairwise_step(
-            k, i, ws, gold, y, v, pw_gap, atom_weights[i, away], C, sigma, slack, w, delta,
-            R, averaging, A_prev,
+            k,
+            i,
+            ws,
+            gold,
+            y,
+            v,
+            pw_gap,
+            atom_weights[i, away],
+            C,
+            sigma,
+            slack,
+            w,
+            delta,
+            R,
+            averaging,
+            A_prev,
         )
         loss_term += dl
         if averaging:
@@ -358,16 +374,39 @@ def pairwise_bcfw_pass(
                 break
             prepare(k, i, w, ws)
             best_a, away = _best_and_worst_atom(
-                k, i, w, ws, gold, atom_labels, atom_weights, atom_count[i], base, T, slack,
+                k,
+                i,
+                w,
+                ws,
+                gold,
+                atom_labels,
+                atom_weights,
+                atom_count[i],
+                base,
+                T,
+                slack,
                 atom_values,
             )
             pw_gap = C * (atom_values[best_a] - atom_values[away])
             if best_a == away or pw_gap <= 0.0:
                 break
             gamma, dl = _pairwise_step(
-                k, i, ws, gold, atom_labels[base + best_a * T : base + (best_a + 1) * T],
-                atom_labels[base + away * T : base + (away + 1) * T], pw_gap,
-                atom_weights[i, away], C, sigma, slack, w, delta, R, averaging, A_prev,
+                k,
+                i,
+                ws,
+                gold,
+                atom_labels[base + best_a * T : base + (best_a + 1) * T],
+                atom_labels[base + away * T : base + (away + 1) * T],
+                pw_gap,
+                atom_weights[i, away],
+                C,
+                sigma,
+                slack,
+                w,
+                delta,
+                R,
+                averaging,
+                A_prev,
             )
             loss_term += dl
             if averaging:
