@@ -264,3 +264,38 @@ def test_a_run_continues_on_one_machine(chain_problem, step, aggregation):
         assert bcfw.history.last_checked().primal == pytest.approx(
             ref.history.last_checked().primal, rel=1e-5
         )
+
+
+def test_cocoa_takes_the_local_solvers_atom_steps():
+    """CoCoA+'s local BCFW takes atom steps as the one-machine BCFW does: the same optimum,
+    the dual state still the atoms' corners, and the option carried to the solver that
+    continues the run on one machine."""
+    from dualstruct import pack_sequences
+    from dualstruct.datasets import make_chain
+    from dualstruct.distributed import CoCoA
+    from dualstruct.models import ChainModel
+    from dualstruct.solvers import CuttingPlane
+
+    X, y = make_chain(24, 4, 3, 10, random_state=2)
+    data = pack_sequences(X, y)
+    model = ChainModel(3, 10)
+    optimum = CuttingPlane(model, 0.1, max_iter=2000, tol=1e-9).fit(data)
+    optimum = optimum.history.last_checked().primal
+    cocoa = CoCoA(
+        model,
+        0.1,
+        n_partitions=2,
+        local_passes=2,
+        atom_steps=3,
+        max_iter=400,
+        tol=5e-3,
+        check_every=5,
+        random_state=0,
+    ).fit(data)
+    last = cocoa.history.last_checked()
+    assert cocoa.history.stop_reason == "tol"
+    assert last.primal == pytest.approx(optimum, rel=5e-3)
+    assert last.dual <= optimum * (1 + 1e-9)
+    assert cocoa.single_machine_solver().atom_steps == 3
+    with pytest.raises(ValueError, match="atom_steps"):
+        CoCoA(model, 0.1, atom_steps=-2)

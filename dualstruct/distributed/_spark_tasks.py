@@ -82,7 +82,9 @@ def _partitions(run_id, pairs):
         yield Partition(_blocks(run_id, index, data), state, index)
 
 
-def cocoa_task(run_id, job_bc, w_bc, results, round_index, local_passes, sigma, gamma, pairs):
+def cocoa_task(
+    run_id, job_bc, w_bc, results, round_index, local_passes, sigma, gamma, atom_steps, pairs
+):
     """A round on each partition of ``pairs``; its result goes to the driver through the
     ``results`` accumulator (with the task's completion, so the round needs a single job) and
     stays in the state element too."""
@@ -99,6 +101,7 @@ def cocoa_task(run_id, job_bc, w_bc, results, round_index, local_passes, sigma, 
             gamma,
             job.slack,
             job.search,
+            atom_steps,
         )
         results.add({(round_index, part.index): result})
         yield part.index, part.state, result

@@ -91,11 +91,20 @@ class InProcessEngine:
         self._torn = False
         return out
 
-    def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
+    def cocoa_round(self, w, round_index, local_passes, sigma, gamma, atom_steps=0):
         j = self.job
         return self._each(
             lambda p: p.cocoa_round(
-                w, round_index, j.seed, j.C, local_passes, sigma, gamma, j.slack, j.search
+                w,
+                round_index,
+                j.seed,
+                j.C,
+                local_passes,
+                sigma,
+                gamma,
+                j.slack,
+                j.search,
+                atom_steps,
             )
         )
 
@@ -300,6 +309,9 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         ``(1 − γ) α_old + γ α_new``: with atoms, every atom a block ever had stays with a weight
         that shrinks by γ each round, and the pairwise step, whose away atom is the worst one
         however light, then stalls on them; the pairwise step is refused there.
+    atom_steps : int, default 0
+        The local BCFW's steps among each block's atoms after every oracle step, as
+        :class:`~dualstruct.solvers.BCFW`'s.
     engine : engine object, optional
         Where the partitions run: :class:`InProcessEngine` (default) or
         :class:`~dualstruct.distributed.spark.SparkEngine`.
@@ -332,10 +344,14 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         aggregation="adding",
         sigma=None,
         step="auto",
+        atom_steps=0,
         engine=None,
         **kwargs,
     ):
         super().__init__(model, C, n_partitions=n_partitions, engine=engine, **kwargs)
+        if isinstance(atom_steps, bool) or not isinstance(atom_steps, int) or atom_steps < 0:
+            raise ValueError(f"atom_steps must be an integer >= 0, got {atom_steps!r}")
+        self.atom_steps = atom_steps
         if (
             isinstance(local_passes, bool)
             or not isinstance(local_passes, (int, np.integer))
@@ -390,7 +406,7 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
     def _one_pass(self, order, chunks):
         results = self._timed_round(
             lambda: self.engine.cocoa_round(
-                self.w, self.passes, self.local_passes, self.sigma, self.gamma
+                self.w, self.passes, self.local_passes, self.sigma, self.gamma, self.atom_steps
             )
         )
         change = np.zeros_like(self.w)
@@ -430,6 +446,7 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
             self.model,
             self.C,
             step=self.resolved_step,
+            atom_steps=self.atom_steps,
             max_iter=self.max_iter,
             tol=self.tol,
             check_every=self.check_every,

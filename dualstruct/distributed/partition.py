@@ -160,7 +160,7 @@ class Partition:
         self.index = index
 
     def cocoa_round(
-        self, w, round_index, seed, C, local_passes, sigma, gamma, slack, search
+        self, w, round_index, seed, C, local_passes, sigma, gamma, slack, search, atom_steps=0
     ) -> RoundResult:
         """``local_passes`` BCFW passes on the local subproblem G_k^{σ'} at ``w`` (CoCoA+, Ma
         et al. 2015, Alg. 1 with σ' = ``sigma``; :func:`~dualstruct.solvers._block_kernels.
@@ -216,6 +216,7 @@ class Partition:
                 calls,
                 sigma,
                 delta,
+                atom_steps,
             )
         loss_change = float(scalars[0])
         if gamma != 1.0:

@@ -238,7 +238,7 @@ class SparkEngine:
         element, so zipping them re-serializes neither."""
         return self.data.zip(self.rdd)
 
-    def cocoa_round(self, w, round_index, local_passes, sigma, gamma):
+    def cocoa_round(self, w, round_index, local_passes, sigma, gamma, atom_steps=0):
         t = _tasks()
         return self._advance(
             round_index,
@@ -253,6 +253,7 @@ class SparkEngine:
                 local_passes,
                 sigma,
                 gamma,
+                atom_steps,
             ),
         )
 
