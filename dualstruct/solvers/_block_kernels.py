@@ -344,58 +344,35 @@ def pairwise_bcfw_pass(
         pw_gap = C * (best - atom_values[away])
         if pw_gap <= 0.0:
             continue
-        v = atom_labels[base + away * T : base + (away + 1) * T]
-        gamma, dl = _pairwise_step(
-            k,
-            i,
-            ws,
-            gold,
-            y,
-            v,
-            pw_gap,
-            atom_weights[i, away],
-            C,
-            sigma,
-            slack,
-            w,
-            delta,
-            R,
-            averaging,
-            A_prev,
-        )
-        loss_term += dl
-        if averaging:
-            R_loss += A_prev * dl
-        if status(k) != 0:  # w moved: keep the dual state in step before stopping
-            done = idx + 1
-        _move_mass(atom_labels, atom_weights, atom_count, i, base, T, fw, away, gamma)
-        for _ in range(atom_steps):
-            if done == idx + 1 or atom_count[i] < 2:
-                break
-            prepare(k, i, w, ws)
-            best_a, away = _best_and_worst_atom(
-                k,
-                i,
-                w,
-                ws,
-                gold,
-                atom_labels,
-                atom_weights,
-                atom_count[i],
-                base,
-                T,
-                slack,
-                atom_values,
-            )
-            pw_gap = C * (atom_values[best_a] - atom_values[away])
-            if best_a == away or pw_gap <= 0.0:
-                break
+        # the oracle's step (to the atom fw), then up to atom_steps steps among the atoms
+        for r in range(atom_steps + 1):
+            if r > 0:
+                if done == idx + 1 or atom_count[i] < 2:
+                    break
+                prepare(k, i, w, ws)
+                fw, away = _best_and_worst_atom(
+                    k,
+                    i,
+                    w,
+                    ws,
+                    gold,
+                    atom_labels,
+                    atom_weights,
+                    atom_count[i],
+                    base,
+                    T,
+                    slack,
+                    atom_values,
+                )
+                pw_gap = C * (atom_values[fw] - atom_values[away])
+                if fw == away or pw_gap <= 0.0:
+                    break
             gamma, dl = _pairwise_step(
                 k,
                 i,
                 ws,
                 gold,
-                atom_labels[base + best_a * T : base + (best_a + 1) * T],
+                atom_labels[base + fw * T : base + (fw + 1) * T],
                 atom_labels[base + away * T : base + (away + 1) * T],
                 pw_gap,
                 atom_weights[i, away],
@@ -411,9 +388,9 @@ def pairwise_bcfw_pass(
             loss_term += dl
             if averaging:
                 R_loss += A_prev * dl
-            if status(k) != 0:
+            if status(k) != 0:  # w moved: keep the dual state in step before stopping
                 done = idx + 1
-            _move_mass(atom_labels, atom_weights, atom_count, i, base, T, best_a, away, gamma)
+            _move_mass(atom_labels, atom_weights, atom_count, i, base, T, fw, away, gamma)
         if done == idx + 1:
             break
     scalars[0] = loss_term
