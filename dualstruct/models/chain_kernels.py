@@ -23,7 +23,7 @@ from ..inference.chain import sequence_gram_matrices, unigram_scores, viterbi
 from ..inference.slack_search import SEARCHES
 from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
-from .support import entry_position, entry_rows, entry_unigram_scores
+from .support import entry_position, entry_unigram_scores, kernel_support
 
 
 class ChainKernel(NamedTuple):
@@ -39,13 +39,12 @@ class ChainKernel(NamedTuple):
     n_features: int
     start_end: bool
     max_length: int
-    sparse: bool  # unary weights only on the support (below), else dense d × K
-    support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed labels are
-    support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
-    n_unary: int  # unary weights: d·K dense, the support's size sparse
-    max_sequence_nnz: int  # most feature entries of one sequence (sparse scratch size)
+    sparse: bool  # unary weights only on the support, else dense d × K
+    support_labels: np.ndarray  # int32, the support's labels by feature row
     entry_start: np.ndarray  # sparse: int64 per data entry, its feature's support row
     entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
+    n_unary: int  # unary weights: d·K dense, the support's size sparse
+    max_sequence_nnz: int  # most feature entries of one sequence (sparse scratch size)
 
 
 class _Workspace(NamedTuple):
@@ -372,14 +371,8 @@ class ChainKernelModel(base.KernelModel):
         sparse = c.support is not None
         if sparse:  # the difference norms are summed by support position, not from Grams
             gram_offsets, gram = np.zeros(len(offsets), dtype=np.int64), np.zeros(0)
-            support_indptr, support_labels = c.support
-            entry_start, entry_count = entry_rows(indices, support_indptr)
         else:
-            entry_start = np.zeros(0, dtype=np.int64)
-            entry_count = np.zeros(0, dtype=np.int32)
             gram_offsets, gram = sequence_gram_matrices(data)
-            support_indptr = np.zeros(1, dtype=np.int64)
-            support_labels = np.zeros(0, dtype=np.int32)
         labels = (
             data.labels.astype(np.int32)
             if data.labels is not None
@@ -401,12 +394,9 @@ class ChainKernelModel(base.KernelModel):
             c.start_end,
             int(lengths.max()) if len(lengths) else 0,
             sparse,
-            support_indptr,
-            support_labels,
+            *kernel_support(c.support, indices),
             c.n_unary,
             int(seq_nnz.max()) if len(seq_nnz) else 0,
-            entry_start,
-            entry_count,
         )
         return BlockData(kernel, (indptr, indices, values))
 

@@ -42,7 +42,6 @@ from .base import MIN_BLOCKS_PER_JOB, effective_n_jobs
 from .support import (
     FULL_ROWS_FROM,
     check_support,
-    sparse_unigram_scores,
     support_from_pairs,
     support_gather,
     support_matrix,
@@ -311,26 +310,11 @@ class MultiLabelModel:
         return support_matrix(U, self.support, self.n_features, self.n_labels)
 
     def label_scores_of(self, w, X):
-        """``θ_il = ⟨U_l, x_i⟩`` for the rows of CSR ``X``, a dense (n, L) array (with a
-        support through its rows, never a dense U)."""
-        U = self.unpack(w).unary
+        """``θ_il = ⟨U_l, x_i⟩`` for the rows of ``X``, a dense (n, L) array (with a support a
+        sparse product with its CSR matrix, never a dense U)."""
         if self.support is None:
-            return np.asarray(X @ U)
-        out = np.empty((X.shape[0], self.n_labels))
-        indptr, labels = self.support
-        X = sp.csr_matrix(X)
-        sparse_unigram_scores(
-            X.indptr.astype(np.int64),
-            X.indices.astype(np.int64),
-            X.data,
-            0,
-            X.shape[0],
-            indptr,
-            labels,
-            U,
-            out,
-        )
-        return out
+            return np.asarray(X @ self.unpack(w).unary)
+        return (sp.csr_matrix(X) @ self.unary_matrix(w)).toarray()
 
     def _set_unary_sums(self, unary, X, D):
         """``unary = Xᵀ D`` (the unary part of a sum of φ differences, D n × L), on the
@@ -365,13 +349,14 @@ class MultiLabelModel:
             raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features}")
         return X
 
-    def _tables(self, w):
-        W = self.unpack(w)
+    def _pair_tables(self, w):
+        """The (E, 2, 2) score table of every edge (the (1, 1) entry alone for "11")."""
+        pairwise = self.unpack(w).pairwise
         if self.interactions == "table":
-            return W, np.ascontiguousarray(W.pairwise)
+            return np.ascontiguousarray(pairwise)
         V = np.zeros((len(self.edges), 2, 2))
-        V[:, 1, 1] = W.pairwise
-        return W, V
+        V[:, 1, 1] = pairwise
+        return V
 
     def _pair_psi(self, d_unary, d_pair):
         """Pair part of a sum of ``φ(ȳ_i) − φ(μ_i)`` from the per-example unary differences
@@ -443,7 +428,7 @@ class MultiLabelModel:
             X, Y = X.X, X.Y
         self.check_slack()
         X, Y = self._check_X(X), self._check_labels(Y)
-        W, V = self._tables(w)
+        V = self._pair_tables(w)
         out = np.zeros(Y.shape, dtype=np.int64)
         hinge = kernels.slack_all(
             kernels.unary_tables(self.label_scores_of(w, X)), self.edges, V, Y, out
@@ -472,7 +457,7 @@ class MultiLabelModel:
         rounding; ``last_integral_`` then says which rows had an integral LP optimum).
         ``n_jobs`` threads share the rows (None: 1; −1: every core)."""
         X = self._check_X(X)
-        W, V = self._tables(w)
+        V = self._pair_tables(w)
         A = kernels.unary_tables(self.label_scores_of(w, X))
         n = A.shape[0]
         jobs = max(1, min(effective_n_jobs(n_jobs), n // MIN_BLOCKS_PER_JOB))
@@ -515,7 +500,7 @@ class MultiLabelModel:
         if isinstance(X, MultiLabelDataset):
             X, Y = X.X, X.Y
         X, Y = self._check_X(X), self._check_labels(Y)
-        W, V = self._tables(w)
+        V = self._pair_tables(w)
         theta = self.label_scores_of(w, X)
         best, out = self._map_all(
             kernels.unary_tables(theta, Y, self.loss_weights), V, relaxed=True
@@ -541,7 +526,7 @@ class MultiLabelModel:
             )
             return hinge, psi, float(loss.sum())
         X, Y = self._check_X(data.X), self._check_labels(data.Y)
-        W, V = self._tables(w)
+        V = self._pair_tables(w)
         theta = self.label_scores_of(w, X)
         mu = np.zeros(Y.shape)
         psi = self.init_weights()

@@ -36,7 +36,7 @@ from ..inference.multilabel import (
 from ..inference.multilabel import slack_oracle as multilabel_slack_oracle
 from . import base
 from .multilabel import ENUMERATE, LP, TREE
-from .support import sparse_unigram_scores, support_position
+from .support import entry_position, entry_unigram_scores, kernel_support
 
 
 class MultiLabelKernel(NamedTuple):
@@ -52,15 +52,17 @@ class MultiLabelKernel(NamedTuple):
     n_features: int
     pair_size: int  # P
     mode: int  # TREE, ENUMERATE or LP
-    sparse: bool  # unary weights only on the support (below), else dense d × L
-    support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed labels are
-    support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
-    n_unary: int  # unary weights: d·L dense, the support's size sparse
+    sparse: bool  # unary weights only on the support, else dense d × K
+    support_labels: np.ndarray  # int32, the support's labels by feature row
+    entry_start: np.ndarray  # sparse: int64 per data entry, its feature's support row
+    entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
+    n_unary: int  # unary weights: d·K dense, the support's size sparse
 
 
 class _Workspace(NamedTuple):
     theta: np.ndarray  # (L,) unary scores
     theta_row: np.ndarray  # the same memory as (1, L)
+    row: np.ndarray  # (L,) sparse: scratch of the unary scores
     plain: np.ndarray  # (L, 2) unary tables
     aug: np.ndarray  # (L, 2) the last oracle's tables
     tables: np.ndarray  # (E, 2, 2) pair scores
@@ -81,6 +83,7 @@ def _workspace(k):
     return _Workspace(
         theta,
         theta.reshape((1, L)),
+        np.empty(L),
         np.zeros((L, 2)),
         np.zeros((L, 2)),
         np.zeros((E, 2, 2)),
@@ -100,16 +103,17 @@ def _prepare(k, i, w, ws):
     L = k.n_labels
     theta = ws.theta
     if k.sparse:
-        sparse_unigram_scores(
+        entry_unigram_scores(
             k.indptr,
-            k.indices,
+            k.entry_start,
+            k.entry_count,
             k.values,
             i,
             i + 1,
-            k.support_indptr,
             k.support_labels,
             w,
             ws.theta_row,
+            ws.row,
         )
     else:
         unary_scores(
@@ -201,7 +205,7 @@ def _add_to_label(k, i, l, d, w):
     L = k.n_labels
     for p in range(k.indptr[i], k.indptr[i + 1]):
         if k.sparse:
-            q = support_position(k.support_indptr, k.support_labels, L, indices[p], l)
+            q = entry_position(k.entry_start, k.entry_count, k.support_labels, L, p, l)
             if q >= 0:
                 w[q] += d * values[p]
         else:
@@ -216,7 +220,7 @@ def _label_sq_norm(k, i, l):
         return k.sq_norms[i]
     sq = 0.0
     for p in range(k.indptr[i], k.indptr[i + 1]):
-        if support_position(k.support_indptr, k.support_labels, k.n_labels, k.indices[p], l) >= 0:
+        if entry_position(k.entry_start, k.entry_count, k.support_labels, k.n_labels, p, l) >= 0:
             sq += k.values[p] * k.values[p]
     return sq
 
@@ -351,11 +355,6 @@ class MultiLabelKernelModel(base.KernelModel):
         indptr, indices, values = data.kernel_arrays()
         n, L = data.Y.shape
         sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
-        if m.support is not None:
-            support_indptr, support_labels = m.support
-        else:
-            support_indptr = np.zeros(1, dtype=np.int64)
-            support_labels = np.zeros(0, dtype=np.int32)
         kernel = MultiLabelKernel(
             indptr,
             indices,
@@ -370,8 +369,7 @@ class MultiLabelKernelModel(base.KernelModel):
             m.pair_size,
             m.inference_code,
             m.support is not None,
-            support_indptr,
-            support_labels,
+            *kernel_support(m.support, indices),
             m.n_unary,
         )
         return BlockData(kernel, data.fingerprint_arrays())

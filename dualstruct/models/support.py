@@ -121,34 +121,6 @@ def support_position(support_indptr, support_labels, K, f, a):
     return _row_position(support_labels, support_indptr[f], support_indptr[f + 1], K, a)
 
 
-@njit(cache=True, fastmath=True)
-def sparse_unigram_scores(
-    indptr, indices, values, row_start, row_stop, support_indptr, support_labels, w, out
-):
-    """``out[t, a] = Σ_f x_tf w[f, a]`` for the rows ``row_start..row_stop`` of a CSR
-    matrix, over the supported pairs (f, a) only: each active feature costs its
-    allowed-label count, not K (a feature allowed every label is read as a contiguous row).
-    A row is summed in a K-vector of its own and then stored (``fastmath`` reorders the
-    sums of a full row into vector instructions)."""
-    K = out.shape[1]
-    acc = np.empty(K)
-    for t in range(row_stop - row_start):
-        row = row_start + t
-        acc[:] = 0.0
-        for p in range(indptr[row], indptr[row + 1]):
-            f = indices[p]
-            v = values[p]
-            q0, q1 = support_indptr[f], support_indptr[f + 1]
-            if q1 - q0 == K:
-                row_w = w[q0:q1]
-                for a in range(K):
-                    acc[a] += v * row_w[a]
-            else:
-                for q in range(q0, q1):
-                    acc[support_labels[q]] += v * w[q]
-        out[t, :] = acc
-
-
 def entry_rows(indices, support_indptr):
     """For every entry of a CSR matrix (its column ``indices``), where its feature's support
     row starts and how many labels it holds: ``(int64 start, int32 count)``. Kernels that
@@ -158,6 +130,16 @@ def entry_rows(indices, support_indptr):
     dense ones (12 bytes per entry)."""
     start = support_indptr[indices]
     return start.astype(np.int64), (support_indptr[indices + 1] - start).astype(np.int32)
+
+
+def kernel_support(support, indices):
+    """The support as the kernels hold it, for a CSR matrix of column ``indices``:
+    ``(labels, entry_start, entry_count)`` (:func:`entry_rows`), or three empty arrays for
+    dense weights."""
+    if support is None:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32)
+    indptr, labels = support
+    return (labels, *entry_rows(indices, indptr))
 
 
 @njit(cache=True, inline="always")
@@ -172,8 +154,11 @@ def entry_position(entry_start, entry_count, support_labels, K, p, a):
 def entry_unigram_scores(
     indptr, entry_start, entry_count, values, row_start, row_stop, support_labels, w, out, acc
 ):
-    """:func:`sparse_unigram_scores` from the entries' support rows (:func:`entry_rows`),
-    each row summed in the K-vector ``acc`` (scratch) and then stored."""
+    """``out[t, a] = Σ_f x_tf w[f, a]`` for the rows ``row_start..row_stop`` of a CSR matrix,
+    over the supported pairs (f, a) only, from the entries' support rows (:func:`entry_rows`):
+    each active feature costs its allowed-label count, not K (a feature allowed every label
+    is read as a contiguous row). Each row is summed in the K-vector ``acc`` (scratch) and
+    then stored."""
     K = out.shape[1]
     for t in range(row_stop - row_start):
         row = row_start + t

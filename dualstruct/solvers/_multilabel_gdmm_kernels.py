@@ -73,7 +73,7 @@ import numpy as np
 from numba import njit
 
 from ..inference.multilabel import unary_scores
-from ..models.support import sparse_unigram_scores, support_position
+from ..models.support import entry_position, entry_unigram_scores
 from ._simplex import project_to_simplex
 
 NEED_CAPACITY = 1
@@ -187,8 +187,9 @@ def gdmm_pass(
     rho,
     eta,
     U,
-    support_indptr,
     support_labels,
+    entry_start,
+    entry_count,
     V,
     tree,
     mu,
@@ -209,14 +210,16 @@ def gdmm_pass(
     active set is full (the caller gives that example more room and continues). ``stats``
     accumulates [labels added]. Returns the examples processed.
 
-    ``U`` is the flat unary block of w: d × L feature-major, or with a support
-    (``support_indptr`` of d + 1 entries; dense: of one) its pairs, and then label l's
-    curvature and score change use only the features it may see."""
+    ``U`` is the flat unary block of w: d × L feature-major, or with a support its pairs
+    (:func:`~dualstruct.models.support.kernel_support`: the support's labels and each data
+    entry's row; empty for dense weights), and then label l's curvature and score change use
+    only the features it may see."""
     L = Y.shape[1]
-    sparse = support_indptr.shape[0] > 1
+    sparse = entry_start.shape[0] > 0
     U2 = np.empty((0, L)) if sparse else U.reshape((U.shape[0] // L, L))
     theta = np.empty(L)
     theta_row = theta.reshape((1, L))
+    acc = np.empty(L)
     g = np.empty(L)
     slot_of = np.full(L, -1, dtype=np.int64)
     z = np.empty(4)
@@ -233,8 +236,17 @@ def gdmm_pass(
             status[1] = idx
             return idx
         if sparse:
-            sparse_unigram_scores(
-                indptr, indices, values, i, i + 1, support_indptr, support_labels, U, theta_row
+            entry_unigram_scores(
+                indptr,
+                entry_start,
+                entry_count,
+                values,
+                i,
+                i + 1,
+                support_labels,
+                U,
+                theta_row,
+                acc,
             )
         else:
             unary_scores(indptr, indices, values, i, U2, theta)
@@ -295,7 +307,7 @@ def gdmm_pass(
                 if sparse:  # the features label l sees
                     sq_l = 0.0
                     for p in range(indptr[i], indptr[i + 1]):
-                        if support_position(support_indptr, support_labels, L, indices[p], l) >= 0:
+                        if entry_position(entry_start, entry_count, support_labels, L, p, l) >= 0:
                             sq_l += values[p] * values[p]
                 curv = C * C * sq_l
                 for t in range(ns):
@@ -321,7 +333,7 @@ def gdmm_pass(
                     step = -C * delta
                     for p in range(indptr[i], indptr[i + 1]):
                         if sparse:
-                            j = support_position(support_indptr, support_labels, L, indices[p], l)
+                            j = entry_position(entry_start, entry_count, support_labels, L, p, l)
                             if j >= 0:
                                 U[j] += step * values[p]
                         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.support import kernel_support
 from .base import PassSolver
 from .gdmm import _schedule, value_at
 from .objective import scaled_dual
@@ -30,7 +31,7 @@ class _MultiLabelPasses(PassSolver):
     def _edge_tables(self, w):
         """The (E, 2, 2) score tables of the pair weights in ``w`` (a copy the kernels keep
         in step with the weights)."""
-        return np.array(self.model._tables(w)[1])
+        return np.array(self.model._pair_tables(w))
 
     def _pair_rows(self, pairwise):
         """The pair weights as the kernels' (E, P) view."""
@@ -217,10 +218,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.pool_used = int(self.pool_used)
         self._check_pool()
         self.W = self.model.unpack(self.w)
-        support = getattr(self.model, "support", None)
-        self._support = (
-            support if support is not None else (np.zeros(1, np.int64), np.zeros(0, np.int32))
-        )
+        self._support = kernel_support(self.model.support, self.arrays[1])
         self.edge_id = self._edge_ids()
         X = self.data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()

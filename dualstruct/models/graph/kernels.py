@@ -24,7 +24,7 @@ from numba import njit
 
 from ...inference.graph import enumerate_map, forest_map, labelling_score, lp_map
 from .. import base
-from ..support import sparse_unigram_scores, support_position
+from ..support import entry_position, entry_unigram_scores
 
 FOREST, ENUMERATE, LP = 0, 1, 2
 
@@ -50,9 +50,10 @@ class GraphKernel(NamedTuple):
     lp_tol: float
     lp_stats: np.ndarray  # int64 (2,): LP calls, not certified
     max_entries: int  # most entries of w one labelling difference touches (×2)
-    sparse: bool  # node weights only on the support (below), else dense d × K
-    support_indptr: np.ndarray  # int64 (d + 1): feature f's allowed states are
-    support_labels: np.ndarray  # int32 support_labels[support_indptr[f]:support_indptr[f+1]]
+    sparse: bool  # node weights only on the support, else dense d × K
+    support_labels: np.ndarray  # int32, the support's states by feature row
+    entry_start: np.ndarray  # sparse: int64 per node feature entry, its feature's support row
+    entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
     n_unary: int  # node weights: d·K dense, the support's size sparse
 
 
@@ -64,6 +65,7 @@ class _Workspace(NamedTuple):
     scale: np.ndarray  # (1,) the last oracle's loss scale
     diff: np.ndarray  # (size,) scratch for difference norms, kept zero
     touched: np.ndarray  # int64 scratch: entries of diff in use
+    row: np.ndarray  # (K,) sparse: one node's potentials being summed
 
 
 @njit(cache=True)
@@ -103,6 +105,7 @@ def _workspace(k):
         np.ones(1),
         np.zeros(size),
         np.empty(max(k.max_entries, 1), dtype=np.int64),
+        np.empty(K),
     )
 
 
@@ -111,16 +114,17 @@ def _prepare(k, i, w, ws):
     n0, n, e0, E = _graph(k, i)
     K = k.n_states
     if k.sparse:
-        sparse_unigram_scores(
+        entry_unigram_scores(
             k.indptr,
-            k.indices,
+            k.entry_start,
+            k.entry_count,
             k.values,
             n0,
             n0 + n,
-            k.support_indptr,
             k.support_labels,
             w,
             ws.theta,
+            ws.row,
         )
     else:
         for t in range(n):
@@ -204,8 +208,8 @@ def _add_into(k, i, ya, yb, c, w, touched, n_touched):
         for p in range(k.indptr[row], k.indptr[row + 1]):
             x = c * k.values[p]
             if k.sparse:  # a pair outside the support has no weight: dropped
-                ja = support_position(k.support_indptr, k.support_labels, K, k.indices[p], a)
-                jb = support_position(k.support_indptr, k.support_labels, K, k.indices[p], b)
+                ja = entry_position(k.entry_start, k.entry_count, k.support_labels, K, p, a)
+                jb = entry_position(k.entry_start, k.entry_count, k.support_labels, K, p, b)
             else:
                 ja = k.indices[p] * K + a
                 jb = k.indices[p] * K + b

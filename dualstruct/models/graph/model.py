@@ -9,7 +9,13 @@ import scipy.sparse as sp
 from ...data import BlockData
 from ...inference.graph import is_forest
 from ..base import KernelModel
-from ..support import FULL_ROWS_FROM, check_support, support_from_pairs, support_matrix
+from ..support import (
+    FULL_ROWS_FROM,
+    check_support,
+    kernel_support,
+    support_from_pairs,
+    support_matrix,
+)
 from .kernels import ENUMERATE, FOREST, LP, GraphKernel
 
 INFERENCE = ("auto", "exact", "lp")
@@ -204,14 +210,10 @@ class EdgeFeatureGraphCRF(KernelModel):
         max_entries = int(
             np.max(2 * per_graph_nnz + 2 * np.diff(edge_offsets) * self.n_edge_features)
         )
-        if self.support is not None:
-            support_indptr, support_labels = self.support
-        else:
-            support_indptr = np.zeros(1, dtype=np.int64)
-            support_labels = np.zeros(0, dtype=np.int32)
+        indices = nodes.indices.astype(np.int64)
         kernel = GraphKernel(
             nodes.indptr.astype(np.int64),
-            nodes.indices.astype(np.int64),
+            indices,
             nodes.data,
             np.concatenate(labels),
             node_offsets,
@@ -231,8 +233,7 @@ class EdgeFeatureGraphCRF(KernelModel):
             np.zeros(2, dtype=np.int64),
             max_entries,
             self.support is not None,
-            support_indptr,
-            support_labels,
+            *kernel_support(self.support, indices),
             self.n_unary,
         )
         return BlockData(
