@@ -170,29 +170,33 @@ def part_cp(args):
 
 
 def part_subset(args):
-    """The first ``--words`` training words: passes (iterations) to a certified 1% for margin
-    and slack rescaling, BCFW with and without atom steps and the cutting plane."""
+    """The first ``--words`` training words (0: all of them): passes (iterations) to a
+    certified 1% for each rescaling of ``--subset-rescalings``, BCFW with every number of
+    atom steps in ``--subset-steps`` and, unless ``--no-subset-cp``, the cutting plane."""
     Xtr, ytr, _, _ = ocr_split()
-    X, y = Xtr[: args.words], ytr[: args.words]
+    words = args.words or len(Xtr)
+    X, y = Xtr[:words], ytr[:words]
     print(
         f"\n### The first {len(X)} OCR training words, C = {args.C:g}, stop at 1% or "
         f"{args.subset_passes} passes\n"
     )
     print("| rescaling | solver | passes to 1% | rel. gap at the end | primal | train s |")
     print("|---|---|---|---|---|---|")
-    for rescaling in ("margin", "slack"):
-        for label, solver, options in (
-            ("BCFW", "bcfw", None),
-            ("BCFW, atom_steps=10", "bcfw", {"atom_steps": 10}),
-            ("cutting plane", "cutting_plane", None),
-        ):
+    steps = [int(s) for s in args.subset_steps.split(",")]
+    for rescaling in args.subset_rescalings.split(","):
+        runs = [
+            (f"BCFW, atom_steps={s}" if s else "BCFW", "bcfw", {"atom_steps": s}) for s in steps
+        ]
+        if args.subset_cp:
+            runs.append(("cutting plane", "cutting_plane", None))
+        for label, solver, options in runs:
             est = StructuredSVM(
                 C=args.C,
                 solver=solver,
                 rescaling=rescaling,
                 tol=0.01,
                 max_iter=args.subset_passes,
-                check_every=5,
+                check_every=args.check_every,
                 random_state=0,
                 solver_options=options,
             )
@@ -216,8 +220,12 @@ def main(argv=None):
     ap.add_argument("--chunk-tol", type=float, default=0.02)
     ap.add_argument("--chunk-passes", type=int, default=60)
     ap.add_argument("--budget", type=float, default=300.0)
-    ap.add_argument("--words", type=int, default=300, help="subset: training words")
+    ap.add_argument("--words", type=int, default=300, help="subset: training words (0: all)")
     ap.add_argument("--subset-passes", type=int, default=400, help="subset: the cap")
+    ap.add_argument("--subset-rescalings", default="margin,slack")
+    ap.add_argument("--subset-steps", default="0,10", help="subset: BCFW's atom_steps values")
+    ap.add_argument("--no-subset-cp", dest="subset_cp", action="store_false")
+    ap.add_argument("--check-every", type=int, default=5, help="subset: passes between checks")
     args = ap.parse_args(argv)
     parts = {
         "searches": part_searches,
