@@ -66,26 +66,27 @@ METHODS = {
 }
 OCR_K = 26
 C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
-#: GDMM penalty ρ and multiplier step η per dataset (used by both GDMM variants), the best of
-#: the settings tried in BENCHMARKS.md: the best ρ falls as K grows, and the best η
-#: is ρ/10 on the larger synthetic chains (C = 1) but ρ itself on Czech (C = 0.1)
-#: on chain1000 the penalty grows tenfold over passes 100-250 and threefold more up to pass
+#: GDMM penalty ρ and multiplier step η per dataset, in units of the penalty scale κ of each
+#: problem (``GDMM.penalty_scale``: 5.42 on OCR, 4.02 on the synthetic chains, 0.132 on Czech,
+#: 0.265 on pooled Czech), the best of the settings tried in BENCHMARKS.md: the best ρ falls as
+#: K grows, and the best η is ρ/10 on the larger synthetic chains but ρ itself on Czech.
+#: On chain1000 the penalty grows tenfold over passes 100-250 and threefold more up to pass
 #: 350 (eta threefold up to pass 250), which cuts the slow tail where consistency is what is
 #: left; there and on Czech the averaged iterate never beat the last one, so GDMM runs
 #: without averaging, which saves the accumulator's writes (14% of a late pass at K = 954;
 #: BENCHMARKS.md)
 GDMM_TUNING = {
-    "ocr": {"rho": 3.0, "eta": 3.0},
-    "chain100": {"rho": 3.0, "eta": 1.0},
-    "chain300": {"rho": 1.0, "eta": 0.1},
+    "ocr": {"rho": 0.55, "eta": 0.55},
+    "chain100": {"rho": 0.75, "eta": 0.25},
+    "chain300": {"rho": 0.25, "eta": 0.025},
     "chain1000": {
-        "rho": [(0, 1.0), (100, 1.0), (250, 10.0), (350, 30.0)],
-        "eta": [(0, 0.1), (100, 0.1), (250, 0.3)],
+        "rho": [(0, 0.25), (100, 0.25), (250, 2.5), (350, 7.5)],
+        "eta": [(0, 0.025), (100, 0.025), (250, 0.075)],
         "averaging": False,
     },
-    "chain3000": {"rho": 0.1, "eta": 0.01},
-    "czech": {"rho": 0.1, "eta": 0.1, "averaging": False},
-    "czech_pooled": {"rho": 0.1, "eta": 0.1, "averaging": False},
+    "chain3000": {"rho": 0.025, "eta": 0.0025},
+    "czech": {"rho": 0.75, "eta": 0.75, "averaging": False},
+    "czech_pooled": {"rho": 0.38, "eta": 0.38, "averaging": False},
 }
 #: certified brackets [lower, upper] of the optimum from long runs (BENCHMARKS.md):
 #: the lower bound is a BCFW dual, the upper a primal. "Within 1%" means primal <= 1.01 ×
@@ -96,7 +97,7 @@ REFERENCES = {
     "chain1000": (170.404, 171.343),
     "czech": (568.82, 569.016),
 }
-GDMM_TUNING_DEFAULT = {"rho": 1.0, "eta": 0.1}  # other synthetic sizes
+GDMM_TUNING_DEFAULT = {"rho": 0.25, "eta": 0.025}  # other synthetic sizes
 CZECH_TRAIN = ("cs_cltt-ud-train", "cs_cltt-ud-dev", "cs_cac-ud-dev")
 CZECH_TEST = ("cs_cltt-ud-test", "cs_cac-ud-test")
 #: the pooled split of the data README: 971 XPOS tags

@@ -26,7 +26,7 @@ SOLVERS = {
     "bcfw-fw": dict(solver="bcfw", solver_options={"step": "fw"}),  # classic steps
     "ssg": dict(solver="ssg"),
     "cutting_plane": dict(solver="cutting_plane"),
-    "gdmm": dict(solver="gdmm", solver_options={"rho": 1.0}),
+    "gdmm": dict(solver="gdmm", solver_options={"rho": 0.2}),
 }
 
 

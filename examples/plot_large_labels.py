@@ -25,7 +25,7 @@ def stop_at_budget(estimator, record):
 
 
 runs = {}
-for solver, every, options in (("bcfw", 5, None), ("gdmm", 20, {"rho": 1.0, "eta": 0.1})):
+for solver, every, options in (("bcfw", 5, None), ("gdmm", 20, {"rho": 0.25, "eta": 0.025})):
     svm = dualstruct.StructuredSVM(
         solver=solver,
         C=1.0,

@@ -226,10 +226,14 @@ def test_pickled_object_arrays_are_refused(tmp_path):
 def test_warm_start_refuses_a_changed_problem(problem):
     X, y = problem
     est = StructuredSVM(max_iter=2, warm_start=True).fit(X, y)
-    est.set_params(C=100.0)
-    with pytest.raises(ValueError, match=r"parameters \['C'\] changed"):
+    est.set_params(averaging=False)
+    with pytest.raises(ValueError, match=r"parameters \['averaging'\] changed"):
         est.fit(X, y)
-    est.set_params(C=1.0)
+    est.set_params(averaging=True)
+    ssg = StructuredSVM(solver="ssg", max_iter=2, warm_start=True).fit(X, y)
+    ssg.set_params(C=100.0)
+    with pytest.raises(ValueError, match="keeps no dual point to carry to a new C"):
+        ssg.fit(X, y)
     with pytest.raises(ValueError, match="same training data"):
         est.fit([x * 5 for x in X], y)
     est.fit(X, y)

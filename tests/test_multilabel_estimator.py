@@ -122,11 +122,11 @@ def test_estimator_input_errors(tmp_path):
     m.set_params(warm_start=True)
     assert m.fit(X.tolist(), Y.tolist()).n_iter_ == 4
     m.set_params(warm_start=False)
-    m.set_params(warm_start=True, C=2.0)
+    m.set_params(warm_start=True, averaging=not m.averaging)
     with pytest.raises(ValueError, match="changed"):
         m.fit(X, Y)
     bad = tmp_path / "bad.npz"
-    m.set_params(C=1.0, warm_start=False)
+    m.set_params(averaging=not m.averaging, warm_start=False)
     header, arrays = m.to_arrays()
     arrays["coef"] = arrays["coef"][:-1]
     dualstruct.io.save_arrays(bad, header, arrays)

@@ -309,6 +309,25 @@ def final_summary(history):
     )
 
 
+def carry_over(est, solver, changed):
+    """Before a warm start: refuse a changed problem, except a new C for a solver that keeps
+    a dual point, which it scales to the new C
+    (:meth:`~dualstruct.solvers.base.PassSolver.set_C`)."""
+    if changed == ["C"] and solver.carries_dual:
+        solver.set_C(est.C)
+        return
+    if changed:
+        hint = (
+            f"; solver {est.solver!r} keeps no dual point to carry to a new C"
+            if "C" in changed
+            else ""
+        )
+        raise ValueError(
+            f"warm_start: parameters {changed} changed since the last fit; the solver state "
+            f"belongs to the old problem{hint} (set warm_start=False to start anew)"
+        )
+
+
 def continue_solver(est, solver, callback, validation):
     """Hand a solver that continues training the estimator's current settings."""
     solver.callback, solver.validation = callback, validation

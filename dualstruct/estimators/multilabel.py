@@ -28,6 +28,7 @@ from .base import (
     _classes_to_json,
     _plain_labels,
     add_training_record,
+    carry_over,
     changed_params,
     check_backend_params,
     check_integer,
@@ -323,10 +324,10 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         if continuing or resume is not None:
             changed = changed_params(state, self._state_params)
-            if changed:
+            if changed and not continuing:
                 raise ValueError(
-                    f"warm_start: parameters {changed} changed since the model's "
-                    "last fit; the solver state belongs to the old problem"
+                    f"resume: parameters {changed} differ from the checkpoint's; the saved "
+                    "solver state belongs to the old problem"
                 )
             Xf = self._features(X)
             data = MultiLabelDataset(Xf, self._labels(Y, Xf.shape[0]))
@@ -339,6 +340,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 ):
                     raise ValueError("warm_start continues only on the same training data")
                 data = old
+                carry_over(self, self.solver_, changed)
         else:
             for attr in ("n_features_in_", "feature_names_in_", "n_labels_"):
                 self.__dict__.pop(attr, None)

@@ -22,6 +22,7 @@ from .base import (
     _classes_to_json,
     _plain_labels,
     add_training_record,
+    carry_over,
     changed_params,
     check_backend_params,
     check_integer,
@@ -353,12 +354,6 @@ class StructuredSVM(SolverResults, BaseEstimator):
             data = self._pack(X, y, fit=False)
             solver = None
         elif continuing:
-            changed = changed_params(state, self._state_params)
-            if changed:
-                raise ValueError(
-                    f"warm_start: parameters {changed} changed since the last fit; the solver "
-                    "state belongs to the old problem (set warm_start=False to start anew)"
-                )
             data = self.solver_.data
             new = self._pack(X, y, fit=False)
             if not (
@@ -369,6 +364,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             ):
                 raise ValueError("warm_start continues only on the same training data")
             solver = self.solver_
+            carry_over(self, solver, changed_params(state, self._state_params))
         else:
             data = self._pack(X, y, fit=True)
             self.model_ = self._make_model(data.n_features, self._support(data))

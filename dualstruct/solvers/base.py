@@ -219,6 +219,56 @@ class PassSolver:
         """The best dual value the solver can certify (NaN without a dual)."""
         return math.nan
 
+    def set_C(self, C: float) -> None:
+        """Continue at the regularization constant ``C`` from the current state.
+
+        Every dual constraint of the structural SVM reads ``Σ_y α_i(y) = C`` (for the
+        1-slack cutting plane ``Σ_c α_c <= C``), so the current dual point scaled by
+        ``C / C_old`` is feasible for the new C. Its weights ``w(α) = Σ α ψ`` and loss term
+        scale with it: solvers that keep a dual point (:meth:`_scale_dual`) start from there,
+        which is a warm start along a path of C. The history starts anew (the objective has
+        changed); the pass count and the training time go on.
+
+        Parameters
+        ----------
+        C : float
+            The new regularization constant (positive).
+
+        Examples
+        --------
+        >>> from dualstruct import pack_sequences
+        >>> from dualstruct.datasets import make_chain
+        >>> from dualstruct.models import ChainModel
+        >>> from dualstruct.solvers import BCFW
+        >>> X, y = make_chain(20, 5, 4, 10, random_state=0)
+        >>> data = pack_sequences(X, y)
+        >>> solver = BCFW(ChainModel(4, 10), C=0.1, max_iter=50, random_state=0).fit(data)
+        >>> solver.set_C(1.0)
+        >>> solver.fit(data).C
+        1.0
+        """
+        C = float(C)
+        if not C > 0:
+            raise ValueError(f"C must be positive, got {C}")
+        if self.data is not None and C != self.C:
+            if not self.carries_dual:
+                raise ValueError(
+                    f"{type(self).__name__} keeps no dual point to carry to a new C: train "
+                    "anew at the new C"
+                )
+            ratio, self.C = C / self.C, C
+            self._scale_dual(ratio)
+        self.C = C
+        self.history = History()
+        self._chosen, self._checks, self._final_choice = 0, 0, None
+
+    #: whether :meth:`set_C` can carry the state to a new C
+    carries_dual = False
+
+    def _scale_dual(self, ratio: float) -> None:  # pragma: no cover - abstract
+        """Scale the dual point by ``ratio`` (``self.C`` is already the new C)."""
+        raise NotImplementedError
+
     #: what to change when the memory estimate is refused
     memory_advice = MEMORY_ADVICE
 

@@ -183,6 +183,19 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             return common + ("atom_labels", "atom_weights", "atom_count")
         return common + ("block_weights", "block_losses")
 
+    carries_dual = True
+
+    def _scale_dual(self, ratio):
+        """Every point the state holds scales: w and ℓ, their averaging accumulators and
+        the blocks' gaps (the atoms' convex weights do not change)."""
+        for a in (self.w, self.R, self.block_gaps):
+            a *= ratio
+        self.scalars[[0, 2]] *= ratio
+        if self.resolved_step == "fw":
+            self.block_weights *= ratio
+            self.block_losses *= ratio
+        self._avg_cache = None
+
     def _after_load(self):
         self._avg_cache = None
         if self.resolved_step == "pairwise":

@@ -126,6 +126,16 @@ class CuttingPlane(KernelBlocks, PassSolver):
     state_scalars = ("best_primal", "best_dual", "eps")
     growable_arrays = ("psi", "delta", "alpha", "idle", "gram")
 
+    carries_dual = True
+
+    def _scale_dual(self, ratio):
+        """α and w = Σ α_c ψ_c scale; the working set's constraints do not depend on C.
+        The best primal and dual so far belong to the old C and are forgotten."""
+        self.alpha *= ratio
+        self.w *= ratio
+        self.best_w = self.w.copy()
+        self.best_primal, self.best_dual = math.inf, 0.0
+
     def _after_load(self):
         m = len(self.delta)
         if (

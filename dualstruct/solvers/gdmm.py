@@ -35,7 +35,78 @@ LABEL_SLOT_ARRAYS = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "id
 PAIR_SLOT_ARRAYS = ("pair_a", "pair_b", "q_b")
 
 
-class GDMM(PassSolver):
+def penalty_unit(C, loss_mean, sq_norm_mean):
+    """The penalty scale ``κ = C^{3/2} (δ̄ ψ̄²)^{1/2}`` of a GDMM problem, in which ρ and η are
+    given (:class:`ScaleFreePenalty`).
+
+    Parameters
+    ----------
+    C : float
+        Regularization constant.
+    loss_mean : float
+        δ̄, the mean loss of a wrong label in one unigram factor.
+    sq_norm_mean : float
+        ψ̄², the mean squared norm of a unigram factor's joint feature (a token's or an
+        example's features, intercept included).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from dualstruct.solvers.gdmm import penalty_unit
+    >>> penalty_unit(1.0, 1.0, 4.0)
+    2.0
+    >>> round(penalty_unit(10.0, 10.0, 4.0) / 10.0**2, 12)  # (C, δ) → (aC, aδ): κ → a² κ
+    2.0
+    """
+    unit = float(C) ** 1.5 * math.sqrt(max(float(loss_mean), 0.0) * max(float(sq_norm_mean), 0.0))
+    return unit if unit > 0.0 else 1.0
+
+
+class ScaleFreePenalty:
+    """ρ and η of GDMM in units of the problem's penalty scale κ (:func:`penalty_unit`).
+
+    **Why a unit.** Written in the marginals q (α / C), the dual is
+    ``G(q) = ½ C² ‖Ψ q‖² − C <δ, q>``. Two changes of the data leave its minimizer q*
+    unchanged and scale G: (C, δ) → (aC, aδ) multiplies G by a², and scaling every joint
+    feature by s together with C → C/s² multiplies G by 1/s². The augmented Lagrangian adds
+    ``<λ, r> + ρ/2 ‖r‖²`` with residuals r in units of probability, so GDMM's iterates q are
+    the same under both changes exactly when ρ, η (and λ) scale as G does. A factor's two
+    scales do: its linear term ``C δ̄`` and its curvature ``C² ψ̄²`` (the Hessian of a unigram
+    block, ``C² ‖x_t‖²``). ρ = ρ̃ κ with κ their geometric mean, ``C^{3/2} (δ̄ ψ̄²)^{1/2}``, makes the
+    trajectory depend only on ρ̃ under both changes. Between the two, the geometric mean is a
+    measured choice: the multipliers must grow to the size of the gradient, about ``C δ̄``, a
+    step η at a time, while a penalty far above the curvature makes the block steps short.
+    The best fixed ρ on OCR (600 words) and yeast (full graph) spans five decades over
+    C ∈ [0.01, 10] and lies within ρ̃ ∈ [0.25, 1] of κ at every C (BENCHMARKS.md).
+
+    Subclasses set ``self.penalty_scale`` (κ) in their set-up and call
+    :meth:`_set_penalties` before each pass; ``self.rho`` and ``self.eta`` are then the
+    absolute values the kernels use, ``rho_relative`` and ``eta_relative`` the schedules'.
+    """
+
+    penalty_scale = 1.0
+
+    def _init_schedules(self, rho, eta):
+        self.rho_schedule = _schedule("rho", rho)
+        self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
+        self._set_penalties()
+
+    def _set_penalties(self):
+        """ρ and η of the next pass, absolute: the schedules' values times κ."""
+        self.rho_relative = value_at(self.rho_schedule, self.passes)
+        self.eta_relative = value_at(self.eta_schedule, self.passes)
+        self.rho = self.penalty_scale * self.rho_relative
+        self.eta = self.penalty_scale * self.eta_relative
+
+    def _penalty_figures(self):
+        """A record's ρ and η (in units of κ) and κ."""
+        return {"rho": self.rho_relative, "eta": self.eta_relative, "kappa": self.penalty_scale}
+
+
+class GDMM(ScaleFreePenalty, PassSolver):
     """GDMM for :class:`~dualstruct.models.ChainModel` (margin rescaling).
 
     Parameters
@@ -45,13 +116,18 @@ class GDMM(PassSolver):
     C : float, default 1.0
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     rho : float or list of (pass, value)
-        Penalty ρ of the augmented Lagrangian (default 1). A list of points ``[(0, 1.0),
-        (100, 1.0), (300, 10.0)]`` is a schedule: ρ follows it geometrically between the
-        points (by passes done) and stays at the last value after the last one. A growing
-        penalty enforces consistency harder once the marginals are near their optimum,
-        which is where a fixed small ρ is slowest (BENCHMARKS.md).
+        Penalty ρ of the augmented Lagrangian in units of the problem's penalty scale
+        ``κ = C^{3/2} (δ̄ ψ̄²)^{1/2}`` (δ̄ the mean loss weight of the gold labels, ψ̄² the mean
+        squared norm of a token's features; :class:`ScaleFreePenalty`), so that one value
+        serves every C and every scaling of the features (default 0.5; ``penalty_scale``
+        holds κ once training starts). A list of points ``[(0, 0.5), (100, 0.5), (300,
+        5.0)]`` is a schedule: ρ follows it geometrically between the points (by passes
+        done) and stays at the last value after the last one. A growing penalty enforces
+        consistency harder once the marginals are near their optimum, which is where a
+        fixed small ρ is slowest (BENCHMARKS.md).
     eta : float, list of (pass, value) or None
-        Multiplier step η, a number or a schedule like ``rho`` (default ``rho``).
+        Multiplier step η in units of κ, a number or a schedule like ``rho`` (default
+        ``rho``).
     unigram_oracle : {"auto", "sparse", "sampled", "brute"}
         Unigram FMO: exact over per-feature label lists, one of ``n_groups`` random label
         groups per call (the paper's approximate oracle), or all K labels. "auto" (default)
@@ -118,7 +194,7 @@ class GDMM(PassSolver):
         model,
         C=1.0,
         *,
-        rho=1.0,
+        rho=0.5,
         eta=None,
         unigram_oracle="auto",
         bigram_oracle="auto",
@@ -132,10 +208,7 @@ class GDMM(PassSolver):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
-        self.rho_schedule = _schedule("rho", rho)
-        self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
-        self.rho = value_at(self.rho_schedule, 0)
-        self.eta = value_at(self.eta_schedule, 0)
+        self._init_schedules(rho, eta)
         if unigram_oracle not in ("auto", *UNIGRAM_ORACLES):
             raise ValueError(
                 f"unigram_oracle must be one of {('auto', *UNIGRAM_ORACLES)}, "
@@ -188,6 +261,7 @@ class GDMM(PassSolver):
         "counters",
     )
     growable_arrays = LABEL_SLOT_ARRAYS + PAIR_SLOT_ARRAYS
+    state_scalars = ("best_dual",)
 
     #: files written before the lazy average hold ``w_avg`` instead (see ``load_state``)
     optional_state_arrays = ("R",)
@@ -256,9 +330,23 @@ class GDMM(PassSolver):
         self.n_pair = np.ones(n_edges, dtype=np.int32)
         self.perm = self.rng.permutation(K).astype(np.int64)
         self.counters = np.zeros(4, dtype=np.int64)
+        self.best_dual = 0.0  # the gold labelling's
         self.residuals = []
         self._last_pass = {}
         self._prepare()
+
+    carries_dual = True
+
+    def _scale_dual(self, ratio):
+        """The marginals q are α / C and stay; w(q) and its averaging accumulator scale
+        by ``ratio``, the multipliers with the penalty scale κ (they are in its units)."""
+        kappa = self.penalty_scale
+        self.best_dual = 0.0  # a bound of the old problem
+        self.w *= ratio
+        self.R *= ratio
+        self._prepare()  # the new κ, and the trees over the scaled W_B
+        for lam in (self.lam_in, self.lam_out):
+            lam *= self.penalty_scale / kappa
 
     def _after_load(self):
         for group in (LABEL_SLOT_ARRAYS, PAIR_SLOT_ARRAYS):
@@ -292,6 +380,13 @@ class GDMM(PassSolver):
         self.RW = model.unpack(self.R)
         self._avg_cache = None
         self.max_length = int(data.lengths.max())
+        ends = 2 * data.n_sequences if model.start_end else 0  # the start and end features
+        self.penalty_scale = penalty_unit(
+            self.C,
+            float(np.mean(model.loss_weights[data.labels])),
+            (float(self.sq_norms.sum()) + ends) / data.n_tokens,
+        )
+        self._set_penalties()
         self._sample = None
         if self.primal_sample is not None:  # a fixed sample, the same at every pass
             m = min(self.primal_sample, data.n_sequences)
@@ -453,8 +548,7 @@ class GDMM(PassSolver):
         indptr, indices, values, offsets = self.arrays
         calls_before = self.counters[:2].sum()
         seed = int(self.rng.integers(2**62))  # one key for the pass's random choices
-        self.rho = value_at(self.rho_schedule, self.passes)
-        self.eta = value_at(self.eta_schedule, self.passes)
+        self._set_penalties()
         eta = self.eta if (self.passes + 1) % self.inner_passes == 0 else 0.0
         # A_{m-1} for pass m = passes + 1: the weight of this pass's changes in R
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
@@ -523,8 +617,7 @@ class GDMM(PassSolver):
             "residual": residual,
             "G": G,
             "augmented": G + lagrange + 0.5 * self.rho * penalty,
-            "rho": self.rho,
-            "eta": self.eta,
+            **self._penalty_figures(),
         }
         return int(self.counters[:2].sum() - calls_before)
 
@@ -540,6 +633,13 @@ class GDMM(PassSolver):
         return 0.5 * float(self.w @ self.w) - self._loss_term()
 
     def dual(self):
+        """The best certified lower bound on the optimum so far (:meth:`certified_dual` at
+        this and every earlier check at the current C): each is the dual value of a
+        feasible point, so the largest is one too, and the reported dual never falls."""
+        self.best_dual = max(self.best_dual, self.certified_dual())
+        return self.best_dual
+
+    def certified_dual(self):
         """A certified lower bound on the optimum: ``D = C Σ_t <δ_t, q_t> − ½‖w(q_u, π)‖²``
         with every q_e rounded to π_e in the transport polytope of (q_t, q_{t+1}), a
         consistent point of the local polytope, which on a chain is the marginal polytope

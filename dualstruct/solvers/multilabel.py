@@ -7,7 +7,7 @@ import numpy as np
 
 from ..models.support import kernel_support
 from .base import PassSolver
-from .gdmm import _schedule, value_at
+from .gdmm import ScaleFreePenalty, penalty_unit
 from .objective import scaled_dual
 
 
@@ -38,7 +38,7 @@ class _MultiLabelPasses(PassSolver):
         return pairwise.reshape(len(self.model.edges), self.model.pair_size)
 
 
-class MultiLabelGDMM(_MultiLabelPasses):
+class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
     """GDMM with block-greedy coordinate descent (Yen et al. 2016, Algorithms 1 and 3) for
     multi-label models; the derivation is in :mod:`dualstruct.solvers._multilabel_gdmm_kernels`.
 
@@ -54,11 +54,13 @@ class MultiLabelGDMM(_MultiLabelPasses):
     C : float, default 1.0
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     rho : float or list of (pass, value)
-        Penalty ρ of the augmented Lagrangian (default 0.3; on bibtex's 40 most frequent
-        labels ρ = 0.1–0.3 reach a given primal in fewer passes than ρ = 1 or 3), or a
-        schedule as for the chain GDMM (:class:`~dualstruct.solvers.gdmm.GDMM`).
+        Penalty ρ of the augmented Lagrangian in units of the problem's penalty scale
+        ``κ = C^{3/2} (δ̄ ψ̄²)^{1/2}`` (δ̄ the mean label loss weight, ψ̄² the mean squared
+        norm of an example's features; :class:`~dualstruct.solvers.gdmm.ScaleFreePenalty`),
+        so that one value serves every C (default 0.25), or a schedule as for the chain
+        GDMM (:class:`~dualstruct.solvers.gdmm.GDMM`).
     eta : float, list of (pass, value) or None
-        Multiplier step η, a number or a schedule (default ``rho``).
+        Multiplier step η in units of κ, a number or a schedule (default ``rho``).
     inner_sweeps : int
         Sweeps of block steps over an example's active factors per visit (default 2).
     pair_search : {"tree", "brute"}
@@ -97,7 +99,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
     name = "gdmm"
 
     def __init__(
-        self, model, C=1.0, *, rho=0.3, eta=None, inner_sweeps=2, pair_search="tree", **kwargs
+        self, model, C=1.0, *, rho=0.25, eta=None, inner_sweeps=2, pair_search="tree", **kwargs
     ):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
@@ -113,10 +115,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
                 "model with inference='lp' so that the primal it reports is the "
                 "one it minimizes"
             )
-        self.rho_schedule = _schedule("rho", rho)
-        self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
-        self.rho = value_at(self.rho_schedule, 0)
-        self.eta = value_at(self.eta_schedule, 0)
+        self._init_schedules(rho, eta)
         if int(inner_sweeps) < 1:
             raise ValueError(f"inner_sweeps must be >= 1, got {inner_sweeps}")
         self.inner_sweeps = int(inner_sweeps)
@@ -170,6 +169,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
                     if e >= 0:
                         self.q[p, 3] = 1.0
         self.labels_added = 0
+        self.best_dual = 0.0  # the gold labelling's
         self._after_load()
 
     state_arrays = (
@@ -184,7 +184,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         "q",
         "lam",
     )
-    state_scalars = ("capacity", "labels_added", "pool_used")
+    state_scalars = ("capacity", "labels_added", "pool_used", "best_dual")
     growable_arrays = ("slot_label", "pair_edge", "q", "lam")
     #: files written before the per-example pool hold (n, cap, cap, ·) arrays instead
     optional_state_arrays = ("pair_base", "pair_room")
@@ -222,12 +222,28 @@ class MultiLabelGDMM(_MultiLabelPasses):
         self.edge_id = self._edge_ids()
         X = self.data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+        self.penalty_scale = penalty_unit(
+            self.C, float(np.mean(self.model.loss_weights)), float(np.mean(self.sq_norms))
+        )
+        self._set_penalties()
         E = len(self.model.edges)
         P = 1
         while P < max(1, E):
             P *= 2
         self.tree = np.empty(2 * P)
         gk.tree_build(self.W.pairwise, self.tree)
+
+    carries_dual = True
+
+    def _scale_dual(self, ratio):
+        """μ and the pair marginals are α / C and stay; w and its average scale by
+        ``ratio``, the multipliers with the penalty scale κ (they are in its units)."""
+        kappa = self.penalty_scale
+        self.best_dual = 0.0  # a bound of the old problem
+        self.w *= ratio
+        self.w_avg *= ratio
+        self._after_load()  # the new κ, and the tree over the scaled interaction weights
+        self.lam *= self.penalty_scale / kappa
 
     def _check_pool(self):
         """The kernels do not check bounds: refuse a state whose pool rows could overflow."""
@@ -349,8 +365,7 @@ class MultiLabelGDMM(_MultiLabelPasses):
         return len(order)
 
     def _one_pass(self, order, chunks):
-        self.rho = value_at(self.rho_schedule, self.passes)
-        self.eta = value_at(self.eta_schedule, self.passes)
+        self._set_penalties()
         calls = super()._one_pass(order, chunks)
         beta = 2.0 / (self.passes + 2.0)  # weighted averaging of the pass iterates
         self.w_avg *= 1.0 - beta
@@ -385,14 +400,19 @@ class MultiLabelGDMM(_MultiLabelPasses):
             "active_labels": c[2] / n,
             "active_pairs": c[3] / n,
             "labels_added": self.labels_added,
-            "rho": self.rho,
-            "eta": self.eta,
+            **self._penalty_figures(),
         }
 
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]
 
     def dual(self):
+        """The best certified lower bound on the optimum so far (:meth:`certified_dual` at
+        this and every earlier check at the current C), which never falls."""
+        self.best_dual = max(self.best_dual, self.certified_dual())
+        return self.best_dual
+
+    def certified_dual(self):
         """A certified lower bound on the (LP-relaxed) optimum:
         ``D = C Σ_i Σ_l c_l |μ_il − ȳ_il| − ½‖w'‖²`` with every active pair's q_e(11)
         clipped into ``[max(0, μ_l + μ_k − 1), min(μ_l, μ_k)]`` (kernel
