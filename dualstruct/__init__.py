@@ -6,7 +6,15 @@ from ._numba_cache import configure_numba_cache  # noqa: E402
 
 configure_numba_cache()  # before any kernel is defined
 
-from .estimators import SSVM, MultiClassSVM, MultiLabelSVM, StructuredSVM, load  # noqa: E402
+from .estimators import (  # noqa: E402
+    SSVM,
+    MultiClassSVM,
+    MultiLabelSVM,
+    PathPoint,
+    StructuredSVM,
+    load,
+    regularization_path,
+)
 from .plotting import plot_history  # noqa: E402
 from .sequences import PackedSequences, pack_sequences  # noqa: E402
 
@@ -16,6 +24,8 @@ __all__ = [
     "MultiLabelSVM",
     "MultiClassSVM",
     "load",
+    "regularization_path",
+    "PathPoint",
     "PackedSequences",
     "pack_sequences",
     "plot_history",

@@ -3,10 +3,19 @@
 from .. import io
 from .multiclass import MultiClassSVM
 from .multilabel import MultiLabelSVM
+from .path import PathPoint, regularization_path
 from .ssvm import SSVM
 from .structured import StructuredSVM
 
-__all__ = ["StructuredSVM", "MultiLabelSVM", "MultiClassSVM", "SSVM", "load"]
+__all__ = [
+    "StructuredSVM",
+    "MultiLabelSVM",
+    "MultiClassSVM",
+    "SSVM",
+    "load",
+    "regularization_path",
+    "PathPoint",
+]
 
 
 def load(path, model=None):

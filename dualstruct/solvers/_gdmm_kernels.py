@@ -139,6 +139,8 @@ UNIGRAM_SAMPLED = 1
 UNIGRAM_SPARSE = 2
 
 #: return codes of gdmm_pass (bit flags): which capacity must grow before continuing
+#: relative size of a rounding difference between gradients (a tie, see the support steps)
+TIE = 1e-12
 NEED_LABEL_SLOTS = 1
 NEED_PAIR_SLOTS = 2
 NEED_LIST_ROOM = 4
@@ -1263,13 +1265,18 @@ def gdmm_pass(
             # on ties), which need no oracle call.
             for n_step in range(support_steps + 1):
                 if n_step > 0:
+                    # gradients within rounding of each other tie (the first pair wins): an
+                    # exact line search leaves its two pairs at equal gradients, and which
+                    # of them rounding favours must not steer the next step
                     p_new = -1
                     p_old = -1
                     for p in range(n_pair[e]):
-                        g = -C * pair_w[p] + mu_a[pair_a[e, p]] + mu_b[pair_b[e, p]]
-                        if p_old < 0 or g > g_old:
+                        ma, mb = mu_a[pair_a[e, p]], mu_b[pair_b[e, p]]
+                        g = -C * pair_w[p] + ma + mb
+                        tie = TIE * (abs(C * pair_w[p]) + abs(ma) + abs(mb))
+                        if p_old < 0 or g > g_old + tie:
                             p_old, g_old = p, g
-                        if p_new < 0 or g < g_new:
+                        if p_new < 0 or g < g_new - tie:
                             p_new, g_new = p, g
                     if p_new == p_old or g_new >= g_old:
                         break
