@@ -331,6 +331,24 @@ def test_gdmm_refuses_exact_inference_on_a_loopy_graph():
         MultiLabelGDMM(model, 1.0)
     with pytest.raises(ValueError, match="rho"):
         MultiLabelGDMM(_problem(0, edges="tree")[0], 1.0, rho=0)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="inner_tol"):
+            MultiLabelGDMM(_problem(0, edges="tree")[0], 1.0, inner_tol=bad)
+
+
+def test_gdmm_inner_sweeps_stop_once_the_marginals_settle():
+    """With inner_tol = 0 every sweep is made; a tolerance stops early, and both reach the
+    same certified optimum."""
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(3, edges="full", inference="lp")
+    runs = [
+        MultiLabelGDMM(model, 2.0, inner_sweeps=6, inner_tol=tol, max_iter=3000, tol=1e-7)
+        for tol in (0.0, 0.3)
+    ]
+    primals = [r.fit(data).history.last.primal for r in runs]
+    assert all(r.history.stop_reason == "tol" for r in runs)
+    assert primals[0] == pytest.approx(primals[1], rel=1e-6)
 
 
 def test_gdmm_stops_on_its_certified_gap():

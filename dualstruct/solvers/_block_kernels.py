@@ -549,6 +549,44 @@ def grow_atom_pool(
 
 
 @njit(cache=True)
+def mix_in_gold(label_offsets, gold, atom_labels, atom_weights, atom_count, capacity, t):
+    """Every block's atoms to ``t β + (1 − t) e_gold`` (the gold labelling joins as an
+    atom where it is not one). Returns False, changing nothing, when a block without a gold
+    atom has no room for one (grow the pool and call again)."""
+    n = label_offsets.shape[0] - 1
+    at = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        s0 = label_offsets[i]
+        T = label_offsets[i + 1] - s0
+        for a in range(atom_count[i]):
+            base = s0 * capacity + a * T
+            same = True
+            for j in range(T):
+                if atom_labels[base + j] != gold[s0 + j]:
+                    same = False
+                    break
+            if same:
+                at[i] = a
+                break
+        if at[i] < 0 and atom_count[i] >= capacity:
+            return False
+    for i in range(n):
+        s0 = label_offsets[i]
+        T = label_offsets[i + 1] - s0
+        for a in range(atom_count[i]):
+            atom_weights[i, a] *= t
+        if at[i] < 0:
+            at[i] = atom_count[i]
+            atom_labels[s0 * capacity + at[i] * T : s0 * capacity + (at[i] + 1) * T] = gold[
+                s0 : s0 + T
+            ]
+            atom_weights[i, at[i]] = 0.0
+            atom_count[i] += 1
+        atom_weights[i, at[i]] += 1.0 - t
+    return True
+
+
+@njit(cache=True)
 def ssg_pass(k, order, v, R, scalars, averaging, slack, search, calls):
     """One pass of Pegasos-style stochastic subgradient (Shalev-Shwartz et al. 2011), C-form.
 

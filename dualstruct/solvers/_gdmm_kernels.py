@@ -1456,6 +1456,45 @@ def _shrink_example(
 
 
 @njit(cache=True)
+def mix_in_gold(offsets, q_u, sum_in, sum_out, pair_a, pair_b, q_b, n_pair, t):
+    """Every factor's marginal to ``t q + (1 − t) e_gold`` (slot 0 is a token's gold label,
+    the slot pair (0, 0) an edge's gold pair, added where it left the support), with the
+    row and column sums kept in step. Returns False, changing nothing, when an edge without
+    its gold pair has no room for it (widen the pair slots and call again)."""
+    n_edges = q_b.shape[0]
+    at = np.full(n_edges, -1, dtype=np.int64)
+    for e in range(n_edges):
+        for p in range(n_pair[e]):
+            if pair_a[e, p] == 0 and pair_b[e, p] == 0:
+                at[e] = p
+                break
+        if at[e] < 0 and n_pair[e] >= q_b.shape[1]:
+            return False
+    for i in range(offsets.shape[0] - 1):
+        for row in range(offsets[i], offsets[i + 1]):
+            for s in range(q_u.shape[1]):
+                q_u[row, s] *= t
+                sum_in[row, s] *= t
+                sum_out[row, s] *= t
+            q_u[row, 0] += 1.0 - t
+            if row > offsets[i]:
+                sum_in[row, 0] += 1.0 - t
+            if row < offsets[i + 1] - 1:
+                sum_out[row, 0] += 1.0 - t
+                e = row - i
+                for p in range(n_pair[e]):
+                    q_b[e, p] *= t
+                if at[e] < 0:
+                    at[e] = n_pair[e]
+                    pair_a[e, at[e]] = 0
+                    pair_b[e, at[e]] = 0
+                    q_b[e, at[e]] = 0.0
+                    n_pair[e] += 1
+                q_b[e, at[e]] += 1.0 - t
+    return True
+
+
+@njit(cache=True)
 def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b, n_pair):
     """Over all examples: the residual Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j> and
     Σ ‖M q_e − q_j‖² (the last two give the augmented Lagrangian)."""

@@ -201,6 +201,7 @@ def gdmm_pass(
     q,
     lam,
     inner_sweeps,
+    inner_tol,
     brute_search,
     status,
     stats,
@@ -299,7 +300,9 @@ def gdmm_pass(
                 stats[0] += 1
         ns = n_slots[i]
         # -- block steps on the active factors ---------------------------------------------
-        for _sweep in range(inner_sweeps):
+        first_move = 0.0
+        for sweep in range(inner_sweeps):
+            moved = 0.0  # Σ |Δμ| + Σ |Δq| of this sweep (probability units: scale-free)
             for s in range(ns):
                 l = slot_label[i, s]
                 grad = -C * (theta[l] + loss_weights[l] * (1 - 2 * gold[l]))
@@ -329,6 +332,7 @@ def gdmm_pass(
                     new = min(1.0, max(0.0, mu[i, l] - grad / curv))
                 delta = new - mu[i, l]
                 if delta != 0.0:
+                    moved += abs(delta)
                     mu[i, l] = new
                     step = -C * delta
                     for p in range(indptr[i], indptr[i + 1]):
@@ -356,10 +360,15 @@ def gdmm_pass(
                     project_to_simplex(z, 4, qn, simplex_scratch)
                     d11 = qn[3] - q[p, 3]
                     for j in range(4):
+                        moved += abs(qn[j] - q[p, j])
                         q[p, j] = qn[j]
                     if d11 != 0.0:
                         V[e] -= C * d11
                         tree_set(tree, e, V[e])
+            if sweep == 0:
+                first_move = moved
+            elif moved <= inner_tol * first_move:
+                break
         # -- multiplier step ---------------------------------------------------------------
         for a in range(ns):
             for b in range(a + 1, ns):
@@ -370,6 +379,26 @@ def gdmm_pass(
                 lam[p, 0] += eta * ra
                 lam[p, 1] += eta * rb
     return order.shape[0]
+
+
+@njit(cache=True)
+def mix_in_gold(Y, mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, t):
+    """Every factor's marginal to ``t q + (1 − t) e_gold``: μ toward ȳ, an active pair's
+    four states toward its gold state (labels outside the active set have μ = ȳ = 0, gold
+    labels are active)."""
+    for i in range(mu.shape[0]):
+        for l in range(mu.shape[1]):
+            mu[i, l] = t * mu[i, l] + (1.0 - t) * Y[i, l]
+        ns = n_slots[i]
+        for a in range(ns):
+            gold_a = Y[i, slot_label[i, a]]
+            for b in range(a + 1, ns):
+                p = pair_base[i] + a * pair_room[i] + b
+                if pair_edge[p] < 0:
+                    continue
+                for j in range(4):
+                    q[p, j] *= t
+                q[p, gold_a + 2 * Y[i, slot_label[i, b]]] += 1.0 - t
 
 
 @njit(cache=True)

@@ -223,11 +223,16 @@ class PassSolver:
         """Continue at the regularization constant ``C`` from the current state.
 
         Every dual constraint of the structural SVM reads ``Σ_y α_i(y) = C`` (for the
-        1-slack cutting plane ``Σ_c α_c <= C``), so the current dual point scaled by
-        ``C / C_old`` is feasible for the new C. Its weights ``w(α) = Σ α ψ`` and loss term
-        scale with it: solvers that keep a dual point (:meth:`_scale_dual`) start from there,
-        which is a warm start along a path of C. The history starts anew (the objective has
-        changed); the pass count and the training time go on.
+        1-slack cutting plane ``Σ_c α_c <= C``), so the current dual point α scaled by
+        ``C / C_old`` is feasible for the new C, and so is every point
+        ``s α + (C − s C_old) e_gold`` with ``0 <= s <= C / C_old`` (the gold labellings
+        ``e_gold`` carry no loss and add nothing to w). Such a point has the weights ``s w``
+        and the loss term ``s ℓ``; its dual value ``s ℓ − ½ s² ‖w‖²`` is largest at
+        ``s = min(C / C_old, ℓ / ‖w‖²)``. Solvers that keep a dual point start the new C
+        there (:meth:`_scale_dual`): for a smaller C that is the scaled point, for a larger
+        one near the old optimum (where ``ℓ = ‖w‖²``) it keeps the old weights, a warm start
+        along a path of C. The history starts anew (the objective has changed); the pass
+        count and the training time go on.
 
         Parameters
         ----------
@@ -256,8 +261,11 @@ class PassSolver:
                     f"{type(self).__name__} keeps no dual point to carry to a new C: train "
                     "anew at the new C"
                 )
-            ratio, self.C = C / self.C, C
-            self._scale_dual(ratio)
+            ratio = C / self.C
+            loss, sq_norm = self._dual_terms()
+            s = ratio if sq_norm <= 0.0 else min(ratio, max(loss, 0.0) / sq_norm)
+            self.C = C
+            self._scale_dual(s, s / ratio, ratio)
         self.C = C
         self.history = History()
         self._chosen, self._checks, self._final_choice = 0, 0, None
@@ -265,8 +273,14 @@ class PassSolver:
     #: whether :meth:`set_C` can carry the state to a new C
     carries_dual = False
 
-    def _scale_dual(self, ratio: float) -> None:  # pragma: no cover - abstract
-        """Scale the dual point by ``ratio`` (``self.C`` is already the new C)."""
+    def _dual_terms(self) -> tuple[float, float]:  # pragma: no cover - abstract
+        """The loss term ℓ and ``‖w‖²`` of the current dual point."""
+        raise NotImplementedError
+
+    def _scale_dual(self, s: float, t: float, ratio: float) -> None:  # pragma: no cover - abstract
+        """Move to ``s α + (C − s C_old) e_gold``: weights and loss term times ``s``, the
+        normalized weights (marginals) to ``t β + (1 − t) e_gold`` with ``t = s C_old / C``;
+        ``ratio = C / C_old`` (``self.C`` is already the new C)."""
         raise NotImplementedError
 
     #: what to change when the memory estimate is refused

@@ -185,15 +185,26 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     carries_dual = True
 
-    def _scale_dual(self, ratio):
-        """Every point the state holds scales: w and ℓ, their averaging accumulators and
-        the blocks' gaps (the atoms' convex weights do not change)."""
+    def _dual_terms(self):
+        return float(self.scalars[0]), float(self.w @ self.w)
+
+    def _scale_dual(self, s, t, ratio):
+        """w and ℓ, their averaging accumulators and the blocks' gaps scale by s; the
+        atoms' convex weights mix with the gold labelling (an atom again where needed)."""
         for a in (self.w, self.R, self.block_gaps):
-            a *= ratio
-        self.scalars[[0, 2]] *= ratio
+            a *= s
+        self.scalars[[0, 2]] *= s
         if self.resolved_step == "fw":
-            self.block_weights *= ratio
-            self.block_losses *= ratio
+            self.block_weights *= s
+            self.block_losses *= s
+        elif t < 1.0:
+            from ._block_kernels import mix_in_gold
+
+            offsets, gold = self.blocks.label_offsets, self.blocks.labels
+            args = (self.atom_labels, self.atom_weights, self.atom_count, self.capacity, t)
+            while not mix_in_gold(offsets, gold, *args):
+                self._grow_atoms(offsets)
+                args = (self.atom_labels, self.atom_weights, self.atom_count, self.capacity, t)
         self._avg_cache = None
 
     def _after_load(self):

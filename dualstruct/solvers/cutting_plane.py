@@ -128,11 +128,15 @@ class CuttingPlane(KernelBlocks, PassSolver):
 
     carries_dual = True
 
-    def _scale_dual(self, ratio):
-        """α and w = Σ α_c ψ_c scale; the working set's constraints do not depend on C.
-        The best primal and dual so far belong to the old C and are forgotten."""
-        self.alpha *= ratio
-        self.w *= ratio
+    def _dual_terms(self):
+        return float(self.alpha @ self.delta), float(self.w @ self.w)
+
+    def _scale_dual(self, s, t, ratio):
+        """α and w = Σ α_c ψ_c scale by s (the rest of C goes to the slack of Σ α <= C);
+        the working set's constraints do not depend on C. The best primal and dual so far
+        belong to the old C and are forgotten."""
+        self.alpha *= s
+        self.w *= s
         self.best_w = self.w.copy()
         self.best_primal, self.best_dual = math.inf, 0.0
 

@@ -337,16 +337,33 @@ class GDMM(ScaleFreePenalty, PassSolver):
 
     carries_dual = True
 
-    def _scale_dual(self, ratio):
-        """The marginals q are α / C and stay; w(q) and its averaging accumulator scale
-        by ``ratio``, the multipliers with the penalty scale κ (they are in its units)."""
-        kappa = self.penalty_scale
+    def _dual_terms(self):
+        return self._loss_term(), float(self.w @ self.w)
+
+    def _scale_dual(self, s, t, ratio):
+        """The marginals q (α / C) mix with the gold labelling, ``t q + (1 − t) e_gold``;
+        w(q) and its averaging accumulator scale by s, the multipliers by C / C_old (at
+        the optimum they match the gradients ``C (θ + δ)``, which scale about so; this beat
+        scaling them with κ, keeping them and zeroing them on OCR, 0.1 → 1)."""
         self.best_dual = 0.0  # a bound of the old problem
-        self.w *= ratio
-        self.R *= ratio
+        self.w *= s
+        self.R *= s
+        if t < 1.0:
+            while not kern.mix_in_gold(
+                self.data.offsets,
+                self.q_u,
+                self.sum_in,
+                self.sum_out,
+                self.pair_a,
+                self.pair_b,
+                self.q_b,
+                self.n_pair,
+                t,
+            ):
+                self._grow(kern.NEED_PAIR_SLOTS)
         self._prepare()  # the new κ, and the trees over the scaled W_B
         for lam in (self.lam_in, self.lam_out):
-            lam *= self.penalty_scale / kappa
+            lam *= ratio
 
     def _after_load(self):
         for group in (LABEL_SLOT_ARRAYS, PAIR_SLOT_ARRAYS):

@@ -62,7 +62,16 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
     eta : float, list of (pass, value) or None
         Multiplier step η in units of κ, a number or a schedule (default ``rho``).
     inner_sweeps : int
-        Sweeps of block steps over an example's active factors per visit (default 2).
+        At most this many sweeps of block steps over an example's active factors per visit
+        (default 4).
+    inner_tol : float
+        Stop an example's sweeps once one moves its marginals (``Σ |Δμ| + Σ |Δq|``, in
+        probability units, so the rule does not depend on C or the feature scale) by at
+        most ``inner_tol`` times what the first sweep moved (default 0.3; 0 makes every
+        sweep). At large C the factors of an example are tightly coupled and further sweeps
+        pay off (yeast, full graph, C = 10, 300 passes: certified gap 2.5% against 5.7%
+        with two fixed sweeps); at small C the first sweeps settle the example and the rule
+        stops early.
     pair_search : {"tree", "brute"}
         How the best inactive pair with both labels outside the active set is found:
         branch-and-bound over a max segment tree of the interaction weights (default), or a
@@ -99,7 +108,16 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
     name = "gdmm"
 
     def __init__(
-        self, model, C=1.0, *, rho=0.25, eta=None, inner_sweeps=2, pair_search="tree", **kwargs
+        self,
+        model,
+        C=1.0,
+        *,
+        rho=0.25,
+        eta=None,
+        inner_sweeps=4,
+        inner_tol=0.3,
+        pair_search="tree",
+        **kwargs,
     ):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
@@ -119,6 +137,9 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
         if int(inner_sweeps) < 1:
             raise ValueError(f"inner_sweeps must be >= 1, got {inner_sweeps}")
         self.inner_sweeps = int(inner_sweeps)
+        if not 0.0 <= float(inner_tol) < 1.0:
+            raise ValueError(f"inner_tol must be in [0, 1), got {inner_tol}")
+        self.inner_tol = float(inner_tol)
         if pair_search not in ("tree", "brute"):
             raise ValueError(f"pair_search must be 'tree' or 'brute', got {pair_search!r}")
         self.pair_search = pair_search
@@ -235,15 +256,32 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
 
     carries_dual = True
 
-    def _scale_dual(self, ratio):
-        """μ and the pair marginals are α / C and stay; w and its average scale by
-        ``ratio``, the multipliers with the penalty scale κ (they are in its units)."""
-        kappa = self.penalty_scale
+    def _dual_terms(self):
+        return self.C * self._consistency()[4], float(self.w @ self.w)
+
+    def _scale_dual(self, s, t, ratio):
+        """μ and the pair marginals (α / C) mix with the gold labelling,
+        ``t q + (1 − t) e_gold``; w and its average scale by s, the multipliers by
+        C / C_old (as the chain GDMM's, :class:`~dualstruct.solvers.gdmm.GDMM`)."""
+        from . import _multilabel_gdmm_kernels as gk
+
         self.best_dual = 0.0  # a bound of the old problem
-        self.w *= ratio
-        self.w_avg *= ratio
+        self.w *= s
+        self.w_avg *= s
+        if t < 1.0:
+            gk.mix_in_gold(
+                self.data.Y,
+                self.mu,
+                self.slot_label,
+                self.n_slots,
+                self.pair_base,
+                self.pair_room,
+                self.pair_edge,
+                self.q,
+                t,
+            )
         self._after_load()  # the new κ, and the tree over the scaled interaction weights
-        self.lam *= self.penalty_scale / kappa
+        self.lam *= ratio
 
     def _check_pool(self):
         """The kernels do not check bounds: refuse a state whose pool rows could overflow."""
@@ -355,6 +393,7 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
                 self.q,
                 self.lam,
                 self.inner_sweeps,
+                self.inner_tol,
                 self.pair_search == "brute",
                 status,
                 stats,
