@@ -544,7 +544,7 @@ def main(argv=None):
         default=[],
         metavar="KEY=VALUE",
         help="extra GDMM option for both GDMM methods, e.g. shrink_after=5, "
-        "rho=0:1,100:1,300:10 (a schedule) or averaging=0 (repeatable; "
+        "rho=0:0.25,100:0.25,300:2.5 (a schedule, in units of κ) or averaging=0 (repeatable; "
         "values are parsed as numbers where possible)",
     )
     ap.add_argument(

@@ -87,30 +87,35 @@ def test_scaling_C_and_the_loss_together_leaves_the_trajectory(make, solver, a):
 
 
 @pytest.mark.parametrize(
-    "kind, solver",
+    "kind, solver, options",
     [
-        ("chain", BlockBCFW),
-        ("chain", CuttingPlane),
-        ("chain", GDMM),
-        ("multilabel", BlockBCFW),
-        ("multilabel", MultiLabelGDMM),
+        ("chain", BlockBCFW, {}),
+        ("chain", BlockBCFW, {"step": "fw"}),
+        ("chain", CuttingPlane, {}),
+        ("chain", GDMM, {}),
+        ("multilabel", BlockBCFW, {}),
+        ("multilabel", MultiLabelGDMM, {}),
     ],
 )
-def test_set_C_starts_from_a_feasible_point_and_reaches_the_new_optimum(kind, solver):
+@pytest.mark.parametrize("C_old, C_new", [(0.1, 1.0), (10.0, 1.0)])
+def test_set_C_starts_from_a_feasible_point_and_reaches_the_new_optimum(
+    kind, solver, options, C_old, C_new
+):
     if kind == "chain":
         data, model = chain_problem(12, K=3)
     else:
         model, data = multilabel_problem(1, edges="tree")
-    reference = BlockBCFW(model, 1.0, max_iter=20000, tol=1e-9, check_every=20, random_state=0)
+    reference = BlockBCFW(model, C_new, max_iter=20000, tol=1e-9, check_every=20, random_state=0)
     optimum = reference.fit(data).history.last.primal
-    s = solver(model, 0.1, max_iter=100, tol=1e-6, check_every=5, random_state=0).fit(data)
-    passes = s.passes
-    s.set_C(1.0)
-    assert s.C == 1.0 and len(s.history) == 0
+    s = solver(model, C_old, max_iter=100, tol=1e-6, check_every=5, random_state=0, **options)
+    passes = s.fit(data).passes
+    s.set_C(C_new)
+    assert s.C == C_new and len(s.history) == 0
+    s.tol = 1e-4  # (the classic step converges sublinearly)
     s.fit(data, max_iter=20000)
     assert s.passes > passes and s.history.stop_reason == "tol"
     assert s.history.last.primal == pytest.approx(optimum, rel=1e-4)
-    # the scaled point is feasible at the new C: every dual is a lower bound
+    # the point it starts from is feasible at the new C: every dual is a lower bound
     assert all(r.dual <= optimum * (1 + 1e-9) for r in _checked(s.history))
 
 
