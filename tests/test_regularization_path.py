@@ -150,6 +150,18 @@ def test_regularization_path_warm_and_cold_agree():
         regularization_path(est, X, y, [])
 
 
+def test_regularization_path_of_an_estimator_without_warm_start():
+    from dualstruct import MultiClassSVM
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = np.argmax(X[:, :3], axis=1)
+    with pytest.raises(ValueError, match="no warm_start"):
+        regularization_path(MultiClassSVM(), X, y, [0.1, 1.0])
+    path = regularization_path(MultiClassSVM(tol=1e-3), X, y, [0.1, 1.0], warm_start=False)
+    assert [p.C for p in path] == [0.1, 1.0] and all(p.converged for p in path)
+
+
 def test_multilabel_warm_start_at_a_new_C():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 5))

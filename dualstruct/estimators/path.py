@@ -57,7 +57,9 @@ def regularization_path(estimator, X, y, Cs, *, warm_start=True):
     Parameters
     ----------
     estimator : StructuredSVM or MultiLabelSVM
-        The settings to train with (cloned; ``estimator`` itself is not fitted).
+        The settings to train with (cloned; ``estimator`` itself is not fitted). Other
+        estimators (without ``warm_start``) train every C from scratch with
+        ``warm_start=False``.
     X, y : training data
         As for the estimator's ``fit``.
     Cs : sequence of float
@@ -83,12 +85,21 @@ def regularization_path(estimator, X, y, Cs, *, warm_start=True):
     Cs = [float(C) for C in Cs]
     if not Cs:
         raise ValueError("Cs: give at least one regularization constant")
+    continues = "warm_start" in estimator.get_params()
+    if warm_start and not continues:
+        raise ValueError(
+            f"{type(estimator).__name__} cannot continue a fit (it has no warm_start): "
+            "pass warm_start=False"
+        )
     est = clone(estimator)
-    est.set_params(warm_start=bool(warm_start))
+    if continues:
+        est.set_params(warm_start=bool(warm_start))
     points = []
     for C in Cs:
         if not warm_start:
-            est = clone(estimator).set_params(warm_start=False)
+            est = clone(estimator)
+            if continues:
+                est.set_params(warm_start=False)
         solver = getattr(est, "solver_", None)
         passes0 = solver.passes if solver is not None else 0
         time0 = solver.train_time if solver is not None else 0.0
