@@ -272,16 +272,22 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
             gk.mix_in_gold(
                 self.data.Y,
                 self.mu,
-                self.slot_label,
-                self.n_slots,
-                self.pair_base,
-                self.pair_room,
-                self.pair_edge,
-                self.q,
+                *self._pool(),
                 t,
             )
         self._after_load()  # the new κ, and the tree over the scaled interaction weights
         self.lam *= ratio
+
+    def _pool(self):
+        """The active sets and the pair pool, in the order the kernels take them."""
+        return (
+            self.slot_label,
+            self.n_slots,
+            self.pair_base,
+            self.pair_room,
+            self.pair_edge,
+            self.q,
+        )
 
     def _check_pool(self):
         """The kernels do not check bounds: refuse a state whose pool rows could overflow."""
@@ -385,12 +391,7 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
                 self.W.pairwise,
                 self.tree,
                 self.mu,
-                self.slot_label,
-                self.n_slots,
-                self.pair_base,
-                self.pair_room,
-                self.pair_edge,
-                self.q,
+                *self._pool(),
                 self.lam,
                 self.inner_sweeps,
                 self.inner_tol,
@@ -416,12 +417,7 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
 
         return gk.consistency(
             self.mu,
-            self.slot_label,
-            self.n_slots,
-            self.pair_base,
-            self.pair_room,
-            self.pair_edge,
-            self.q,
+            *self._pool(),
             self.lam,
             self.rho,
             self.model.loss_weights,
@@ -466,12 +462,7 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
         change = np.zeros_like(V)
         gk.pair_rounding(
             self.mu,
-            self.slot_label,
-            self.n_slots,
-            self.pair_base,
-            self.pair_room,
-            self.pair_edge,
-            self.q,
+            *self._pool(),
             self.C,
             change,
         )
