@@ -48,11 +48,11 @@ def regularization_path(estimator, X, y, Cs, *, warm_start=True):
     """Train ``estimator`` at every C of ``Cs``, in order, each fit continuing from the last.
 
     A solver that keeps a dual point (BCFW, the cutting plane, GDMM) starts each new C from
-    the previous C's point scaled by ``C_new / C_old``, which is feasible for the new C
-    (:meth:`~dualstruct.solvers.base.PassSolver.set_C`): the dual value is certified from
-    the first pass, and nearby Cs share most of the work. Run this before a grid search to
-    see what each C costs and that it certifies; order ``Cs`` so that neighbours are close
-    (ascending or descending).
+    the previous C's point, scaled and mixed with the gold labelling so that it is feasible
+    for the new C (:meth:`~dualstruct.solvers.base.PassSolver.set_C`): the dual value is
+    certified from the first pass, and nearby Cs share most of the work. Run this before a
+    grid search to see what each C costs and that it certifies; order ``Cs`` so that
+    neighbours are close (ascending or descending).
 
     Parameters
     ----------

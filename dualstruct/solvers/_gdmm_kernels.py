@@ -138,9 +138,10 @@ UNIGRAM_BRUTE = 0
 UNIGRAM_SAMPLED = 1
 UNIGRAM_SPARSE = 2
 
-#: return codes of gdmm_pass (bit flags): which capacity must grow before continuing
 #: relative size of a rounding difference between gradients (a tie, see the support steps)
 TIE = 1e-12
+
+#: return codes of gdmm_pass (bit flags): which capacity must grow before continuing
 NEED_LABEL_SLOTS = 1
 NEED_PAIR_SLOTS = 2
 NEED_LIST_ROOM = 4

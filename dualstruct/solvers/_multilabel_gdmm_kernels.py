@@ -209,7 +209,7 @@ def gdmm_pass(
     """One GDMM pass (module docstring) over ``order``. Stops early, with
     ``status[0] = NEED_CAPACITY`` and ``status[1]`` the position reached, when an example's
     active set is full (the caller gives that example more room and continues). ``stats``
-    accumulates [labels added]. Returns the examples processed.
+    accumulates [labels added, block-step sweeps made]. Returns the examples processed.
 
     ``U`` is the flat unary block of w: d × L feature-major, or with a support its pairs
     (:func:`~dualstruct.models.support.kernel_support`: the support's labels and each data
@@ -302,6 +302,7 @@ def gdmm_pass(
         # -- block steps on the active factors ---------------------------------------------
         first_move = 0.0
         for sweep in range(inner_sweeps):
+            stats[1] += 1
             moved = 0.0  # Σ |Δμ| + Σ |Δq| of this sweep (probability units: scale-free)
             for s in range(ns):
                 l = slot_label[i, s]

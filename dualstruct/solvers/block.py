@@ -201,10 +201,11 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             from ._block_kernels import mix_in_gold
 
             offsets, gold = self.blocks.label_offsets, self.blocks.labels
-            args = (self.atom_labels, self.atom_weights, self.atom_count, self.capacity, t)
-            while not mix_in_gold(offsets, gold, *args):
+            while not mix_in_gold(
+                offsets, gold, self.atom_labels, self.atom_weights, self.atom_count,
+                self.capacity, t,
+            ):  # fmt: skip
                 self._grow_atoms(offsets)
-                args = (self.atom_labels, self.atom_weights, self.atom_count, self.capacity, t)
         self._avg_cache = None
 
     def _after_load(self):

@@ -106,7 +106,20 @@ class ScaleFreePenalty:
         return {"rho": self.rho_relative, "eta": self.eta_relative, "kappa": self.penalty_scale}
 
 
-class GDMM(ScaleFreePenalty, PassSolver):
+class BestCertifiedDual:
+    """The dual GDMM reports: the largest :meth:`certified_dual` at this and every earlier
+    check at the current C (``best_dual``, state; 0, the gold labelling's, at the start and
+    after a change of C). Each is the dual value of a feasible point, so the largest is one
+    too, and the reported dual never falls."""
+
+    best_dual = 0.0
+
+    def dual(self):
+        self.best_dual = max(self.best_dual, self.certified_dual())
+        return self.best_dual
+
+
+class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
     """GDMM for :class:`~dualstruct.models.ChainModel` (margin rescaling).
 
     Parameters
@@ -648,13 +661,6 @@ class GDMM(ScaleFreePenalty, PassSolver):
         """G(q) = ½‖w(q)‖² − C Σ_t δ_t·q_t; −G is the dual value only
         once the marginals are consistent."""
         return 0.5 * float(self.w @ self.w) - self._loss_term()
-
-    def dual(self):
-        """The best certified lower bound on the optimum so far (:meth:`certified_dual` at
-        this and every earlier check at the current C): each is the dual value of a
-        feasible point, so the largest is one too, and the reported dual never falls."""
-        self.best_dual = max(self.best_dual, self.certified_dual())
-        return self.best_dual
 
     def certified_dual(self):
         """A certified lower bound on the optimum: ``D = C Σ_t <δ_t, q_t> − ½‖w(q_u, π)‖²``

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..models.support import kernel_support
 from .base import PassSolver
-from .gdmm import ScaleFreePenalty, penalty_unit
+from .gdmm import BestCertifiedDual, ScaleFreePenalty, penalty_unit
 from .objective import scaled_dual
 
 
@@ -38,7 +38,7 @@ class _MultiLabelPasses(PassSolver):
         return pairwise.reshape(len(self.model.edges), self.model.pair_size)
 
 
-class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
+class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     """GDMM with block-greedy coordinate descent (Yen et al. 2016, Algorithms 1 and 3) for
     multi-label models; the derivation is in :mod:`dualstruct.solvers._multilabel_gdmm_kernels`.
 
@@ -196,6 +196,7 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
                     if e >= 0:
                         self.q[p, 3] = 1.0
         self.labels_added = 0
+        self.sweeps_per_visit = 0.0  # of the last pass
         self.best_dual = 0.0  # the gold labelling's
         self._after_load()
 
@@ -376,7 +377,7 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
 
         indptr, indices, values = self.arrays
         status = np.zeros(2, dtype=np.int64)
-        stats = np.zeros(1)
+        stats = np.zeros(2)
         done = 0
         while done < len(order):
             done += gk.gdmm_pass(
@@ -408,11 +409,14 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
             if status[0] == gk.NEED_CAPACITY:
                 self._grow_example(int(order[done]))
         self.labels_added += int(stats[0])
+        self._sweeps += stats[1]
         return len(order)
 
     def _one_pass(self, order, chunks):
         self._set_penalties()
+        self._sweeps = 0.0
         calls = super()._one_pass(order, chunks)
+        self.sweeps_per_visit = self._sweeps / max(len(order), 1)
         beta = 2.0 / (self.passes + 2.0)  # weighted averaging of the pass iterates
         self.w_avg *= 1.0 - beta
         self.w_avg += beta * self.w
@@ -441,17 +445,12 @@ class MultiLabelGDMM(ScaleFreePenalty, _MultiLabelPasses):
             "active_labels": c[2] / n,
             "active_pairs": c[3] / n,
             "labels_added": self.labels_added,
+            "sweeps_per_visit": self.sweeps_per_visit,
             **self._penalty_figures(),
         }
 
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]
-
-    def dual(self):
-        """The best certified lower bound on the optimum so far (:meth:`certified_dual` at
-        this and every earlier check at the current C), which never falls."""
-        self.best_dual = max(self.best_dual, self.certified_dual())
-        return self.best_dual
 
     def certified_dual(self):
         """A certified lower bound on the (LP-relaxed) optimum:
