@@ -15,10 +15,16 @@ passes (default 300) or once its training time passes ``--budget`` seconds (defa
 whichever comes first; the gap at the stop is reported. ``--path`` also trains each method
 along the whole grid with :func:`dualstruct.regularization_path` (each C warm-started from
 the last, in the grid's order) and compares its total with the cold runs'.
+``--gdmm-option KEY=VALUE`` passes a GDMM option (``rho`` and ``eta`` in units of the
+penalty scale κ). ``--rho-grid`` instead trains GDMM alone at each C for each *absolute*
+penalty of the list (η = ρ; relative value ρ / κ with κ read from a one-pass fit) and
+prints the certified gap after ``--max-iter`` passes, the best ρ / κ per C.
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/c_sweep.py --problems yeast,ocr600 \\
         --path --plot c_sweep.png --json c_sweep.json
     DUALSTRUCT_DATA=../shared/data python benchmarks/c_sweep.py --problems chain1000
+    DUALSTRUCT_DATA=../shared/data python benchmarks/c_sweep.py --problems ocr600,yeast \
+        --Cs 0.01,0.1,1,10 --rho-grid 0.001,0.01,0.1,1,10,100,1000 --tol 0
 """
 
 from __future__ import annotations
@@ -41,8 +47,14 @@ from dualstruct import MultiLabelSVM, StructuredSVM, regularization_path  # noqa
 PROBLEMS = ("yeast", "bibtex", "ocr600", "chain1000")
 
 
-def load(name):
-    """(X, y, estimator factory) of a problem."""
+def load(name, gdmm_options=None):
+    """(X, y, estimator factory) of a problem; ``gdmm_options`` go to GDMM on top of the
+    problem's own."""
+    extra = dict(gdmm_options or {})
+
+    def options(method, own=None):
+        return {**(own or {}), **extra} if method == "gdmm" else None
+
     if name in ("yeast", "bibtex"):
         from sklearn.preprocessing import MaxAbsScaler
 
@@ -52,7 +64,7 @@ def load(name):
         X = MaxAbsScaler().fit_transform(X)
 
         def make(method, **kw):
-            return MultiLabelSVM(edges="full", solver=method, **kw)
+            return MultiLabelSVM(edges="full", solver=method, solver_options=options(method), **kw)
 
         return X, Y, make
     if name == "ocr600":
@@ -62,7 +74,7 @@ def load(name):
         train = np.flatnonzero(folds != 0)[:600]
 
         def make(method, **kw):
-            return StructuredSVM(solver=method, **kw)
+            return StructuredSVM(solver=method, solver_options=options(method), **kw)
 
         return [X[i] for i in train], [y[i] for i in train], make
     if name == "chain1000":
@@ -73,8 +85,9 @@ def load(name):
         averaging = tuning.pop("averaging", True)
 
         def make(method, **kw):
-            options = tuning if method == "gdmm" else None
-            return StructuredSVM(solver=method, averaging=averaging, solver_options=options, **kw)
+            return StructuredSVM(
+                solver=method, averaging=averaging, solver_options=options(method, tuning), **kw
+            )
 
         return ds["Xtr"], ds["ytr"], make
     raise ValueError(f"unknown problem {name!r}; choose from {PROBLEMS}")
@@ -113,8 +126,37 @@ def warm_up(X, y, make, methods):
         make(method, C=1.0, max_iter=2, check_every=1, random_state=0).fit(X[:20], y[:20])
 
 
+def rho_grid(problem, Cs, values, args):
+    """GDMM at each C for each absolute ρ (η = ρ): the certified gap after the passes."""
+    X, y, make = load(problem, args.gdmm_options)
+    warm_up(X, y, make, ["gdmm"])
+    rows = []
+    for C in Cs:
+        probe = make("gdmm", C=C, max_iter=1, check_every=1000, random_state=0).fit(X, y)
+        kappa = probe.solver_.penalty_scale
+        gaps = []
+        for rho in values:
+            est = make(
+                "gdmm", C=C, tol=args.tol, max_iter=args.max_iter,
+                check_every=args.check_every, random_state=0,
+            )  # fmt: skip
+            est.solver_options = {**(est.solver_options or {}), "rho": rho / kappa}
+            est.fit(X, y)
+            last = est.history_.last_checked()
+            gaps.append(last.relative_gap if last else math.nan)
+        best = int(np.nanargmin(gaps))
+        rows.append(dict(problem=problem, C=C, kappa=kappa, rhos=values, gaps=gaps))
+        print(
+            f"{problem:>9} C={C:<6g} kappa={kappa:.4g} "
+            + " ".join(f"{fmt_gap(g):>8}" for g in gaps)
+            + f"  best rho/kappa {values[best] / kappa:.2g}",
+            flush=True,
+        )
+    return rows
+
+
 def run(problem, methods, Cs, args):
-    X, y, make = load(problem)
+    X, y, make = load(problem, args.gdmm_options)
     warm_up(X, y, make, methods)
     rows = []
     for C in Cs:
@@ -241,6 +283,16 @@ def plot(rows, path):
     print(f"plot written to {path}")
 
 
+def parse_option(text):
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--gdmm-option takes KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", default="yeast,ocr600")
@@ -251,9 +303,18 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=600.0, help="training seconds per run")
     ap.add_argument("--check-every", type=int, default=10)
     ap.add_argument("--path", action="store_true", help="also train along the grid, warm")
+    ap.add_argument(
+        "--gdmm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a GDMM option, e.g. rho=0.1 or inner_sweeps=2 (repeatable)",
+    )
+    ap.add_argument("--rho-grid", default="", help="absolute penalties: GDMM's penalty grid")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    args.gdmm_options = dict(parse_option(o) for o in args.gdmm_option)
     if not os.environ.get("DUALSTRUCT_DATA"):
         print("set DUALSTRUCT_DATA to the data folder (../shared/data)", file=sys.stderr)
     problems = [p for p in args.problems.split(",") if p]
@@ -262,6 +323,13 @@ def main(argv=None):
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}; tol {args.tol:g}, cap {args.max_iter} passes or "
           f"{args.budget:g} s")  # fmt: skip
+    if args.rho_grid:
+        values = [float(v) for v in args.rho_grid.split(",")]
+        print("rho: " + " ".join(f"{v:>8g}" for v in values))
+        grid = [row for problem in problems for row in rho_grid(problem, Cs, values, args)]
+        if args.json:
+            Path(args.json).write_text(json.dumps(dict(rho_grid=grid), indent=1))
+        return
     rows, paths = [], []
     for problem in problems:
         r, p = run(problem, methods, Cs, args)
