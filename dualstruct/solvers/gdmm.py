@@ -356,8 +356,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
     def _scale_dual(self, s, t, ratio):
         """The marginals q (α / C) mix with the gold labelling, ``t q + (1 − t) e_gold``;
         w(q) and its averaging accumulator scale by s, the multipliers by C / C_old (at
-        the optimum they match the gradients ``C (θ + δ)``, which scale about so; this beat
-        scaling them with κ, keeping them and zeroing them on OCR, 0.1 → 1)."""
+        the optimum they match the gradients ``C (θ + δ)``, whose size follows C)."""
         self.best_dual = 0.0  # a bound of the old problem
         self.w *= s
         self.R *= s
