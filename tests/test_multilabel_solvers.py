@@ -100,6 +100,39 @@ def test_lp_matches_highs_and_bounds_the_integer_optimum(kind, only_11):
             assert value == pytest.approx(tree_map(a, edges, V, y), abs=1e-9)
 
 
+@pytest.mark.parametrize("only_11", [True, False])
+def test_lp_labels_surely_off_are_off_at_the_optimum(only_11):
+    """Labels whose best possible contribution is negative are fixed at 0 before the cut;
+    the LP value stays that of HiGHS on the whole problem, and those labels are 0 in it."""
+    from dualstruct.inference.multilabel import _labels_surely_off
+
+    rng = np.random.default_rng(3 + only_11)
+    pruned = 0
+    for _trial in range(40):
+        L = int(rng.integers(3, 10))
+        edges = _graph(rng, L, "full")
+        a = unary_tables(rng.normal(size=L) - rng.uniform(0, 4))
+        V = rng.normal(size=(len(edges), 2, 2)) * rng.uniform(0.1, 1.5)
+        if only_11:
+            V[:, 0, :] = V[:, :, 0] = 0.0
+        u = a[:, 0] - a[:, 1]
+        p = np.empty(len(edges))
+        for e, (i, k) in enumerate(edges):
+            u[i] -= V[e, 1, 0] - V[e, 0, 0]
+            u[k] -= V[e, 0, 1] - V[e, 0, 0]
+            p[e] = -(V[e, 1, 1] - V[e, 1, 0] - V[e, 0, 1] + V[e, 0, 0])
+        off = _labels_surely_off(L, edges, u, p)
+        pruned += int(off.sum())
+        mu, pair = np.zeros(L), np.zeros(len(edges))
+        value = lp_map(a, edges, V, mu, pair)
+        assert value == pytest.approx(highs_lp(a, edges, V), abs=1e-8)
+        assert np.all(mu[off] == 0.0)
+        y = np.zeros(L, dtype=np.int64)  # integer labellings are points of the polytope
+        enumerate_map(a, edges, V, y)
+        assert not np.any(y[off])
+    assert pruned > 20
+
+
 def test_lp_is_fractional_on_a_frustrated_triangle():
     # three labels that each want to be on, pairwise exclusive: the LP puts ½ everywhere
     edges = np.array([[0, 1], [1, 2], [0, 2]], dtype=np.int64)
@@ -281,6 +314,20 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     rest.fit(data)
     assert np.any(rest.pair_room > rooms)
     assert np.array_equal(rest.w, g.w)
+
+
+def test_gdmm_tree_search_equals_scan_on_a_larger_graph():
+    """40 labels, full graph: the label-range bounds of the search prune whole rows of
+    edges, and the choices stay those of the scan."""
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(9, n=40, L=40, d=6, edges="full", inference="lp")
+    kw = dict(max_iter=12, random_state=1, check_every=100)
+    g = MultiLabelGDMM(model, 1.0, **kw).fit(data)
+    brute = MultiLabelGDMM(model, 1.0, pair_search="brute", **kw).fit(data)
+    assert g.labels_added > 40 * 12  # pairs of outside labels were chosen
+    assert np.array_equal(g.w, brute.w)
+    assert np.array_equal(g.slot_label, brute.slot_label)
 
 
 def test_gdmm_resumes_from_a_state_with_one_block_per_example():

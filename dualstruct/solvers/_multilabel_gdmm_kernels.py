@@ -102,10 +102,65 @@ def tree_set(tree, e, value):
 
 
 @njit(cache=True)
-def best_outside_pair(tree, edges, V, g, slot_of, g_top, floor, brute):
+def tree_label_ranges(edges, P, ranges):
+    """``ranges[node] = (lo₀, hi₀, lo₁, hi₁)``: the smallest and largest first and second
+    label of the edges below a node of the segment tree (empty nodes: lo > hi). Edges listed
+    in label order (the full graph's ``(l, k)``, l < k, row by row) give each subtree few
+    first labels, so :func:`best_outside_pair` can bound it by the label terms of those."""
+    L = edges.max() + 1 if edges.shape[0] else 1
+    for node in range(2 * P):
+        ranges[node, 0] = L
+        ranges[node, 1] = -1
+        ranges[node, 2] = L
+        ranges[node, 3] = -1
+    for e in range(edges.shape[0]):
+        for j in range(2):
+            ranges[P + e, 2 * j] = edges[e, j]
+            ranges[P + e, 2 * j + 1] = edges[e, j]
+    for node in range(P - 1, 0, -1):
+        a, b = 2 * node, 2 * node + 1
+        for j in range(2):
+            ranges[node, 2 * j] = min(ranges[a, 2 * j], ranges[b, 2 * j])
+            ranges[node, 2 * j + 1] = max(ranges[a, 2 * j + 1], ranges[b, 2 * j + 1])
+
+
+@njit(cache=True)
+def range_max_table(g, slot_of, table):
+    """Sparse table of range maxima of the label terms ``g`` over the labels outside the
+    active set (active labels count as −∞): ``table[j, l] = max g[l : l + 2^j]``."""
+    L = g.shape[0]
+    for l in range(L):
+        table[0, l] = g[l] if slot_of[l] < 0 else -np.inf
+    width = 1
+    for j in range(1, table.shape[0]):
+        for l in range(L):
+            other = l + width
+            table[j, l] = (
+                table[j - 1, l] if other >= L else max(table[j - 1, l], table[j - 1, other])
+            )
+        width *= 2
+
+
+@njit(cache=True)
+def _range_max(table, lo, hi):
+    """``max g[lo..hi]`` from :func:`range_max_table` (−∞ for an empty range)."""
+    if lo > hi:
+        return -np.inf
+    j = 0
+    while (2 << j) <= hi - lo + 1:
+        j += 1
+    return max(table[j, lo], table[j, hi - (1 << j) + 1])
+
+
+@njit(cache=True)
+def best_outside_pair(tree, ranges, table, edges, V, g, slot_of, g_top, floor, brute):
     """The edge (l, k) with both labels outside the active set (``slot_of < 0``) that
-    maximizes ``g_l + g_k + V_e`` above ``floor``; ``g_top`` bounds ``g_l + g_k``. Returns
-    (edge, gain) or (−1, floor). ``brute`` scans every edge (the test twin)."""
+    maximizes ``g_l + g_k + V_e`` above ``floor``. Returns (edge, gain) or (−1, floor).
+
+    Branch and bound over the max tree of ``V``: a subtree can gain at most its largest
+    ``V_e`` plus the largest outside ``g`` among its first labels plus that among its
+    second labels (``ranges``, ``table``), and never more than ``g_top`` (the two best
+    outside terms) plus that ``V_e``. ``brute`` scans every edge (the test twin)."""
     best_e, best = -1, floor
     if brute:
         for e in range(edges.shape[0]):
@@ -124,6 +179,11 @@ def best_outside_pair(tree, edges, V, g, slot_of, g_top, floor, brute):
         top -= 1
         node = stack[top]
         if tree[node] + g_top <= best:
+            continue
+        labels = _range_max(table, ranges[node, 0], ranges[node, 1]) + _range_max(
+            table, ranges[node, 2], ranges[node, 3]
+        )
+        if tree[node] + labels <= best:
             continue
         if node >= P:
             e = node - P
@@ -192,6 +252,8 @@ def gdmm_pass(
     entry_count,
     V,
     tree,
+    ranges,
+    table,
     mu,
     slot_label,
     n_slots,
@@ -273,7 +335,11 @@ def gdmm_pass(
             if gain > best:
                 best, best_a, best_b = gain, l, -1
         if g2 > -np.inf and edges.shape[0] > 0:
-            e, gain = best_outside_pair(tree, edges, V, g, slot_of, g1 + g2, best, brute_search)
+            if not brute_search:
+                range_max_table(g, slot_of, table)
+            e, gain = best_outside_pair(
+                tree, ranges, table, edges, V, g, slot_of, g1 + g2, best, brute_search
+            )
             if e >= 0:
                 best, best_a, best_b = gain, edges[e, 0], edges[e, 1]
         for s in range(ns):
@@ -363,13 +429,17 @@ def gdmm_pass(
                     for j in range(4):
                         moved += abs(qn[j] - q[p, j])
                         q[p, j] = qn[j]
-                    if d11 != 0.0:
-                        V[e] -= C * d11
-                        tree_set(tree, e, V[e])
+                    V[e] -= C * d11
             if sweep == 0:
                 first_move = moved
             elif moved <= inner_tol * first_move:
                 break
+        leaves = tree.shape[0] // 2  # the max tree follows V once per visit (it is read
+        for a in range(ns):  # only by the next examples' selection)
+            for b in range(a + 1, ns):
+                e = pair_edge[base + a * room + b]
+                if e >= 0 and tree[leaves + e] != V[e]:
+                    tree_set(tree, e, V[e])
         # -- multiplier step ---------------------------------------------------------------
         for a in range(ns):
             for b in range(a + 1, ns):

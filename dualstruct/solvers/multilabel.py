@@ -260,6 +260,10 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             P *= 2
         self.tree = np.empty(2 * P)
         gk.tree_build(self.W.pairwise, self.tree)
+        self.tree_ranges = np.empty((2 * P, 4), dtype=np.int64)
+        gk.tree_label_ranges(self.model.edges, P, self.tree_ranges)
+        L = self.model.n_labels
+        self.range_table = np.empty((max(1, int(L).bit_length()), L))
 
     carries_dual = True
 
@@ -397,6 +401,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 *self._support,
                 self.W.pairwise,
                 self.tree,
+                self.tree_ranges,
+                self.range_table,
                 self.mu,
                 *self._pool(),
                 self.lam,
