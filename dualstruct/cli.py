@@ -1108,9 +1108,10 @@ def build_parser():
     )
     t.add_argument(
         "--check-every",
-        type=int,
+        type=_check_every,
         default=5,
-        help="passes between exact objective/gap/dev evaluations (default 5)",
+        help="passes between exact objective/gap/dev evaluations (default 5), or 'auto': "
+        "checks spaced to take at most a tenth of the training time",
     )
     t.add_argument("--dev", help="held-out file scored at every check")
     t.add_argument(
@@ -1222,7 +1223,7 @@ def build_parser():
     mt.add_argument(
         "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
     )
-    mt.add_argument("--check-every", type=int, default=5)
+    mt.add_argument("--check-every", type=_check_every, default=5)
     mt.add_argument(
         "--n-features",
         type=_positive_int,
@@ -1272,6 +1273,18 @@ def build_parser():
     return ap
 
 
+def _check_every(text):
+    """``--check-every``: a number of passes or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of passes or 'auto', got {text!r}"
+        ) from None
+
+
 def main(argv=None, out=None):
     out = out or sys.stdout
     ap = build_parser()
@@ -1279,7 +1292,8 @@ def main(argv=None, out=None):
     args.given = _given_on_command_line(sys.argv[1:] if argv is None else argv)
     if args.command == "train" or getattr(args, "ml_command", None) == "train":
         for name in ("max_iter", "check_every"):
-            if getattr(args, name) < 1:
+            value = getattr(args, name)
+            if value != "auto" and value < 1:
                 ap.error(f"--{name.replace('_', '-')} must be >= 1")
         if not args.C > 0:
             ap.error("-C must be positive")

@@ -173,8 +173,9 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
     """Multi-label metrics of two (n, L) 0/1 matrices.
 
     Hamming loss (fraction of wrong label bits), subset accuracy (whole label sets right),
-    example-based (Jaccard) accuracy ``mean |y ∩ ŷ| / |y ∪ ŷ|`` (1 when both sets are empty),
-    micro and macro F1 (a label with no true and no predicted positive counts as F1 = 1 in the
+    example-based (Jaccard) accuracy ``mean |y ∩ ŷ| / |y ∪ ŷ|`` and example-based F1
+    ``mean 2 |y ∩ ŷ| / (|y| + |ŷ|)`` (both 1 when the two sets are empty), micro and macro F1
+    (a label with no true and no predicted positive counts as F1 = 1 in the
     macro average): the definitions of scikit-learn's ``average="samples"``, ``"micro"`` and
     ``"macro"``, also for a single label.
 
@@ -186,7 +187,8 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
     Returns
     -------
     dict
-        ``hamming_loss``, ``subset_accuracy``, ``jaccard``, ``micro_f1``, ``macro_f1``.
+        ``hamming_loss``, ``subset_accuracy``, ``jaccard``, ``example_f1``, ``micro_f1``,
+        ``macro_f1``.
 
     Examples
     --------
@@ -209,6 +211,8 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
     both = (t & p).sum(axis=1)
     either = (t | p).sum(axis=1)
     jaccard = np.where(either > 0, both / np.maximum(either, 1), 1.0)
+    sizes = t.sum(axis=1) + p.sum(axis=1)
+    example_f1 = np.where(sizes > 0, 2 * both / np.maximum(sizes, 1), 1.0)
     tp, fp, fn = (t & p).sum(axis=0), (~t & p).sum(axis=0), (t & ~p).sum(axis=0)
     micro_den = 2 * tp.sum() + fp.sum() + fn.sum()
     macro_den = 2 * tp + fp + fn
@@ -216,6 +220,7 @@ def multilabel_scores(Y_true, Y_pred) -> dict:
         "hamming_loss": float(np.mean(t != p)),
         "subset_accuracy": float(np.mean(np.all(t == p, axis=1))),
         "jaccard": float(np.mean(jaccard)),
+        "example_f1": float(np.mean(example_f1)),
         "micro_f1": float(2 * tp.sum() / micro_den) if micro_den > 0 else 0.0,
         "macro_f1": float(np.mean(np.where(macro_den > 0, 2 * tp / np.maximum(macro_den, 1), 1.0))),
     }

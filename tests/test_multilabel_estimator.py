@@ -376,6 +376,7 @@ def test_multilabel_scores_match_scikit_learn():
             "hamming_loss": hamming_loss(T, P),
             "subset_accuracy": accuracy_score(T, P),
             "jaccard": jaccard_score(T, P, average="samples", zero_division=1),
+            "example_f1": f1_score(T, P, average="samples", zero_division=1),
             "micro_f1": f1_score(T, P, average="micro", zero_division=0),
             "macro_f1": f1_score(T, P, average="macro", zero_division=1),
         }

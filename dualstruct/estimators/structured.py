@@ -70,8 +70,10 @@ class StructuredSVM(SolverResults, BaseEstimator):
     tol : float
         Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (every solver
         but SSG, which has no dual).
-    check_every : int
-        Passes between exact evaluations of the primal, the gap and the validation score.
+    check_every : int or "auto"
+        Passes between exact evaluations of the primal, the gap and the validation score;
+        ``"auto"`` spaces them so that they take at most a tenth of the training time
+        (:class:`~dualstruct.solvers.base.PassSolver`).
     averaging : bool
         Return the weighted average of the iterates.
     fit_intercept : bool

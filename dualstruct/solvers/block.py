@@ -112,7 +112,7 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
-        ``validation``, ``rescaling``, ``slack_search``.
+        ``validation``, ``rescaling``, ``slack_search``, ``primal_sample``.
 
     Examples
     --------

@@ -50,7 +50,7 @@ class CuttingPlane(KernelBlocks, PassSolver):
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
-        ``validation``, ``rescaling``, ``slack_search``.
+        ``validation``, ``rescaling``, ``slack_search``, ``primal_sample``.
 
     Examples
     --------

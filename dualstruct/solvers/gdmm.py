@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _gdmm_kernels as kern
 from .base import PassSolver
-from .objective import sampled_primal_objective, scaled_dual
+from .objective import scaled_dual
 
 UNIGRAM_ORACLES = {
     "brute": kern.UNIGRAM_BRUTE,
@@ -164,15 +164,10 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         reached per pass (BENCHMARKS.md); 0 is the paper's single step.
     inner_passes : int
         Passes of block steps per multiplier step (default 1, Algorithm 1).
-    primal_sample : int or None
-        Also estimate the primal of the last iterate after every pass on this many fixed
-        random sequences (``½‖w‖² + C n/m Σ_sample H_i``; recorded as
-        ``extra["sampled_primal"]``), for label sets so large that the exact primal at every
-        check is too costly.
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
-        ``validation``, ``rescaling``.
+        ``validation``, ``rescaling``, ``primal_sample``.
 
     Notes
     -----
@@ -214,7 +209,6 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         n_groups=None,
         shrink_after=0,
         inner_passes=1,
-        primal_sample=None,
         support_steps=3,
         **kwargs,
     ):
@@ -251,9 +245,6 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         if int(support_steps) < 0:
             raise ValueError(f"support_steps must be >= 0, got {support_steps}")
         self.support_steps = int(support_steps)
-        if primal_sample is not None and int(primal_sample) < 1:
-            raise ValueError(f"primal_sample must be a positive int, got {primal_sample}")
-        self.primal_sample = None if primal_sample is None else int(primal_sample)
 
     state_arrays = (
         "w",
@@ -416,11 +407,6 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             (float(self.sq_norms.sum()) + ends) / data.n_tokens,
         )
         self._set_penalties()
-        self._sample = None
-        if self.primal_sample is not None:  # a fixed sample, the same at every pass
-            m = min(self.primal_sample, data.n_sequences)
-            picks = np.random.default_rng(0).choice(data.n_sequences, m, replace=False)
-            self._sample = data.take(np.sort(picks))
         self._start = self.W.start if model.start_end else np.zeros(K)
         self._end = self.W.end if model.start_end else np.zeros(K)
         self._R_start = self.RW.start if model.start_end else np.zeros(K)
@@ -716,11 +702,6 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
                 *self._sparse_args()[:2],
             )
             extra["oracle_time"] = time.perf_counter() - t0
-        if self._sample is not None:
-            extra["sampled_primal"] = sampled_primal_objective(
-                self.model, self._sample, self.data.n_sequences, self.w, self.C
-            )
-            extra["sample_size"] = self._sample.n_sequences
         # cumulative: labels that entered an active set, pairs that entered a bigram support
         extra["labels_added"], extra["pairs_added"] = (float(c) for c in self.counters[2:])
         return extra

@@ -83,7 +83,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
-        ``validation``, ``rescaling``.
+        ``validation``, ``rescaling``, ``primal_sample``.
 
     Notes
     -----

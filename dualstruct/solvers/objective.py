@@ -10,6 +10,8 @@ The λ-form of the BCFW papers is ``P(w) / (C n)`` with ``λ = 1 / (C n)``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 RESCALINGS = ("margin", "slack")
@@ -60,11 +62,27 @@ def primal_value(w: np.ndarray, C: float, hinge_total: float) -> float:
     return 0.5 * float(w @ w) + C * float(hinge_total)
 
 
-def sampled_primal_objective(model, sample, n_sequences: int, w: np.ndarray, C: float) -> float:
-    """Unbiased estimate of the margin-rescaled ``P(w)`` from a uniform sample of the
-    training sequences: ``½‖w‖² + C (n / m) Σ_{i ∈ sample} H_i(w)``."""
-    hinge, _ = model.hinge(w, sample)
-    return 0.5 * float(w @ w) + C * n_sequences / sample.n_sequences * float(hinge.sum())
+def sampled_primal(model, sample, n_sequences: int, w: np.ndarray, C: float, rescaling="margin"):
+    """Unbiased estimate of ``P(w)`` from a uniform sample (without replacement) of m of the
+    n training examples, and its standard error:
+
+        P̂ = ½‖w‖² + C n · mean_sample H_i(w),   se = C n s_H √((1 − m/n) / m),
+
+    with s_H the sample standard deviation of the hinge (the finite-population factor makes
+    se = 0 for the whole set). Returns ``(P̂, se)``."""
+    if rescaling == "margin":
+        hinge, _ = model.hinge(w, sample)
+    elif rescaling == "slack":
+        hinge, _ = model.slack_hinge(w, sample)
+    else:
+        raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
+    hinge = np.asarray(hinge, dtype=np.float64)
+    m, n = len(hinge), int(n_sequences)
+    estimate = 0.5 * float(w @ w) + C * n * float(hinge.mean())
+    se = 0.0
+    if 1 < m < n:
+        se = C * n * float(hinge.std(ddof=1)) * math.sqrt((1.0 - m / n) / m)
+    return estimate, se
 
 
 def dual_objective(w: np.ndarray, loss_term: float) -> float:
