@@ -43,11 +43,18 @@ one whose consistent activation has the largest first-order gain (all in units o
   μ_l and q_e(11) together keeps e consistent);
 * an edge (l, k) with both ends outside S_i: ``θ_l + Δδ_l + θ_k + Δδ_k + w_V[e]``.
 
-The last case would scan all L² pairs; instead a max segment tree over ``w_V`` (updated in
-O(log E) whenever a weight changes) is searched branch-and-bound with the bound
-``max w_V(subtree) + g₁ + g₂`` (g₁, g₂ the two best label terms outside S_i), so only edges
-that could win are visited — the paper's ordered map of the (1, 1) scores (§3.2,
-"Binary-variable interaction factor"). A factor is activated when its gain is positive: its
+The last case would scan all L² pairs; instead a max segment tree over ``w_V`` (its leaves
+brought up to date in O(log E) each once per visit, for the pairs the visit changed) is
+searched branch-and-bound, so only edges that could win are visited — the paper's ordered
+map of the (1, 1) scores (§3.2, "Binary-variable interaction factor"). A subtree gains at most
+``max w_V(subtree) + min(g₁ + g₂, G₀ + G₁)``: g₁, g₂ are the two best label terms outside
+S_i, and G₀, G₁ the best outside terms among the first and among the second labels of the
+subtree's edges (their ranges are stored per node; range maxima of g come from a sparse
+table built per visit in O(L log L)). With the full graph's edges listed row by row, a
+subtree below the level of a row holds one first label, so rows whose label term is low
+are cut whole. Where every outside g is alike (early in training, when most labels gain
+by the loss term alone) the first bound decides; the second cuts rows once the label terms
+spread. A factor is activated when its gain is positive: its
 labels enter S_i with μ = 0 and their pairs with S_i become active at the consistent state.
 
 **Block steps** (Algorithm 3, step 3; eq. 19). On every active unigram the exact minimizer
