@@ -47,13 +47,18 @@ def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "mar
     >>> primal_objective(model, data, model.init_weights(), C=1.0)  # w = 0: the largest loss, 2
     2.0
     """
+    return primal_value(w, C, float(hinges(model, data, w, rescaling).sum()))
+
+
+def hinges(model, data, w: np.ndarray, rescaling: str = "margin") -> np.ndarray:
+    """Every example's hinge ``H_i(w)`` under margin or slack rescaling."""
     if rescaling == "margin":
         hinge, _ = model.hinge(w, data)
     elif rescaling == "slack":
         hinge, _ = model.slack_hinge(w, data)
     else:
         raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
-    return primal_value(w, C, float(hinge.sum()))
+    return np.asarray(hinge, dtype=np.float64)
 
 
 def primal_value(w: np.ndarray, C: float, hinge_total: float) -> float:
@@ -70,13 +75,7 @@ def sampled_primal(model, sample, n_sequences: int, w: np.ndarray, C: float, res
 
     with s_H the sample standard deviation of the hinge (the finite-population factor makes
     se = 0 for the whole set). Returns ``(P̂, se)``."""
-    if rescaling == "margin":
-        hinge, _ = model.hinge(w, sample)
-    elif rescaling == "slack":
-        hinge, _ = model.slack_hinge(w, sample)
-    else:
-        raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
-    hinge = np.asarray(hinge, dtype=np.float64)
+    hinge = hinges(model, sample, w, rescaling)
     m, n = len(hinge), int(n_sequences)
     estimate = 0.5 * float(w @ w) + C * n * float(hinge.mean())
     se = 0.0
