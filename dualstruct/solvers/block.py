@@ -266,7 +266,7 @@ class BlockSSG(SubgradientAverage, _BlockPasses):
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     max_iter, tol, check_every, averaging, random_state, verbose : see PassSolver
         As :class:`~dualstruct.solvers.base.PassSolver`.
-    callback, validation, out, rescaling, slack_search : see PassSolver
+    callback, validation, out, rescaling, slack_search, primal_sample : see PassSolver
         As :class:`~dualstruct.solvers.base.PassSolver`.
 
     Examples
