@@ -262,12 +262,10 @@ def quality(args, datasets, edges_list, methods):
 
 
 def one_vs_rest(ds, Cs=(0.01, 0.1, 1.0)):
-    """One scikit-learn ``LinearSVC`` per label (what ``OneVsRestClassifier(LinearSVC)``
-    does), C chosen by 3-fold cross-validation on the training split (example-based F1),
-    refitted on all of it: the accuracy baseline of an independent linear model per label.
-    The labels are fitted one by one here: on delicious (983 labels, scikit-learn 1.9.1)
-    the wrapper returned other models than direct fits of the same columns (label 733: 0.2%
-    of the test examples predicted positive against 23% by ``LinearSVC`` on that column)."""
+    """One scikit-learn ``LinearSVC`` per label (the model of
+    ``OneVsRestClassifier(LinearSVC)``), fitted one label at a time, C chosen by 3-fold
+    cross-validation on the training split (example-based F1) and refitted on all of it:
+    the accuracy baseline of an independent linear model per label."""
     from sklearn.model_selection import KFold
     from sklearn.svm import LinearSVC
 

@@ -1275,14 +1275,7 @@ def build_parser():
 
 def _check_every(text):
     """``--check-every``: a number of passes or "auto"."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of passes or 'auto', got {text!r}"
-        ) from None
+    return text if text == "auto" else _positive_int(text)
 
 
 def main(argv=None, out=None):
@@ -1291,10 +1284,8 @@ def main(argv=None, out=None):
     args = ap.parse_args(argv)
     args.given = _given_on_command_line(sys.argv[1:] if argv is None else argv)
     if args.command == "train" or getattr(args, "ml_command", None) == "train":
-        for name in ("max_iter", "check_every"):
-            value = getattr(args, name)
-            if value != "auto" and value < 1:
-                ap.error(f"--{name.replace('_', '-')} must be >= 1")
+        if args.max_iter < 1:
+            ap.error("--max-iter must be >= 1")
         if not args.C > 0:
             ap.error("-C must be positive")
     commands = {

@@ -1,6 +1,8 @@
 """Monitoring between exact checks: the sampled primal estimate of every pass solver, and
 checks spaced by their cost (check_every="auto")."""
 
+import argparse
+
 import numpy as np
 import pytest
 from conftest import random_chain_problem
@@ -95,3 +97,6 @@ def test_estimator_and_cli_accept_auto_checks():
     with pytest.raises(ValueError, match="'auto'"):
         StructuredSVM(check_every="sometimes").fit(X, Y)
     assert _check_every("auto") == "auto" and _check_every("7") == 7
+    for bad in ("0", "often"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _check_every(bad)

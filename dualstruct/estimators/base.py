@@ -15,6 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .. import io
 from ..solvers import solver_class
+from ..solvers.base import checked_setting
 
 
 def frozen_params(est, names) -> dict:
@@ -85,11 +86,7 @@ def check_training_params(est):
     check_real("C", est.C, 0, False)
     check_real("tol", est.tol, 0, True)
     check_integer("max_iter", est.max_iter, 1)  # 0 passes would return an untrained model
-    every = est.check_every
-    if not (isinstance(every, str) and every == "auto") and (
-        isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1
-    ):
-        raise ValueError(f"check_every must be an integer >= 1 or 'auto', got {every!r}")
+    checked_setting("check_every", est.check_every, "auto")
     check_integer("verbose", est.verbose, 0)
     if est.callback is not None and not callable(est.callback):
         raise ValueError(f"callback must be callable, got {est.callback!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import signal
 import sys
 import threading
@@ -91,6 +92,16 @@ def _is_pyspark_handler(handler) -> bool:
     return callable(handler) and getattr(handler, "__module__", "").startswith("pyspark")
 
 
+def checked_setting(name, value, word):
+    """``value`` if it is an integer >= 1 (as an int) or the one other accepted value
+    ``word`` (``"auto"`` for ``check_every``, None for ``primal_sample``); else ValueError."""
+    if value is word or (isinstance(word, str) and isinstance(value, str) and value == word):
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1 or {word!r}, got {value!r}")
+    return int(value)
+
+
 class PassSolver:
     """Base class of solvers that sweep over the examples (BCFW, SSG).
 
@@ -169,13 +180,8 @@ class PassSolver:
             raise ValueError(f"C must be positive, got {C}")
         if int(max_iter) < 0:
             raise ValueError(f"max_iter must be >= 0, got {max_iter}")
-        if check_every != "auto" and (isinstance(check_every, str) or int(check_every) < 1):
-            raise ValueError(f"check_every must be an int >= 1 or 'auto', got {check_every!r}")
-        if primal_sample is not None and (
-            isinstance(primal_sample, (str, float)) or int(primal_sample) < 1
-        ):
-            raise ValueError(f"primal_sample must be a positive int or None, got {primal_sample!r}")
-        self.primal_sample = None if primal_sample is None else int(primal_sample)
+        check_every = checked_setting("check_every", check_every, "auto")
+        self.primal_sample = checked_setting("primal_sample", primal_sample, None)
         self._sample = None
         if rescaling not in RESCALINGS:
             raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
@@ -201,7 +207,7 @@ class PassSolver:
         self.C = float(C)
         self.max_iter = int(max_iter)
         self.tol = float(tol)
-        self.check_every = check_every if check_every == "auto" else int(check_every)
+        self.check_every = check_every
         self._next_check = 1  # with check_every="auto": the pass of the next check
         self.averaging = bool(averaging)
         self.rng = np.random.default_rng(random_state)

@@ -77,7 +77,7 @@ def sampled_primal(model, sample, n_sequences: int, w: np.ndarray, C: float, res
     se = 0 for the whole set). Returns ``(P̂, se)``."""
     hinge = hinges(model, sample, w, rescaling)
     m, n = len(hinge), int(n_sequences)
-    estimate = 0.5 * float(w @ w) + C * n * float(hinge.mean())
+    estimate = primal_value(w, C, n * float(hinge.mean()))
     se = 0.0
     if 1 < m < n:
         se = C * n * float(hinge.std(ddof=1)) * math.sqrt((1.0 - m / n) / m)
