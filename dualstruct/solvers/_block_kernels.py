@@ -273,6 +273,7 @@ def pairwise_bcfw_pass(
     m = scalars[1]
     R_loss = scalars[2]
     done = order.shape[0]
+    failed = False  # a Python model's callback failed after w moved
     for idx in range(order.shape[0]):
         i = order[idx]
         s0 = offs[i]
@@ -347,7 +348,7 @@ def pairwise_bcfw_pass(
         # the oracle's step (to the atom fw), then up to atom_steps steps among the atoms
         for r in range(atom_steps + 1):
             if r > 0:
-                if done == idx + 1 or atom_count[i] < 2:
+                if failed or atom_count[i] < 2:
                     break
                 prepare(k, i, w, ws)
                 fw, away = _best_and_worst_atom(
@@ -390,8 +391,9 @@ def pairwise_bcfw_pass(
                 R_loss += A_prev * dl
             if status(k) != 0:  # w moved: keep the dual state in step before stopping
                 done = idx + 1
+                failed = True
             _move_mass(atom_labels, atom_weights, atom_count, i, base, T, fw, away, gamma)
-        if done == idx + 1:
+        if failed:
             break
     scalars[0] = loss_term
     scalars[1] = m

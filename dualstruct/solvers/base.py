@@ -477,7 +477,14 @@ class PassSolver:
                 if self._pending_check:  # finish the check a second Ctrl-C cut short
                     if self.history.last is not None and self.history.last.passes == self.passes:
                         self.history.records.pop()
-                    self._record(check=True)
+                    record = self._record(check=True)
+                    if self._converged(record):  # as the uninterrupted run would have stopped
+                        self.history.stop_reason = "tol"
+                        self.history.records.pop()
+                        record = self._record(check=False, final=True)
+                        if self.verbose:
+                            print(format_record(record, with_val), file=self.out, flush=True)
+                        max_iter = 0
                 self._loop(max_iter, n, chunks, with_val, interrupt)
                 if self.history.stop_reason == "running":
                     self.history.stop_reason = "max_iter"
