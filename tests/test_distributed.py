@@ -36,7 +36,9 @@ def test_one_partition_is_bcfw(chain_problem):
     cocoa = CoCoA(
         model, 1.0, n_partitions=1, averaging=False, max_iter=4, tol=0, random_state=0
     ).fit(data)
-    bcfw = BCFW(model, 1.0, averaging=False, max_iter=0, random_state=0).fit(data)
+    bcfw = BCFW(
+        model, 1.0, averaging=False, atom_steps=0, proximal=0, max_iter=0, random_state=0
+    ).fit(data)
     for r in range(4):
         bcfw._run(local_order(cocoa.seed, r, 0, 0, data.n_sequences))
     assert np.abs(bcfw.w - cocoa.w).max() <= 1e-12 * max(1.0, np.abs(bcfw.w).max())

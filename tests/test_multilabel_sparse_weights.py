@@ -97,6 +97,8 @@ def test_full_support_is_the_dense_model(solver):
     assert full.size == dense.size
     # the same steps (up to the order of floating-point sums) ...
     kw = dict(max_iter=5, tol=0.0, check_every=5, random_state=0)
+    if solver is BCFW:  # atom steps pick among atoms of near-equal value: ties decide
+        kw["atom_steps"] = 0
     a = solver(dense, 1.0, **kw).fit(data)
     b = solver(full, 1.0, **kw).fit(data)
     np.testing.assert_allclose(b.weights(), a.weights(), rtol=0, atol=1e-12)

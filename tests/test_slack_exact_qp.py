@@ -60,6 +60,8 @@ def test_bcfw_and_cutting_plane_reach_the_exact_qp_optimum(rescaling):
     kw = dict(rescaling=rescaling, random_state=0)
     for solver in (
         BCFW(model, 1.0, max_iter=3000, tol=1e-8, check_every=20, **kw),
+        BCFW(model, 1.0, max_iter=3000, tol=1e-8, check_every=20, proximal=0, **kw),
+        BCFW(model, 1.0, proximal=5.0, max_iter=3000, tol=1e-8, check_every=20, **kw),
         CuttingPlane(model, 1.0, max_iter=1000, tol=1e-9, **kw),
     ):
         last = solver.fit(data).history.last_checked()

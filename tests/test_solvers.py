@@ -74,11 +74,13 @@ def test_pairwise_bcfw_gap_goes_to_zero(C, sparse, start_end):
     assert np.all(solver.atom_weights >= 0)
 
 
-def test_fw_bcfw_gap_positive_and_decreasing():
+@pytest.mark.parametrize("proximal", [0, "auto"])
+def test_fw_bcfw_gap_positive_and_decreasing(proximal):
     _, _, data, model = _problem(3)
-    solver = BCFW(model, 1.0, step="fw", max_iter=3000, tol=0, check_every=100, random_state=0).fit(
-        data
-    )
+    solver = BCFW(
+        model, 1.0, step="fw", max_iter=3000, tol=0, check_every=100, random_state=0,
+        proximal=proximal,
+    ).fit(data)  # fmt: skip
     gaps = _gaps(solver.history)
     assert np.all(gaps >= -1e-9 * solver.history.last.primal)
     assert gaps[-1] < 0.05 * gaps[0]
@@ -548,13 +550,13 @@ def test_a_scheduled_check_cut_short_is_redone_and_the_run_resumes_exactly():
 
 def test_a_fit_without_passes_keeps_the_returned_model():
     _, _, data, model = _problem(5)
-    s = BCFW(model, 1.0, max_iter=7, tol=0, check_every=3, random_state=0)
+    s = BCFW(model, 1.0, max_iter=7, tol=0, check_every=3, random_state=0, proximal=0)
     s.fit(data)
     assert s._final_choice != s._chosen  # the final check chose the other candidate
     w = s.weights()
     s.fit(data, max_iter=0)
     np.testing.assert_array_equal(s.weights(), w)
     meta, arrays = s.state_dict()
-    back = BCFW(model, 1.0, random_state=0)
+    back = BCFW(model, 1.0, random_state=0, proximal=0)
     back.load_state(data, meta, arrays)
     np.testing.assert_array_equal(back.weights(), w)

@@ -284,7 +284,12 @@ def test_a_spark_run_continues_on_one_machine(spark, tmp_path):
     )
     loaded.fit(X, Y)
     assert loaded.history_.stop_reason == "tol"
-    assert np.allclose(loaded.coef_, est.coef_)
+    assert loaded.history_.last_checked().dual >= dual - 1e-9
+    # the file resumes with the estimator's BCFW (proximal), the in-memory run with plain
+    # BCFW: both certify the same optimum
+    assert loaded.history_.last_checked().primal == pytest.approx(
+        est.history_.last_checked().primal, rel=2e-3
+    )
 
     plain = StructuredSVM(**common, backend_options={"session": spark}).fit(X, Y)
     with pytest.raises(ValueError, match="keep_dual_state"):

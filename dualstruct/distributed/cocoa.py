@@ -447,6 +447,7 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
             self.C,
             step=self.resolved_step,
             atom_steps=self.atom_steps,
+            proximal=0.0,
             max_iter=self.max_iter,
             tol=self.tol,
             check_every=self.check_every,

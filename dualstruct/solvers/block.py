@@ -21,6 +21,14 @@ from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual,
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
 CLASSIC_STEP_MAX_BYTES = 8 * 2**30
 
+#: ``proximal="auto"``: the first κ (halved while the proximal term dominates the gap)
+PROXIMAL_START = 100.0
+#: ``proximal="auto"``: κ also halves after this many passes without a new lowest sum of
+#: block gaps
+PROXIMAL_PATIENCE = 10
+#: ``proximal="auto"``: below this κ the passes are plain BCFW's (κ = 0)
+PROXIMAL_MIN = 1e-3
+
 
 def kernel_model(model):
     """The kernel model that trains ``model``: the model itself when it has a kernel, else
@@ -69,21 +77,51 @@ class _BlockPasses(KernelBlocks, PassSolver):
 
 
 class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
-    """Block-coordinate Frank–Wolfe on the structural SVM dual with exact line search, weighted
-    averaging and the duality gap as certificate, for every kernel model.
+    """Block-coordinate Frank–Wolfe on the structural SVM dual with exact line search and the
+    duality gap as certificate, for every kernel model, run as an inexact proximal-point
+    method by default.
 
-    The returned weights are the weighted average when ``averaging=True`` and it has the lower
-    primal; the dual bound is the better of the current and the averaged dual point.
+    **Why proximal.** BCFW's exact block step is taken against the other blocks' current
+    share of ``w``. When many blocks push ``w`` the same way (large C, and slack rescaling,
+    whose corners ``C δ(y) (φ(ȳ) − φ(y))`` are longer by the loss δ), each block's step is
+    short and the dual creeps up by about the same amount every pass: plain BCFW on OCR
+    with slack rescaling (C = 1) gains the same ~20 per pass for hundreds of passes.
+    The proximal-point method (Rockafellar 1976; as an outer loop of a linearly convergent
+    inner solver, Lin, Mairal, Harchaoui 2015, "Catalyst") trains instead on
 
-    Slack rescaling converges more slowly than margin rescaling, and not from a fault of the
-    step: on tiny chains BCFW's pairwise step and the cutting plane reach the exact optimum
-    of the dual QP over all labellings (solved by a generic QP solver) to 1e-7 (the classic
-    step approaches it more slowly), the running
-    ``w`` and loss term equal the atoms' weighted corners to 1e-13 after thousands of passes,
-    and the dual stays below the optimum. The slack dual's corners are
-    ``C δ(y) (φ(ȳ) − φ(y))``, longer by the loss δ (up to the sequence length) than margin
-    rescaling's, so the curvature that bounds Frank–Wolfe's progress grows by about δ², as
-    if C were δ times larger; larger C slows BCFW in the same way.
+        P_κ(w; z) = ½‖w‖² + (κ/2) ‖w − z‖² + C Σ_i H_i(w),
+
+    moving the centre ``z`` to the latest iterate after every pass. Its dual over the same
+    dual points α is ``ℓ(α) − ½ (1+κ)⁻¹ ‖u(α) + κ z‖² + const`` with ``u(α) = Σ_i E_{q_i}
+    w_s`` (the plain dual's weights) and the primal–dual map ``x = (u + κ z) / (1+κ)``: the
+    same BCFW pass with the line search's quadratic term scaled by σ = 1/(1+κ), scoring at
+    ``x``, which moves by σ times each step. Steps are (1+κ) times longer, the creep goes.
+
+    **Certificate.** Every α stays feasible for the original dual, so
+    ``D(α) = ℓ − ½‖u‖²`` is a lower bound and ``P(x)`` an upper bound; their gap splits as
+
+        P(x) − D(α) = [P_κ(x; z) − D_κ(α; z)] + ½ ‖u − x‖²,
+
+    the inner problem's duality gap (the sum of the blocks' Frank–Wolfe gaps, which every
+    pass measures) plus a proximal term ``½ (κ/(1+κ))² ‖u − z‖²``. Both vanish at the
+    optimum (``x = u = z = w*``): the gap closes, and it certifies the original problem.
+
+    **Choosing κ.** A large κ makes the inner problem easy and the centre slow; a small one
+    the reverse, and κ = 0 is plain BCFW. ``proximal="auto"`` starts at κ =
+    ``PROXIMAL_START`` and halves κ before a pass whenever the proximal term exceeds the
+    last pass's sum of block gaps, i.e. when the centre, not the inner problem, holds the
+    gap up. On OCR (C = 1, three atom steps) this certifies 1% in 40 passes with margin
+    rescaling (plain BCFW with weighted averaging: 400) and in 120 with slack rescaling
+    (plain: 5.8% after 2,000).
+
+    The returned weights are ``x``. With ``proximal=0`` the solver is plain BCFW: the
+    returned weights are the weighted average when ``averaging=True`` and it has the lower
+    primal, and the dual bound is the better of the current and the averaged dual point.
+
+    On tiny chains BCFW's pairwise step and the cutting plane reach the exact optimum of the
+    dual QP over all labellings (solved by a generic QP solver) to 1e-7, with margin and
+    slack rescaling, and the running ``w`` and loss term equal the atoms' weighted corners
+    to 1e-13 after thousands of passes.
 
     Parameters
     ----------
@@ -102,17 +140,20 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         oracle's point, also a relaxed oracle's fractional one. ``"auto"``: the classic step for
         models whose oracle is a relaxation with fractional solutions (the relaxed structural
         SVM is then solved and certified), the pairwise step otherwise.
-    atom_steps : int, default 0
+    atom_steps : int, default 3
         With the pairwise step: after each oracle step, up to this many further pairwise
         steps among the block's own atoms (from the worst to the best at the current ``w``),
-        which call no oracle. They pay where the oracle is dear or the problem ill-conditioned
-        (slack rescaling on 300 OCR words: 0.9% certified after 340 passes with 10, 15.5%
-        after 400 without); on full OCR with margin rescaling they cost more time than the
-        passes they save.
+        which call no oracle. They settle the weights within a block, as the proximal scheme
+        settles them across blocks.
+    proximal : "auto" or float >= 0, default "auto"
+        κ of the proximal scheme above: ``"auto"`` adapts it with the pairwise step (and runs
+        plain BCFW with the classic step), a number fixes it, and 0 runs plain BCFW with
+        weighted averaging.
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
-        ``validation``, ``rescaling``, ``slack_search``, ``primal_sample``.
+        ``validation``, ``rescaling``, ``slack_search``, ``primal_sample``
+        (``averaging`` applies with ``proximal=0``).
 
     Examples
     --------
@@ -129,7 +170,7 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     name = "bcfw"
 
-    def __init__(self, model, C=1.0, *, step="auto", atom_steps=0, **kwargs):
+    def __init__(self, model, C=1.0, *, step="auto", atom_steps=3, proximal="auto", **kwargs):
         super().__init__(model, C, **kwargs)
         if step not in ("auto", "pairwise", "fw"):
             raise ValueError(f"step must be 'auto', 'pairwise' or 'fw', got {step!r}")
@@ -137,6 +178,24 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         if isinstance(atom_steps, bool) or not isinstance(atom_steps, int) or atom_steps < 0:
             raise ValueError(f"atom_steps must be an integer >= 0, got {atom_steps!r}")
         self.atom_steps = atom_steps
+        if proximal != "auto" and (
+            isinstance(proximal, (bool, str))
+            or not isinstance(proximal, (int, float, np.integer, np.floating))
+            or not proximal >= 0
+            or not np.isfinite(proximal)
+        ):
+            raise ValueError(f"proximal must be 'auto' or a number >= 0, got {proximal!r}")
+        self.proximal = proximal
+        self.kappa = 0.0  # set when training starts
+
+    @property
+    def _proximal_on(self):
+        """Whether the proximal scheme runs: ``proximal`` positive, or "auto" with the
+        pairwise step (the classic step's sublinear progress stalls the adaptive κ, and its
+        last iterate needs the weighted average)."""
+        if self.proximal == "auto":
+            return self.resolved_step == "pairwise"
+        return self.proximal > 0
 
     @property
     def resolved_step(self):
@@ -153,6 +212,8 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             parts["blocks' shares of w (classic step)"] = 8 * n * model_size(self.model)
         else:  # the pool starts at 4 atoms a block and doubles when a block needs more
             parts["atoms (4 per example)"] = 4 * (4 * entries) + 8 * 4 * n
+        if self._proximal_on:
+            parts["proximal iterate and centre"] = 8 * 2 * model_size(self.model)
         return parts
 
     def _init_state(self):
@@ -175,13 +236,79 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
                 )
             self.block_weights = np.zeros((n, self.w.size))
             self.block_losses = np.zeros(n)
+        self.kappa = 0.0
+        if self._proximal_on:
+            self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
+            # x (scores, is returned) and z; w holds u, the dual's weights
+            self.prox_w = self.w.copy()
+            self.prox_center = self.w.copy()
+        self.centred_at = 0  # the pass count when the centre last moved
+        self.lowest_gaps, self.stalled = np.inf, 0  # for κ's patience
+
+    state_scalars = ("capacity", "kappa", "centred_at", "lowest_gaps", "stalled")
 
     @property
     def state_arrays(self):
         common = ("w", "R", "scalars", "block_gaps")
+        if self._proximal_on:
+            common += ("prox_w", "prox_center")
         if self.resolved_step == "pairwise":
             return common + ("atom_labels", "atom_weights", "atom_count")
         return common + ("block_weights", "block_losses")
+
+    #: absent from the files of plain BCFW: the proximal scheme then starts at w
+    optional_state_arrays = ("prox_w", "prox_center")
+
+    def load_state(self, data, meta, arrays):
+        super().load_state(data, meta, arrays)
+        if self._proximal_on and "prox_center" not in arrays:
+            self.prox_w, self.prox_center = self.w.copy(), self.w.copy()
+            self.centred_at = self.passes
+
+    def candidates(self):
+        if self._proximal_on:
+            return [self.prox_w]
+        return super().candidates()
+
+    def dual(self):
+        if self._proximal_on:
+            return self.current_dual()
+        return super().dual()
+
+    def diagnostics(self, check):
+        if not self._proximal_on:
+            return {}
+        return {"kappa": self.kappa, "proximal_term": self._proximal_term()}
+
+    def _adapt_kappa(self):
+        """``proximal="auto"``: halve κ when the proximal term exceeds the last pass's sum
+        of block gaps (the centre holds the gap up), or when that sum has not reached a new
+        low for ``PROXIMAL_PATIENCE`` passes (the inner problem stalls: as κ → 0 the
+        passes become plain BCFW's, which converge)."""
+        gaps = float(self.block_gaps.sum())
+        if gaps < self.lowest_gaps:
+            self.lowest_gaps, self.stalled = gaps, 0
+        else:
+            self.stalled += 1
+        if self._proximal_term() > gaps or self.stalled >= PROXIMAL_PATIENCE:
+            self.kappa = 0.5 * self.kappa if self.kappa >= 2 * PROXIMAL_MIN else 0.0
+            self.stalled = 0
+
+    def _proximal_term(self):
+        """``½ ‖u − x‖²``, the part of the duality gap that the centre holds up."""
+        d = self.w - self.prox_w
+        return 0.5 * float(d @ d)
+
+    def _one_pass(self, order, chunks):
+        """A pass; with the proximal scheme first the centre moves to the last iterate
+        (and κ halves if the proximal term exceeded the last pass's block gaps)."""
+        if self._proximal_on and self.passes > self.centred_at:  # once per pass
+            if self.proximal == "auto":
+                self._adapt_kappa()
+            self.prox_center[:] = self.prox_w
+            self.prox_w[:] = (self.w + self.kappa * self.prox_center) / (1.0 + self.kappa)
+            self.centred_at = self.passes
+        return super()._one_pass(order, chunks)
 
     carries_dual = True
 
@@ -193,6 +320,9 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         atoms' convex weights mix with the gold labelling (an atom again where needed)."""
         for a in (self.w, self.R, self.block_gaps):
             a *= s
+        if self._proximal_on:
+            self.prox_w *= s
+            self.prox_center *= s
         self.scalars[[0, 2]] *= s
         if self.resolved_step == "fw":
             self.block_weights *= s
@@ -215,24 +345,28 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     def _run(self, order):
         calls = np.zeros(1, dtype=np.int64)
-        k = self.blocks.kernel
+        if self._proximal_on:  # score at x, the quadratic scaled by σ, u accumulates
+            w, averaging, sigma, delta = self.prox_w, False, 1.0 / (1.0 + self.kappa), self.w
+        else:
+            w, averaging, sigma, delta = self.w, self.averaging, 1.0, None
         if self.resolved_step == "fw":
-            corner = np.zeros_like(self.w)
             kern.classic_bcfw_pass(
-                k,
+                self.blocks.kernel,
                 order,
                 self.C,
-                self.w,
+                w,
                 self.R,
-                self.averaging,
+                averaging,
                 self.block_weights,
                 self.block_losses,
-                corner,
+                np.zeros_like(self.w),
                 self.scalars,
                 self.block_gaps,
                 self._slack,
                 self.search_code,
                 calls,
+                sigma,
+                delta,
             )
             self.blocks.raise_status()
             return int(calls[0])
@@ -240,14 +374,16 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             self.blocks,
             order,
             self.C,
-            self.w,
+            w,
             self.R,
-            self.averaging,
+            averaging,
             self.scalars,
             self.block_gaps,
             self._slack,
             self.search_code,
             calls,
+            sigma,
+            delta,
             atom_steps=self.atom_steps,
         )
         return int(calls[0])

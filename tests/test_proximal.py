@@ -1,0 +1,87 @@
+"""BCFW as an inexact proximal-point method: the iterate, the certificate's two parts, the
+choice of κ, and plain BCFW at κ = 0."""
+
+import numpy as np
+import pytest
+from conftest import random_chain_problem
+
+from dualstruct.models import ChainModel
+from dualstruct.sequences import pack_sequences
+from dualstruct.solvers import BCFW
+from dualstruct.solvers.block import PROXIMAL_START
+
+
+def _problem(seed=0, n=10, K=3, d=4):
+    rng = np.random.default_rng(seed)
+    X, Y = random_chain_problem(rng, n=n, K=K, d=d, max_len=5)
+    return pack_sequences(X, Y), ChainModel(K, d)
+
+
+def _inner_dual(solver):
+    """D_κ(α; z) = ℓ + min_w ½‖w‖² + (κ/2)‖w − z‖² − ⟨w, u⟩, attained at w = x."""
+    u, x, z, k = solver.w, solver.prox_w, solver.prox_center, solver.kappa
+    return solver.scalars[0] + 0.5 * x @ x + 0.5 * k * (x - z) @ (x - z) - x @ u
+
+
+@pytest.mark.parametrize("step", ["pairwise", "fw"])
+@pytest.mark.parametrize("rescaling", ["margin", "slack"])
+def test_the_gap_is_the_inner_gap_plus_the_proximal_term(step, rescaling):
+    """x = (u + κ z) / (1 + κ) holds through the passes, and P(x) − D(u) splits into the
+    inner problem's duality gap and ½‖u − x‖²."""
+    data, model = _problem()
+    s = BCFW(model, 1.0, step=step, rescaling=rescaling, proximal=5.0, max_iter=7, tol=0)
+    s.fit(data)
+    u, x, z, k = s.w, s.prox_w, s.prox_center, s.kappa
+    assert np.abs(x - (u + k * z) / (1 + k)).max() < 1e-12
+    primal = s._primal(x)
+    inner_primal = primal + 0.5 * k * (x - z) @ (x - z)
+    inner_gap = inner_primal - _inner_dual(s)
+    assert inner_gap >= -1e-9
+    assert primal - s.dual() == pytest.approx(inner_gap + 0.5 * (u - x) @ (u - x), rel=1e-9)
+    assert s.weights() == pytest.approx(x)  # the returned model is the proximal iterate
+
+
+def test_kappa_adapts_only_when_auto():
+    data, model = _problem(1)
+    auto = BCFW(model, 1.0, max_iter=40, tol=0, random_state=0).fit(data)
+    assert 0 <= auto.kappa < PROXIMAL_START
+    assert auto.history.last.extra["kappa"] == auto.kappa
+    fixed = BCFW(model, 1.0, proximal=7.0, max_iter=40, tol=0, random_state=0).fit(data)
+    assert fixed.kappa == 7.0
+
+
+def test_proximal_zero_is_plain_bcfw_with_averaging():
+    data, model = _problem(2)
+    s = BCFW(model, 1.0, proximal=0, max_iter=9, tol=0, random_state=0).fit(data)
+    assert not hasattr(s, "prox_w") and len(s.candidates()) == 2
+    assert "prox_w" not in s.state_arrays
+
+
+@pytest.mark.parametrize("C", [0.1, 10.0])
+def test_proximal_bcfw_reaches_plain_bcfws_optimum(C):
+    data, model = _problem(3)
+    kw = dict(max_iter=20000, tol=1e-7, check_every=10, random_state=0)
+    prox = BCFW(model, C, **kw).fit(data)
+    plain = BCFW(model, C, proximal=0, **kw).fit(data)
+    assert prox.history.stop_reason == plain.history.stop_reason == "tol"
+    assert prox.history.last.primal == pytest.approx(plain.history.last.primal, rel=2e-7)
+    assert prox.passes < plain.passes
+
+
+def test_a_plain_checkpoint_resumes_proximally():
+    """A state saved by plain BCFW (no proximal arrays) resumes with the centre at w."""
+    data, model = _problem(4)
+    plain = BCFW(model, 1.0, proximal=0, max_iter=5, tol=0, random_state=0).fit(data)
+    meta, arrays = plain.state_dict()
+    meta["scalars"] = {"capacity": meta["scalars"]["capacity"]}
+    s = BCFW(model, 1.0, random_state=0)
+    s.load_state(data, meta, arrays)
+    assert np.array_equal(s.prox_w, plain.w) and np.array_equal(s.prox_center, plain.w)
+    s.fit(data, max_iter=200)
+    assert s.history.last.relative_gap < 1e-3
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "yes", True, None])
+def test_bad_proximal_is_refused(bad):
+    with pytest.raises(ValueError, match="proximal"):
+        BCFW(ChainModel(3, 4), 1.0, proximal=bad)
