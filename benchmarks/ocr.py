@@ -1,4 +1,5 @@
-"""OCR benchmark: BCFW (pairwise and classic steps) and SSG on the standard split.
+"""OCR benchmark: BCFW (proximal and plain, pairwise and classic steps) and SSG on the standard
+split.
 
 Train on folds 1-9 (6,251 words, 47,535 letters), test on fold 0 (626 words); features are the
 128 pixels plus a constant bias; C = 1; Hamming loss not normalised. Prints, per check, the
@@ -22,7 +23,9 @@ from dualstruct import StructuredSVM
 from dualstruct.datasets import fetch_ocr
 
 SOLVERS = {
-    "bcfw": dict(solver="bcfw"),  # pairwise steps (default)
+    "bcfw": dict(solver="bcfw"),  # proximal, pairwise and atom steps (default)
+    # plain BCFW: pairwise steps with weighted averaging, no proximal centre, no atom steps
+    "bcfw-plain": dict(solver="bcfw", solver_options={"proximal": 0, "atom_steps": 0}),
     "bcfw-fw": dict(solver="bcfw", solver_options={"step": "fw"}),  # classic steps
     "ssg": dict(solver="ssg"),
     "cutting_plane": dict(solver="cutting_plane"),

@@ -10,8 +10,9 @@ Three parts, each optional:
 * ``ocr`` / ``chunk`` — margin vs slack rescaling: training time, passes, objective, gap,
   test letter error (OCR) or chunk F1 (CoNLL-2000, BIO tags).
 * ``cp`` — time for the 1-slack cutting plane and for BCFW to certify a 1% gap on OCR.
-* ``subset`` — the first 300 OCR training words: passes to a certified 1% for margin and
-  slack rescaling, BCFW with and without atom steps, and the cutting plane.
+* ``subset`` — the first 300 OCR training words (``--words``; 0 for all): passes to a
+  certified 1% for margin and slack rescaling, BCFW (proximal, the default; plain, with
+  weighted averaging; plain with atom steps) and the cutting plane.
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/rescaling.py --parts searches,ocr,cp
 """
@@ -34,35 +35,59 @@ def ocr_split():
 
 
 def part_searches(args):
+    """Each search at the weights after k passes, cold (λ₀ = 1, no cached label) and warm
+    (seeded by the exact maximizer at the weights one pass earlier, as a block's best cached
+    labelling seeds it in training: λ₀ = h/g of the seed, and the angular search starts
+    from it)."""
     Xtr, ytr, _, _ = ocr_split()
-    est = StructuredSVM(C=args.C, rescaling="slack", max_iter=0, warm_start=True, random_state=0)
+    est = StructuredSVM(
+        C=args.C,
+        rescaling="slack",
+        max_iter=1,
+        warm_start=True,
+        random_state=0,
+        solver_options={"proximal": 0, "atom_steps": 0},
+    )
     print(
         "Slack searches on the OCR training words at the weights after k passes of "
         f"slack-rescaled BCFW (C={args.C}); success = returned the exact maximizer of Φ "
-        "(among words with Φ > 0)"
+        "(among words with Φ > 0); warm = seeded by the maximizer one pass earlier"
     )
-    print(f"{'passes':>6} {'search':<10} {'success':>8} {'calls/search':>13} {'ms/search':>10}")
+    print(
+        f"{'passes':>6} {'search':<10} {'start':<5} {'success':>8} {'calls/search':>13} "
+        f"{'ms/search':>10}"
+    )
     done = 0
     for passes in args.search_passes:
-        est.set_params(max_iter=passes - done)
-        if passes > done:
+        if passes < 2:
+            raise SystemExit("--search-passes: at least 2 (the seeds come from a pass earlier)")
+        est.set_params(max_iter=passes - 1 - done)
+        if passes - 1 > done:
             est.fit(Xtr, ytr)
-        done = passes
         data = est._pack(Xtr, ytr)
-        model, w = est.model_, est.solver_.w
+        model = est.model_
+        _, _, seeds = model.slack_search(est.solver_.w, data, "exact")
+        est.set_params(max_iter=1)
+        est.fit(Xtr, ytr)
+        done = passes
+        w = est.solver_.w
         exact, _, _ = model.slack_search(w, data, "exact")
         t0 = time.perf_counter()
         model.slack_search(w, data, "exact")
         exact_ms = 1000 * (time.perf_counter() - t0) / data.n_sequences
         hard = exact > 1e-12
-        print(f"{passes:>6} {'exact DP':<10} {1.0:>8.1%} {1:>13.1f} {exact_ms:>10.3f}")
+        print(f"{passes:>6} {'exact DP':<10} {'':<5} {1.0:>8.1%} {1:>13.1f} {exact_ms:>10.3f}")
         for search in ("binary", "bisecting", "angular"):
-            model.slack_search(w, data, search)  # compile outside the timing
-            t0 = time.perf_counter()
-            phi, calls, _ = model.slack_search(w, data, search)
-            ms = 1000 * (time.perf_counter() - t0) / data.n_sequences
-            success = np.mean(phi[hard] >= exact[hard] * (1 - 1e-9))
-            print(f"{passes:>6} {search:<10} {success:>8.1%} {calls.mean():>13.1f} {ms:>10.3f}")
+            for start, seed in (("cold", None), ("warm", seeds)):
+                model.slack_search(w, data, search, seed)  # compile outside the timing
+                t0 = time.perf_counter()
+                phi, calls, _ = model.slack_search(w, data, search, seed)
+                ms = 1000 * (time.perf_counter() - t0) / data.n_sequences
+                success = np.mean(phi[hard] >= exact[hard] * (1 - 1e-9))
+                print(
+                    f"{passes:>6} {search:<10} {start:<5} {success:>8.1%} "
+                    f"{calls.mean():>13.1f} {ms:>10.3f}"
+                )
     print()
 
 
@@ -96,7 +121,7 @@ def part_ocr(args):
             rescaling=resc,
             tol=args.tol,
             max_iter=args.max_iter,
-            check_every=25,
+            check_every=10,
         )
     print()
 
@@ -169,10 +194,18 @@ def part_cp(args):
     print()
 
 
+#: the BCFW variants of the subset part: name -> solver_options
+BCFW_VARIANTS = {
+    "proximal": None,  # the default: proximal centre, three atom steps
+    "plain": {"proximal": 0, "atom_steps": 0},  # weighted averaging, one step per visit
+    "plain+atoms": {"proximal": 0, "atom_steps": 10},
+}
+
+
 def part_subset(args):
     """The first ``--words`` training words (0: all of them): passes (iterations) to a
-    certified 1% for each rescaling of ``--subset-rescalings``, BCFW with every number of
-    atom steps in ``--subset-steps`` and, unless ``--no-subset-cp``, the cutting plane."""
+    certified 1% for each rescaling of ``--subset-rescalings``, BCFW in every variant of
+    ``--subset-bcfw`` and, unless ``--no-subset-cp``, the cutting plane."""
     Xtr, ytr, _, _ = ocr_split()
     words = args.words or len(Xtr)
     X, y = Xtr[:words], ytr[:words]
@@ -182,11 +215,8 @@ def part_subset(args):
     )
     print("| rescaling | solver | passes to 1% | rel. gap at the end | primal | train s |")
     print("|---|---|---|---|---|---|")
-    steps = [int(s) for s in args.subset_steps.split(",")]
     for rescaling in args.subset_rescalings.split(","):
-        runs = [
-            (f"BCFW, atom_steps={s}" if s else "BCFW", "bcfw", {"atom_steps": s}) for s in steps
-        ]
+        runs = [(f"BCFW, {v}", "bcfw", BCFW_VARIANTS[v]) for v in args.subset_bcfw.split(",")]
         if args.subset_cp:
             runs.append(("cutting plane", "cutting_plane", None))
         for label, solver, options in runs:
@@ -216,14 +246,18 @@ def main(argv=None):
     ap.add_argument("-C", type=float, default=1.0)
     ap.add_argument("--tol", type=float, default=0.01)
     ap.add_argument("--max-iter", type=int, default=2000)
-    ap.add_argument("--search-passes", type=int, nargs="+", default=[1, 10, 50])
+    ap.add_argument("--search-passes", type=int, nargs="+", default=[2, 10, 50])
     ap.add_argument("--chunk-tol", type=float, default=0.02)
     ap.add_argument("--chunk-passes", type=int, default=60)
     ap.add_argument("--budget", type=float, default=300.0)
     ap.add_argument("--words", type=int, default=300, help="subset: training words (0: all)")
     ap.add_argument("--subset-passes", type=int, default=400, help="subset: the cap")
     ap.add_argument("--subset-rescalings", default="margin,slack")
-    ap.add_argument("--subset-steps", default="0,10", help="subset: BCFW's atom_steps values")
+    ap.add_argument(
+        "--subset-bcfw",
+        default=",".join(BCFW_VARIANTS),
+        help=f"subset: BCFW variants, of {tuple(BCFW_VARIANTS)}",
+    )
     ap.add_argument("--no-subset-cp", dest="subset_cp", action="store_false")
     ap.add_argument("--check-every", type=int, default=5, help="subset: passes between checks")
     args = ap.parse_args(argv)

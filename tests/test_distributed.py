@@ -301,3 +301,22 @@ def test_cocoa_takes_the_local_solvers_atom_steps():
     assert cocoa.single_machine_solver().atom_steps == 3
     with pytest.raises(ValueError, match="atom_steps"):
         CoCoA(model, 0.1, atom_steps=-2)
+
+
+def test_cocoa_trains_slack_rescaling_to_bcfws_optimum(chain_problem):
+    """The local solver is BCFW's pass, slack rescaling included: CoCoA+ on three partitions
+    certifies the slack-rescaled optimum that (proximal) BCFW certifies on one machine."""
+    model, data = chain_problem
+    ref = BCFW(model, 1.0, rescaling="slack", max_iter=3000, tol=1e-6, check_every=10)
+    ref.fit(data)
+    cocoa = CoCoA(
+        model, 1.0, n_partitions=3, rescaling="slack", max_iter=3000, tol=1e-3, check_every=10,
+        random_state=0,
+    ).fit(data)  # fmt: skip
+    assert ref.history.stop_reason == cocoa.history.stop_reason == "tol"
+    p = ref.history.last_checked().primal
+    assert cocoa.history.last_checked().primal == pytest.approx(p, rel=1e-3)
+    assert cocoa.history.last_checked().dual <= p * (1 + 1e-9)
+    assert cocoa.history.last_checked().primal == pytest.approx(
+        primal_objective(model, data, cocoa.weights(), 1.0, "slack"), rel=1e-12
+    )

@@ -136,3 +136,43 @@ def test_slack_searches_against_brute_force(K):
     # the λ-oracle searches are approximate but usually right on tiny chains
     assert misses["bisecting"] <= 0.5 * 3 * len(X)
     assert misses["binary"] <= 0.5 * 3 * len(X)
+
+
+def test_warm_started_slack_searches():
+    """Seeded by the exact maximizer (as a block's best cached labelling seeds it), every
+    search returns the labelling whose Φ it reports, never above the maximum; λ₀ = h/g of
+    the maximizer puts the λ-oracle on it, so bisecting and binary search find it, and the
+    bisecting search needs fewer calls than from λ₀ = 1."""
+    from dualstruct.inference.chain import unigram_scores
+    from dualstruct.inference.slack_search import warm_lambda
+
+    rng = np.random.default_rng(11)
+    K, d = 4, 3
+    X, Y = random_chain_problem(rng, n=60, K=K, d=d, max_len=6)
+    model = ChainModel(K, d)
+    data = pack_sequences(X, Y)
+    w = 0.5 * rng.normal(size=model.size)
+    exact, _, best = model.slack_search(w, data, "exact")
+    for search in ("angular", "bisecting", "binary"):
+        cold_phi, cold_calls, _ = model.slack_search(w, data, search)
+        phi, calls, labels = model.slack_search(w, data, search, seeds=best)
+        assert np.all(phi <= exact + 1e-9)
+        assert np.mean(phi >= exact - 1e-9) >= np.mean(cold_phi >= exact - 1e-9)
+        if search == "angular":
+            assert phi == pytest.approx(exact, abs=1e-9)
+        if search == "bisecting":
+            assert calls.mean() < cold_calls.mean()
+    # λ₀ of the maximizer is h/g; 1 for a seed without loss (the gold labelling)
+    indptr, indices, values, offsets, U, B, start, end = model._kernel_inputs(w, data, True)
+    i = int(np.argmax(exact))
+    s0, T = offsets[i], offsets[i + 1] - offsets[i]
+    scores = np.empty((T, K))
+    unigram_scores(indptr, indices, values, s0, s0 + T, U, scores)
+    gold = data.labels[s0 : s0 + T]
+    seed = best[s0 : s0 + T]
+    g = int(np.sum(seed != gold))
+    h = exact[i] / g
+    assert warm_lambda(scores, T, B, start, end, gold, 1.0, seed) == pytest.approx(h / g)
+    assert warm_lambda(scores, T, B, start, end, gold, 1.0, gold.copy()) == 1.0
+    with pytest.raises(ValueError, match="seeds"):
+        model.slack_search(w, data, "binary", seeds=best[:-1])

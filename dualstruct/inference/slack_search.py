@@ -102,6 +102,20 @@ def _query(
 
 
 @njit(cache=True)
+def warm_lambda(scores, T, W_B, start, end, gold, scale, seed):
+    """λ₀ = h/g of a labelling near the maximizer (the block's best cached labelling): the
+    λ at which the λ-oracle returns the maximizer y* of Φ is ``h(y*)/g(y*)`` (where
+    ``h + λ g`` is tangent to ``Φ = h g``), so a good guess of y* starts the search close
+    (Choi, Meshi, Srebro 2016 suggest ``λ₀ = Ĥ/Ĝ`` from the current weights). 1 when the
+    seed has no loss or no margin violation."""
+    gold_score = scale * labelling_score(scores, T, W_B, start, end, gold)
+    h, g = _h_and_g(scores, T, W_B, start, end, gold, scale, gold_score, seed)
+    if g > 0 and h > 0.0:
+        return h / g
+    return 1.0
+
+
+@njit(cache=True)
 def constrained_oracle(h_of, has, found, T, lam, alpha, beta):
     """``argmax_L h_L + λ L`` over the envelope points with ``β h_L ≤ L < α h_L``, h_L > 0,
     not yet found; -1 if there is none."""
@@ -327,10 +341,13 @@ def slack_oracle(
     use_cache,
     out,
 ):
-    """Dispatch to the chosen slack search; returns (Φ, loss, oracle calls)."""
+    """Dispatch to the chosen slack search; returns (Φ, loss, oracle calls). With
+    ``use_cache`` the labelling ``cache`` seeds the angular search and sets λ₀ of every
+    search (:func:`warm_lambda`; else λ₀ = 1)."""
     if search == EXACT or scale <= 0.0:
         phi, loss = slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out)
         return phi, loss, 1
+    lam0 = warm_lambda(scores, T, W_B, start, end, gold, scale, cache) if use_cache else 1.0
     if search == ANGULAR:  # Theorem 2: at most 2M + 1 calls over the M ≤ T envelope points
         return angular_search(
             scores,
@@ -340,7 +357,7 @@ def slack_oracle(
             end,
             gold,
             scale,
-            1.0,
+            lam0,
             max(MAX_CALLS, 2 * T + 1),
             V,
             back,
@@ -357,7 +374,7 @@ def slack_oracle(
             end,
             gold,
             scale,
-            1.0,
+            lam0,
             MAX_CALLS,
             aug,
             lw,
@@ -366,16 +383,46 @@ def slack_oracle(
             cand,
             out,
         )
-    return binary_search(
-        scores, T, W_B, start, end, gold, scale, 1.0, MAX_CALLS, aug, lw, backptr, delta, cand, out
+    return binary_search(  # its λ enters squared
+        scores,
+        T,
+        W_B,
+        start,
+        end,
+        gold,
+        scale,
+        math.sqrt(lam0),
+        MAX_CALLS,
+        aug,
+        lw,
+        backptr,
+        delta,
+        cand,
+        out,
     )
 
 
 @njit(cache=True)
 def search_all(
-    search, indptr, indices, data, offsets, labels, W_U, W_B, start, end, phi_out, calls_out, out
+    search,
+    indptr,
+    indices,
+    data,
+    offsets,
+    labels,
+    W_U,
+    W_B,
+    start,
+    end,
+    phi_out,
+    calls_out,
+    out,
+    seeds,
+    warm,
 ):
-    """Run one search for every sequence at the given weights (no cache): Φ, calls, labels."""
+    """Run one search for every sequence at the given weights: Φ, calls, labels. With
+    ``warm`` each sequence's labelling in ``seeds`` (laid out as ``labels``) warm-starts
+    its search, as a block's best cached labelling does during training."""
     n = offsets.shape[0] - 1
     K = W_U.shape[1]
     max_T = 0
@@ -409,8 +456,8 @@ def search_all(
             backptr,
             delta,
             cand,
-            cand,
-            False,
+            seeds[s0 : s0 + T],
+            warm,
             out[s0 : s0 + T],
         )
         phi_out[i] = phi

@@ -228,9 +228,14 @@ class ChainModel:
         )
         return hinge, out
 
-    def slack_search(self, w: np.ndarray, data: PackedSequences, search: str = "angular"):
+    def slack_search(
+        self, w: np.ndarray, data: PackedSequences, search: str = "angular", seeds=None
+    ):
         """Run one slack search (``"exact"``, ``"angular"``, ``"bisecting"``, ``"binary"``) on
-        every sequence: returns (Φ found, oracle calls, labels)."""
+        every sequence: returns (Φ found, oracle calls, labels). ``seeds`` (labels laid out
+        as ``data.labels``, e.g. an earlier search's answers) warm-start the searches as a
+        block's cached labelling does in training: λ₀ = h/g of the seed, and the angular
+        search starts from it."""
         from ..inference.slack_search import SEARCHES, search_all
 
         if search not in SEARCHES:
@@ -242,6 +247,11 @@ class ChainModel:
         phi = np.empty(data.n_sequences)
         calls = np.empty(data.n_sequences, dtype=np.int64)
         out = np.empty(data.n_tokens, dtype=np.int32)
+        warm = seeds is not None
+        if warm:
+            seeds = np.ascontiguousarray(seeds, dtype=np.int32)
+            if seeds.shape != (data.n_tokens,):
+                raise ValueError(f"seeds must have one label per token ({data.n_tokens})")
         search_all(
             SEARCHES[search],
             indptr,
@@ -256,6 +266,8 @@ class ChainModel:
             phi,
             calls,
             out,
+            seeds if warm else data.labels,
+            warm,
         )
         return phi, calls, out
 

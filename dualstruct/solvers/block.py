@@ -139,7 +139,8 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         2013), which keeps each block's share of ``w`` (memory n × dim w) and steps to the
         oracle's point, also a relaxed oracle's fractional one. ``"auto"``: the classic step for
         models whose oracle is a relaxation with fractional solutions (the relaxed structural
-        SVM is then solved and certified), the pairwise step otherwise.
+        SVM is then solved and certified) under margin rescaling, the pairwise step otherwise
+        (slack rescaling's oracle is exact).
     atom_steps : int, default 3
         With the pairwise step: after each oracle step, up to this many further pairwise
         steps among the block's own atoms (from the worst to the best at the current ``w``),
@@ -199,11 +200,12 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     @property
     def resolved_step(self):
-        """The step in use: ``step``, with ``"auto"`` decided by the model's oracle."""
+        """The step in use: ``step``, with ``"auto"`` decided by the model's oracle (slack
+        rescaling's oracle returns labellings even where the margin oracle is relaxed)."""
         if self.step != "auto":
             return self.step
         relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
-        return "fw" if relaxed else "pairwise"
+        return "fw" if relaxed and self.rescaling != "slack" else "pairwise"
 
     def memory_parts(self, data):
         parts = super().memory_parts(data)
