@@ -62,7 +62,8 @@ METHODS = {
     "gdmm-brute": dict(
         solver="gdmm", solver_options={"unigram_oracle": "brute", "bigram_oracle": "brute"}
     ),
-    "bcfw": dict(solver="bcfw"),
+    "bcfw": dict(solver="bcfw"),  # proximal, three atom steps (the default)
+    "bcfw-plain": dict(solver="bcfw", solver_options={"proximal": 0, "atom_steps": 0}),
 }
 OCR_K = 26
 C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}

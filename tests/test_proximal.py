@@ -69,16 +69,35 @@ def test_proximal_bcfw_reaches_plain_bcfws_optimum(C):
 
 
 def test_a_plain_checkpoint_resumes_proximally():
-    """A state saved by plain BCFW (no proximal arrays) resumes with the centre at w."""
+    """A state saved by plain BCFW (no proximal arrays, κ = 0) resumes with the proximal
+    scheme started afresh, centred at the model that state returned."""
     data, model = _problem(4)
     plain = BCFW(model, 1.0, proximal=0, max_iter=5, tol=0, random_state=0).fit(data)
     meta, arrays = plain.state_dict()
-    meta["scalars"] = {"capacity": meta["scalars"]["capacity"]}
     s = BCFW(model, 1.0, random_state=0)
     s.load_state(data, meta, arrays)
-    assert np.array_equal(s.prox_w, plain.w) and np.array_equal(s.prox_center, plain.w)
+    assert s.kappa == PROXIMAL_START
+    assert np.array_equal(s.weights(), plain.weights())
     s.fit(data, max_iter=200)
+    assert s.kappa > 0 or s.history.last.relative_gap < 1e-3
     assert s.history.last.relative_gap < 1e-3
+    fixed = BCFW(model, 1.0, proximal=3.0, random_state=0)
+    fixed.load_state(data, *s.state_dict())  # a proximal state: κ is the constructor's
+    assert fixed.kappa == 3.0
+    back = BCFW(model, 1.0, proximal=0, random_state=0)
+    back.load_state(data, *s.state_dict())
+    assert back.kappa == 0.0 and len(back.candidates()) == 2
+
+
+def test_a_new_c_restarts_kappa():
+    data, model = _problem(5)
+    s = BCFW(model, 0.1, max_iter=60, tol=0, random_state=0).fit(data)
+    assert s.kappa < PROXIMAL_START
+    s.set_C(10.0)
+    assert s.kappa == PROXIMAL_START and s.lowest_gaps == np.inf and s.stalled == 0
+    s.tol = 1e-4
+    s.fit(data, max_iter=3000)
+    assert s.history.stop_reason == "tol"
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "yes", True, None])

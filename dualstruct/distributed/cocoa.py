@@ -390,6 +390,7 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         if self.step != "auto":
             return self.step
         relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
+        relaxed = relaxed and self.rescaling != "slack"  # the slack oracle is exact
         return "fw" if relaxed or self.gamma < 1.0 else "pairwise"
 
     def _init_state(self):

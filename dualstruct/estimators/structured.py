@@ -75,7 +75,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         ``"auto"`` spaces them so that they take at most a tenth of the training time
         (:class:`~dualstruct.solvers.base.PassSolver`).
     averaging : bool
-        Return the weighted average of the iterates.
+        Keep the weighted average of the iterates and return it where its primal is lower
+        (SSG, plain BCFW with ``solver_options={"proximal": 0}``, the classic step; the
+        default proximal BCFW returns its proximal iterate).
     fit_intercept : bool
         Append a constant feature ``intercept_scaling`` to every token (a per-label bias,
         regularized like the other weights).

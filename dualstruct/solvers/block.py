@@ -239,15 +239,16 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             self.block_weights = np.zeros((n, self.w.size))
             self.block_losses = np.zeros(n)
         self.kappa = 0.0
+        self.lowest_gaps, self.stalled = np.inf, 0  # for κ's patience
+        self.best_dual = -np.inf
         if self._proximal_on:
-            self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
+            self._restart_proximal()
             # x (scores, is returned) and z; w holds u, the dual's weights
             self.prox_w = self.w.copy()
             self.prox_center = self.w.copy()
         self.centred_at = 0  # the pass count when the centre last moved
-        self.lowest_gaps, self.stalled = np.inf, 0  # for κ's patience
 
-    state_scalars = ("capacity", "kappa", "centred_at", "lowest_gaps", "stalled")
+    state_scalars = ("capacity", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual")
 
     @property
     def state_arrays(self):
@@ -262,10 +263,27 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     optional_state_arrays = ("prox_w", "prox_center")
 
     def load_state(self, data, meta, arrays):
+        if self.step == "auto" and "block_weights" in arrays and "atom_labels" not in arrays:
+            self.step = "fw"  # saved by a run whose "auto" took the classic step
         super().load_state(data, meta, arrays)
-        if self._proximal_on and "prox_center" not in arrays:
-            self.prox_w, self.prox_center = self.w.copy(), self.w.copy()
-            self.centred_at = self.passes
+        if not self._proximal_on:
+            self.kappa = 0.0
+        elif "prox_center" not in arrays:  # saved by plain BCFW: start the scheme afresh
+            self._restart_proximal()
+            self.best_dual = WeightedAverageDual.dual(self)
+            plain = WeightedAverageDual.candidates(self)  # the model that state returned
+            choice = self._chosen if self._final_choice is None else self._final_choice
+            self.prox_w = np.array(plain[min(choice, len(plain) - 1)])
+            self.prox_center = self.prox_w.copy()
+            self.centred_at = self.passes - 1  # the next pass centres at the returned model
+            self._final_choice, self._chosen = None, 0
+        elif self.proximal != "auto":
+            self.kappa = float(self.proximal)  # a fixed κ is the constructor's
+
+    def _restart_proximal(self):
+        """κ and its patience from the start (``proximal="auto"``) or the fixed κ."""
+        self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
+        self.lowest_gaps, self.stalled = np.inf, 0
 
     def candidates(self):
         if self._proximal_on:
@@ -273,8 +291,11 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         return super().candidates()
 
     def dual(self):
+        """The best dual value certified so far: with the proximal scheme ``D(u)`` need not
+        grow from pass to pass (u moves with the centre), and every value is a lower bound."""
         if self._proximal_on:
-            return self.current_dual()
+            self.best_dual = max(self.best_dual, self.current_dual())
+            return self.best_dual
         return super().dual()
 
     def diagnostics(self, check):
@@ -322,9 +343,11 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         atoms' convex weights mix with the gold labelling (an atom again where needed)."""
         for a in (self.w, self.R, self.block_gaps):
             a *= s
-        if self._proximal_on:
+        if self._proximal_on:  # a new problem: κ and its patience start afresh
             self.prox_w *= s
             self.prox_center *= s
+            self._restart_proximal()
+            self.best_dual = -np.inf
         self.scalars[[0, 2]] *= s
         if self.resolved_step == "fw":
             self.block_weights *= s
