@@ -367,39 +367,13 @@ def slack_oracle(
         )
     if search == BISECTING:
         return bisecting_search(
-            scores,
-            T,
-            W_B,
-            start,
-            end,
-            gold,
-            scale,
-            lam0,
-            MAX_CALLS,
-            aug,
-            lw,
-            backptr,
-            delta,
-            cand,
-            out,
-        )
+            scores, T, W_B, start, end, gold, scale, lam0, MAX_CALLS, aug, lw, backptr, delta,
+            cand, out,
+        )  # fmt: skip
     return binary_search(  # its λ enters squared
-        scores,
-        T,
-        W_B,
-        start,
-        end,
-        gold,
-        scale,
-        math.sqrt(lam0),
-        MAX_CALLS,
-        aug,
-        lw,
-        backptr,
-        delta,
-        cand,
-        out,
-    )
+        scores, T, W_B, start, end, gold, scale, math.sqrt(lam0), MAX_CALLS, aug, lw, backptr,
+        delta, cand, out,
+    )  # fmt: skip
 
 
 @njit(cache=True)
