@@ -105,13 +105,18 @@ def _train(name, data, Xte, yte, score, args, **params):
     )
 
 
+def _runs(args):
+    """(rescaling, BCFW variant) pairs of the ocr and chunk parts (``--bcfw``)."""
+    return [(r, v) for v in args.bcfw.split(",") for r in ("margin", "slack")]
+
+
 def part_ocr(args):
     Xtr, ytr, Xte, yte = ocr_split()
     print(f"OCR, C={args.C}: margin vs slack rescaling (BCFW to a {args.tol:.0%} gap)")
     print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} {'test err':>9}")
-    for resc in ("margin", "slack"):
+    for resc, variant in _runs(args):
         _train(
-            f"bcfw {resc}",
+            f"bcfw {variant} {resc}",
             (Xtr, ytr),
             Xte,
             yte,
@@ -122,6 +127,7 @@ def part_ocr(args):
             tol=args.tol,
             max_iter=args.max_iter,
             check_every=10,
+            solver_options=BCFW_VARIANTS[variant],
         )
     print()
 
@@ -145,9 +151,9 @@ def part_chunk(args):
         f"{args.chunk_tol:.0%} gap or {args.chunk_passes} passes)"
     )
     print(f"{'run':<28} {'train s':>8} {'passes':>6} {'primal':>12} {'rel.gap':>8} {'test F1':>9}")
-    for resc in ("margin", "slack"):
+    for resc, variant in _runs(args):
         _train(
-            f"bcfw {resc}",
+            f"bcfw {variant} {resc}",
             (Dtr, ytr),
             Dte,
             yte,
@@ -159,6 +165,7 @@ def part_chunk(args):
             max_iter=args.chunk_passes,
             check_every=10,
             fit_intercept=False,
+            solver_options=BCFW_VARIANTS[variant],
         )
     print()
 
@@ -249,6 +256,11 @@ def main(argv=None):
     ap.add_argument("--search-passes", type=int, nargs="+", default=[2, 10, 50])
     ap.add_argument("--chunk-tol", type=float, default=0.02)
     ap.add_argument("--chunk-passes", type=int, default=60)
+    ap.add_argument(
+        "--bcfw",
+        default="proximal",
+        help=f"ocr and chunk parts: BCFW variants, of {tuple(BCFW_VARIANTS)}",
+    )
     ap.add_argument("--budget", type=float, default=300.0)
     ap.add_argument("--words", type=int, default=300, help="subset: training words (0: all)")
     ap.add_argument("--subset-passes", type=int, default=400, help="subset: the cap")

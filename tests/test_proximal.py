@@ -79,7 +79,6 @@ def test_a_plain_checkpoint_resumes_proximally():
     assert s.kappa == PROXIMAL_START
     assert np.array_equal(s.weights(), plain.weights())
     s.fit(data, max_iter=200)
-    assert s.kappa > 0 or s.history.last.relative_gap < 1e-3
     assert s.history.last.relative_gap < 1e-3
     fixed = BCFW(model, 1.0, proximal=3.0, random_state=0)
     fixed.load_state(data, *s.state_dict())  # a proximal state: κ is the constructor's

@@ -480,10 +480,7 @@ class PassSolver:
                     record = self._record(check=True)
                     if self._converged(record):  # as the uninterrupted run would have stopped
                         self.history.stop_reason = "tol"
-                        self.history.records.pop()
-                        record = self._record(check=False, final=True)
-                        if self.verbose:
-                            print(format_record(record, with_val), file=self.out, flush=True)
+                        self._end_on(record, False, with_val)
                         max_iter = 0
                 self._loop(max_iter, n, chunks, with_val, interrupt)
                 if self.history.stop_reason == "running":
@@ -530,11 +527,7 @@ class PassSolver:
                 if shown:
                     print(format_record(record, with_val), file=self.out, flush=True)
                 continue
-            if not final:  # check the returned model, in place of the pass's record
-                self.history.records.pop()
-                record = self._record(check=False, final=True)
-            if self.verbose:  # the last line, once
-                print(format_record(record, with_val), file=self.out, flush=True)
+            self._end_on(record, final, with_val)
             if interrupt.requested and self.verbose:
                 print(
                     f"[{self.name}] interrupted after {self.passes} {self.step_plural}; "
@@ -543,6 +536,15 @@ class PassSolver:
                     flush=True,
                 )
             break
+
+    def _end_on(self, record, final, with_val):
+        """Training ends at ``record``: unless it was already a final record, check the
+        returned model in place of it; show the last line once."""
+        if not final:
+            self.history.records.pop()
+            record = self._record(check=False, final=True)
+        if self.verbose:
+            print(format_record(record, with_val), file=self.out, flush=True)
 
     def _draw_sample(self):
         """The fixed sample of ``primal_sample`` examples (the same at every pass and after

@@ -84,8 +84,8 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     **Why proximal.** BCFW's exact block step is taken against the other blocks' current
     share of ``w``. When many blocks push ``w`` the same way (large C, and slack rescaling,
     whose corners ``C δ(y) (φ(ȳ) − φ(y))`` are longer by the loss δ), each block's step is
-    short and the dual creeps up by about the same amount every pass: plain BCFW on OCR
-    with slack rescaling (C = 1) gains the same ~20 per pass for hundreds of passes.
+    short and the dual creeps up by about the same amount every pass (plain BCFW on OCR
+    with slack rescaling, C = 1, does so for hundreds of passes).
     The proximal-point method (Rockafellar 1976; as an outer loop of a linearly convergent
     inner solver, Lin, Mairal, Harchaoui 2015, "Catalyst") trains instead on
 
@@ -110,9 +110,10 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     the reverse, and κ = 0 is plain BCFW. ``proximal="auto"`` starts at κ =
     ``PROXIMAL_START`` and halves κ before a pass whenever the proximal term exceeds the
     last pass's sum of block gaps, i.e. when the centre, not the inner problem, holds the
-    gap up. On OCR (C = 1, three atom steps) this certifies 1% in 40 passes with margin
-    rescaling (plain BCFW with weighted averaging: 400) and in 120 with slack rescaling
-    (plain: 5.8% after 2,000).
+    gap up, or when that sum has not reached a new low for ``PROXIMAL_PATIENCE`` passes
+    (below ``PROXIMAL_MIN`` κ is 0, plain BCFW). On OCR (C = 1, three atom steps) this
+    certifies 1% in 40 passes with margin rescaling (plain BCFW with weighted averaging:
+    400) and in 120 with slack rescaling (plain: 5.8% after 2,000).
 
     The returned weights are ``x``. With ``proximal=0`` the solver is plain BCFW: the
     returned weights are the weighted average when ``averaging=True`` and it has the lower
