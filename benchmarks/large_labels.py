@@ -64,6 +64,8 @@ METHODS = {
     ),
     "bcfw": dict(solver="bcfw"),  # proximal, three atom steps (the default)
     "bcfw-plain": dict(solver="bcfw", solver_options={"proximal": 0, "atom_steps": 0}),
+    # sklearn-crfsuite (L-BFGS, L2 = --crf-c2) on the same token features, Czech only
+    "crfsuite": dict(solver=None),
 }
 OCR_K = 26
 C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
@@ -176,10 +178,11 @@ def _read_czech(names, forms_only):
 def czech_pooled_dataset(min_count):
     """The pooled Czech split (``--czech-pooled``): every CoNLL-U column but XPOS as input,
     the default token features (what ``dualstruct train --format conllu --label xpos`` uses)."""
+    from dualstruct.datasets import fetch_ud_czech
     from dualstruct.features import TokenFeatures
 
-    Str, ytr = _read_czech(CZECH_POOLED_TRAIN, forms_only=False)
-    Ste, yte = _read_czech(CZECH_POOLED_TEST, forms_only=False)
+    Str, ytr = fetch_ud_czech("pooled-train")
+    Ste, yte = fetch_ud_czech("pooled-test")
     t0 = time.perf_counter()
     feats = TokenFeatures(min_count=min_count)
     Xtr = feats.fit_transform(Str)
@@ -199,6 +202,8 @@ def czech_pooled_dataset(min_count):
         Xte=Xte,
         yte=yte,
         d=feats.n_features_,
+        sentences=(Str, Ste),
+        features=feats,
     )
 
 
@@ -231,6 +236,8 @@ def czech_dataset(min_count):
         Xte=Xte,
         yte=yte,
         d=feats.n_features_,
+        sentences=(Str, Ste),
+        features=feats,
     )
 
 
@@ -267,6 +274,8 @@ def warm_up(methods):
     y = [rng.integers(0, 4, 4) for _ in range(6)]
     t0 = time.perf_counter()
     for name in methods:
+        if METHODS[name]["solver"] is None:
+            continue  # not a dualstruct solver
         try:
             est = StructuredSVM(max_iter=2, check_every=1, tol=0, random_state=0, **METHODS[name])
             est.fit(X, y)
@@ -283,8 +292,98 @@ def seconds_per_pass(history):
     return float(np.median(np.diff([0.0] + times)))
 
 
+def crfsuite_dicts(feats, sentences):
+    """CRFsuite's input: per token a dict of the features ``feats`` keeps (its vocabulary),
+    with the values ``feats`` sums into its matrix."""
+    vocab = feats.vocabulary_
+    out = []
+    for sent in sentences:
+        rows = []
+        for tok in feats._sentence_features(sent):
+            row = {}
+            for name, value in tok:
+                if name in vocab:
+                    row[name] = row.get(name, 0.0) + value
+            rows.append(row)
+        out.append(rows)
+    return out
+
+
+def train_crfsuite(ds, args):
+    """sklearn-crfsuite (L-BFGS, c2 = ``--crf-c2``) on the features of the SSVM runs. Its
+    iterations cannot be stopped by time, so a 3-iteration run measures the set-up and the
+    seconds per iteration, and the real run gets the iterations that fit in
+    ``--crf-budget`` seconds (at most ``--crf-iter``); L-BFGS may also stop by itself."""
+    import sklearn_crfsuite
+
+    from dualstruct.metrics import token_accuracy
+
+    out = dict(
+        method="crfsuite",
+        mode="budget",
+        status="ok",
+        error="",
+        s_per_pass=math.nan,
+        final_primal=math.nan,
+        best_dual=math.nan,
+        monitor_seconds=0.0,
+        stop_reason="",
+        history=[],
+    )
+    if "sentences" not in ds:
+        out.update(status="failed", error="crfsuite runs on the Czech datasets only", passes=0)
+        for key in ("train_seconds", "wall_seconds", "test_accuracy"):
+            out[key] = math.nan
+        return out
+    t0 = time.perf_counter()
+    Str, Ste = ds["sentences"]
+    train_x = crfsuite_dicts(ds["features"], Str)
+    test_x = crfsuite_dicts(ds["features"], Ste)
+    train_y = [list(t) for t in ds["ytr"]]
+    print(f"  crfsuite    features converted in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    def fit(iterations):
+        crf = sklearn_crfsuite.CRF(
+            algorithm="lbfgs", c1=0.0, c2=args.crf_c2, max_iterations=iterations
+        )
+        start = time.perf_counter()
+        crf.fit(train_x, train_y)
+        return crf, time.perf_counter() - start
+
+    probe, seconds = fit(3)
+    steps = probe.training_log_.iterations
+    per_iter = float(np.median([it["time"] for it in steps]))
+    setup = seconds - sum(it["time"] for it in steps)
+    iterations = int(min(args.crf_iter, max(1, (args.crf_budget - setup) // per_iter)))
+    print(
+        f"  crfsuite    set-up {setup:.1f} s, {per_iter:.1f} s per L-BFGS iteration: "
+        f"{iterations} iterations fit in {args.crf_budget:g} s",
+        flush=True,
+    )
+    crf, seconds = fit(iterations)
+    done = crf.training_log_.iterations
+    pred = [np.array(p) for p in crf.predict(test_x)]
+    out.update(
+        passes=len(done),
+        train_seconds=seconds,
+        wall_seconds=seconds,
+        s_per_pass=per_iter,
+        stop_reason="converged" if len(done) < iterations else "max_iterations",
+        test_accuracy=token_accuracy(ds["yte"], pred),
+        crf_loss=float(done[-1]["loss"]) if done else math.nan,
+        history=[
+            dict(passes=it["num"], time=float(sum(d["time"] for d in done[: k + 1])))
+            for k, it in enumerate(done)
+        ],
+    )
+    out["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out
+
+
 def train(ds, method, args, timing):
     """One run; returns a dict of measurements (and the history), never raises."""
+    if method == "crfsuite":
+        return train_crfsuite(ds, args)
     passes = args.timing_passes
     if timing:  # no check at all: max_iter one above, stopped by the callback
         max_iter, check_every = passes + 1, passes + 1
@@ -334,9 +433,12 @@ def train(ds, method, args, timing):
         weights_min_count=args.weights_min_count,
         **kwargs,
     )
+    validation = None
+    if args.test_every_check and not timing:
+        validation = (ds["Xte"], ds["yte"])
     t0 = time.perf_counter()
     try:
-        est.fit(ds["Xtr"], ds["ytr"])
+        est.fit(ds["Xtr"], ds["ytr"], validation_data=validation)
     except Exception as exc:
         out.update(
             status="failed",
@@ -374,14 +476,15 @@ def train(ds, method, args, timing):
 def reference(runs):
     """P* (lowest primal of any run) and the certified lower bound (highest dual of any run:
     every solver here that reports a dual certifies it)."""
-    primals = [r["primal"] for run in runs for r in run["history"] if not math.isnan(r["primal"])]
-    duals = [r["dual"] for run in runs for r in run["history"] if not math.isnan(r["dual"])]
+    records = [r for run in runs for r in run["history"]]
+    primals = [r["primal"] for r in records if not math.isnan(r.get("primal", math.nan))]
+    duals = [r["dual"] for r in records if not math.isnan(r.get("dual", math.nan))]
     return (min(primals) if primals else math.nan), (max(duals) if duals else math.nan)
 
 
 def time_to(run, target):
     for r in run["history"]:
-        if not math.isnan(r["primal"]) and r["primal"] <= target:
+        if r.get("primal", math.inf) <= target:
             return r["passes"], r["time"]
     return math.nan, math.nan
 
@@ -389,6 +492,8 @@ def time_to(run, target):
 def note(run):
     if run["status"] != "ok":
         return "FAILED " + run["error"][:60]
+    if run["method"] == "crfsuite":
+        return f"L-BFGS iterations: {run['passes']} ({run['stop_reason']})"
     if run["mode"] == "timing":
         return f"timing only ({run['passes']} passes)"
     if math.isnan(run["final_primal"]):
@@ -458,6 +563,75 @@ def plot(results, methods, path):
     ax.set_title("Cost of a pass against K (OCR, synthetic chains; Czech hollow)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def accuracy_curve(run):
+    """(training seconds, test accuracy) at every check that scored the test set."""
+    return [
+        (r["time"], r["validation_score"])
+        for r in run["history"]
+        if not math.isnan(r.get("validation_score", math.nan))
+    ]
+
+
+def accuracy_summary(results, slack=0.003):
+    """Per Czech dataset: when each run first came within ``slack`` of BCFW's final test
+    accuracy (``--test-every-check``), and how much sooner than BCFW."""
+    for ds in results:
+        runs = {run["method"]: run for run in ds["runs"] if run["status"] == "ok"}
+        bcfw = runs.get("bcfw") or runs.get("bcfw-plain")
+        if ds["kind"] != "czech" or bcfw is None or not accuracy_curve(bcfw):
+            continue
+        line = bcfw["test_accuracy"] - slack
+        print(
+            f"\n{ds['name']}: BCFW's final test accuracy {bcfw['test_accuracy']:.4f}; "
+            f"first check at or above {line:.4f}:"
+        )
+        reached = {
+            m: next((t for t, a in accuracy_curve(run) if a >= line), math.nan)
+            for m, run in runs.items()
+        }
+        for m, run in runs.items():
+            t = reached[m]
+            ratio = reached[bcfw["method"]] / t if t > 0 else math.nan
+            print(
+                f"  {m:<11} final {run['test_accuracy']:.4f} after "
+                f"{nan_to_dash(run['train_seconds'], '.1f')} s; at the line after "
+                f"{nan_to_dash(t, '.1f')} s ({nan_to_dash(ratio, '.1f')}x BCFW's time)"
+            )
+
+
+def accuracy_plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [ds for ds in results if ds["kind"] == "czech"]
+    if not shown:
+        return
+    fig, axes = plt.subplots(1, len(shown), figsize=(6.5 * len(shown), 4.5), squeeze=False)
+    for ax, ds in zip(axes[0], shown):
+        for run in ds["runs"]:
+            if run["status"] != "ok":
+                continue
+            curve = accuracy_curve(run)
+            if curve:
+                ax.plot(*zip(*curve), "o-", ms=3, label=run["method"])
+            elif not math.isnan(run.get("test_accuracy", math.nan)):
+                ax.plot(
+                    [run["train_seconds"]], [run["test_accuracy"]], "s", ms=8,
+                    label=f"{run['method']} ({run['passes']} iterations)",
+                )  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("training seconds")
+        ax.set_ylabel("test token accuracy")
+        ax.set_title(f"{ds['name']} (K = {ds['K']})")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"plot written to {path}")
@@ -555,6 +729,18 @@ def main(argv=None):
         help="use the recorded brackets of the optimum (REFERENCES) for the time "
         "to 1%% (default on)",
     )
+    ap.add_argument(
+        "--test-every-check",
+        action="store_true",
+        help="score the test set at every check (the history's validation_score; "
+        "monitoring time) for the accuracy-against-time plot",
+    )
+    ap.add_argument("--crf-c2", type=float, default=0.1, help="crfsuite: the L2 penalty")
+    ap.add_argument("--crf-budget", type=float, default=3600.0, help="crfsuite: seconds of L-BFGS")
+    ap.add_argument("--crf-iter", type=int, default=1000, help="crfsuite: iterations at most")
+    ap.add_argument(
+        "--accuracy-plot", help="write test accuracy against training time (Czech datasets)"
+    )
     ap.add_argument("--plot", help="write a log-log plot of seconds per pass against K")
     ap.add_argument("--json", help="write all results and histories to this JSON file")
     args = ap.parse_args(argv)
@@ -604,7 +790,7 @@ def main(argv=None):
             timing = method in timing_only and ds["K"] >= timing_only[method]
             run = train(ds, method, args, timing)
             runs.append(run)
-            if run["status"] == "ok":
+            if run["status"] == "ok" and "weights" in run:
                 print(
                     f"  {method:<11} {run['weights']}; model file "
                     f"{run['model_file_mb']:.1f} MB; peak RSS so far "
@@ -703,6 +889,7 @@ def main(argv=None):
             f"({nan_to_dash(slope(synth), '.2f')} over {len(synth)})"
         )
 
+    accuracy_summary(results)
     if args.json:
         machine = {
             "platform": platform.platform(),
@@ -717,6 +904,8 @@ def main(argv=None):
         print(f"results written to {args.json}")
     if args.plot:
         plot(results, methods, args.plot)
+    if args.accuracy_plot:
+        accuracy_plot(results, args.accuracy_plot)
 
 
 if __name__ == "__main__":

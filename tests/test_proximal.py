@@ -6,6 +6,7 @@ import pytest
 from conftest import random_chain_problem
 
 from dualstruct.models import ChainModel
+from dualstruct.solvers.objective import dual_objective
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW
 from dualstruct.solvers.block import PROXIMAL_START
@@ -66,6 +67,31 @@ def test_proximal_bcfw_reaches_plain_bcfws_optimum(C):
     assert prox.history.stop_reason == plain.history.stop_reason == "tol"
     assert prox.history.last.primal == pytest.approx(plain.history.last.primal, rel=2e-7)
     assert prox.passes < plain.passes
+
+
+def test_the_average_of_u_is_a_candidate_and_its_win_ends_the_scheme():
+    """With averaging the candidates are x and ū, the weighted average of the dual
+    iterates, a dual point too; once ū wins a check, "auto" sets κ = 0 for good."""
+    data, model = _problem(6)
+    s = BCFW(model, 1.0, max_iter=6, tol=0, check_every=3, random_state=0).fit(data)
+    x, u_avg = s.candidates()
+    assert x is s.prox_w
+    w_avg, loss_avg = s._averaged()
+    assert np.array_equal(u_avg, w_avg)
+    assert s.dual() >= max(dual_objective(w_avg, loss_avg), s.current_dual()) - 1e-12
+    assert s.dual() < s._primal(u_avg)
+    assert s.kappa > 0
+    s._chosen = 1  # as if ū had won the last check
+    s.fit(data, max_iter=1)
+    assert s.kappa == 0.0
+    s.fit(data, max_iter=200)
+    assert s.kappa == 0.0 and s.history.last.relative_gap < 1e-3
+    # without averaging x is the only candidate and κ keeps its own rule
+    lone = BCFW(model, 1.0, averaging=False, max_iter=6, tol=0, random_state=0).fit(data)
+    assert len(lone.candidates()) == 1
+    lone._chosen = 1
+    lone.fit(data, max_iter=1)
+    assert lone.kappa > 0
 
 
 def test_a_plain_checkpoint_resumes_proximally():

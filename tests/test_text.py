@@ -11,7 +11,13 @@ import pytest
 import dualstruct
 from dualstruct import StructuredSVM
 from dualstruct.cli import main
-from dualstruct.datasets.conll import fetch_conll2000, load_conll, load_conllu, split_column
+from dualstruct.datasets.conll import (
+    fetch_conll2000,
+    fetch_ud_czech,
+    load_conll,
+    load_conllu,
+    split_column,
+)
 from dualstruct.features import TokenFeatures, short_shape, word_shape
 from dualstruct.metrics import chunk_scores, chunks, label_scores, token_accuracy
 from dualstruct.tags import is_chunk_tagset, to_bio, to_iobes
@@ -371,6 +377,28 @@ def test_czech_conllu_real_files(data_dir):
     sents, labels = load_conllu(data_dir / "ud_czech" / "cs_cltt-ud-train.conllu.gz", "xpos")
     assert len(sents) == 467 and sum(len(s) for s in sents) == 13894
     assert len(set(np.concatenate(labels))) == 304
+
+
+def test_pooled_czech_split(data_dir, tmp_path, monkeypatch):
+    """The large-tag-set split of the data README: 971 XPOS tags in training, 237 of the
+    test set's 946 unseen."""
+    Xtr, ytr = fetch_ud_czech("pooled-train", data_home=data_dir)
+    Xte, yte = fetch_ud_czech("pooled-test", data_home=data_dir)
+    assert (len(Xtr), sum(map(len, ytr)), len(Xte), sum(map(len, yte))) == (
+        2379,
+        41520,
+        1919,
+        27567,
+    )
+    train_tags, test_tags = set(np.concatenate(ytr)), set(np.concatenate(yte))
+    assert (len(train_tags), len(test_tags), len(test_tags - train_tags)) == (971, 946, 237)
+    assert all(tok[3] == "_" for sent in Xtr[:50] for tok in sent)  # XPOS hidden from features
+    with pytest.raises(ValueError, match="split must be one of"):
+        fetch_ud_czech("pooled")
+    monkeypatch.delenv("DUALSTRUCT_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="ud_czech/cs_cac-ud-test.conllu.gz"):
+        fetch_ud_czech("pooled-test", data_home=tmp_path)
 
 
 @pytest.mark.realdata

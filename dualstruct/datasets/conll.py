@@ -183,6 +183,53 @@ def fetch_conll2000(subset="train", data_home=None):
     return sentences
 
 
+#: the treebank files of each split of the Czech data (``ud_czech/<name>.conllu.gz``)
+UD_CZECH_SPLITS = {
+    # the pooled large-tag-set split: 2,379 sentences / 41,520 words / 971 XPOS tags for
+    # training, 1,919 / 27,567 / 946 (237 unseen in training) for testing
+    "pooled-train": ("cs_cltt-ud-train", "cs_cac-ud-dev", "cs_fictree-ud-dev"),
+    "pooled-test": ("cs_cac-ud-test", "cs_fictree-ud-test"),
+    "cltt-train": ("cs_cltt-ud-train",),
+    "cltt-dev": ("cs_cltt-ud-dev",),
+    "cltt-test": ("cs_cltt-ud-test",),
+}
+
+
+def fetch_ud_czech(split="pooled-train", label="xpos", data_home=None):
+    """Czech Universal Dependencies treebanks from the data folder (``ud_czech/``).
+
+    ``split`` names a list of treebank files (``UD_CZECH_SPLITS``): ``"pooled-train"``
+    (CLTT train + CAC dev + FicTree dev) and ``"pooled-test"`` (CAC test + FicTree test) form
+    the large-tag-set task, 971 PDT-style XPOS tags in training; ``"cltt-train"``,
+    ``"cltt-dev"`` and ``"cltt-test"`` are CLTT's own splits. Returns ``(sentences,
+    labels)`` as :func:`load_conllu` does, the files' sentences in the listed order.
+
+    FicTree is licensed CC BY-NC-SA: fine for benchmarks, not for a model sold on.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import fetch_ud_czech
+    >>> X, y = fetch_ud_czech("pooled-train")             # doctest: +SKIP
+    >>> len(X), sum(map(len, y))                           # doctest: +SKIP
+    (2379, 41520)
+    """
+    if split not in UD_CZECH_SPLITS:
+        raise ValueError(f"split must be one of {sorted(UD_CZECH_SPLITS)}, got {split!r}")
+    sentences, labels = [], []
+    for name in UD_CZECH_SPLITS[split]:
+        rel = f"ud_czech/{name}.conllu.gz"
+        path = find_data_file(rel, data_home)
+        if path is None:
+            raise FileNotFoundError(
+                f"Czech treebank file not found; put {rel} under a folder named by "
+                f"data_home or {DATA_ENV}"
+            )
+        s, lab = load_conllu(path, label)
+        sentences += s
+        labels += lab
+    return sentences, labels
+
+
 def split_column(sentences, column, drop=()):
     """Split token tuples into (features, labels): the label is ``column``; columns in
     ``drop`` are removed from the features too (e.g. the chunk tag when tagging POS)."""
