@@ -6,10 +6,10 @@ import pytest
 from conftest import random_chain_problem
 
 from dualstruct.models import ChainModel
-from dualstruct.solvers.objective import dual_objective
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW
 from dualstruct.solvers.block import PROXIMAL_START
+from dualstruct.solvers.objective import dual_objective
 
 
 def _problem(seed=0, n=10, K=3, d=4):

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..data import BlockData
 from . import _block_kernels as kern
-from .objective import dual_objective
 from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual, model_size
+from .objective import dual_objective
 
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
 CLASSIC_STEP_MAX_BYTES = 8 * 2**30
