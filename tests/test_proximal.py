@@ -120,6 +120,11 @@ def test_a_new_c_restarts_kappa():
     assert s.kappa < PROXIMAL_START
     s.set_C(10.0)
     assert s.kappa == PROXIMAL_START and s.lowest_gaps == np.inf and s.stalled == 0
+    assert np.isnan(s.block_gaps).all()  # the old C's gaps say nothing about the new one
+    s.fit(data, max_iter=1)
+    first = s.block_gaps.sum()
+    s.fit(data, max_iter=1)  # κ is judged by the new C's gaps only
+    assert s.lowest_gaps == first and s.stalled == 0
     s.tol = 1e-4
     s.fit(data, max_iter=3000)
     assert s.history.stop_reason == "tol"

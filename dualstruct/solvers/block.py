@@ -330,6 +330,8 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             self.kappa = 0.0  # ū won the last check: plain BCFW from here (docstring)
             return
         gaps = float(self.block_gaps.sum())
+        if not np.isfinite(gaps):
+            return  # no pass since a new C: nothing to judge κ by
         if gaps < self.lowest_gaps:
             self.lowest_gaps, self.stalled = gaps, 0
         else:
@@ -360,11 +362,13 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         return float(self.scalars[0]), float(self.w @ self.w)
 
     def _scale_dual(self, s, t, ratio):
-        """w and ℓ, their averaging accumulators and the blocks' gaps scale by s; the
-        atoms' convex weights mix with the gold labelling (an atom again where needed)."""
-        for a in (self.w, self.R, self.block_gaps):
+        """w and ℓ and their averaging accumulators scale by s; the atoms' convex weights
+        mix with the gold labelling (an atom again where needed). The blocks' gaps are
+        unknown until the next pass (NaN); κ and its patience start afresh."""
+        for a in (self.w, self.R):
             a *= s
-        if self._proximal_on:  # a new problem: κ and its patience start afresh
+        self.block_gaps[:] = np.nan  # the kernel writes every block's gap in a pass
+        if self._proximal_on:
             self.prox_w *= s
             self.prox_center *= s
             self._restart_proximal()
