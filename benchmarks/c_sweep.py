@@ -12,7 +12,8 @@ Problems (``--problems``):
 
 Every run stops at a certified relative gap of ``--tol`` (default 1%), after ``--max-iter``
 passes (default 300) or once its training time passes ``--budget`` seconds (default 600),
-whichever comes first; the gap at the stop is reported. ``--path`` also trains each method
+whichever comes first; the gap at the stop is reported. Methods (``--methods``): ``bcfw``
+(the default BCFW), ``bcfw-plain`` (``proximal=0``, no atom steps) and ``gdmm``. ``--path`` also trains each method
 along the whole grid with :func:`dualstruct.regularization_path` (each C warm-started from
 the last, in the grid's order) and compares its total with the cold runs'.
 ``--gdmm-option KEY=VALUE`` passes a GDMM option (``rho`` and ``eta`` in units of the
@@ -45,6 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dualstruct import MultiLabelSVM, StructuredSVM, regularization_path  # noqa: E402
 
 PROBLEMS = ("yeast", "bibtex", "ocr600", "chain1000")
+#: ``--methods bcfw-plain``: BCFW without the proximal scheme or atom steps
+PLAIN_BCFW = {"proximal": 0, "atom_steps": 0}
+
+
+def solver_name(method):
+    return "bcfw" if method == "bcfw-plain" else method
 
 
 def load(name, gdmm_options=None):
@@ -53,6 +60,8 @@ def load(name, gdmm_options=None):
     extra = dict(gdmm_options or {})
 
     def options(method, own=None):
+        if method == "bcfw-plain":
+            return dict(PLAIN_BCFW)
         return {**(own or {}), **extra} if method == "gdmm" else None
 
     if name in ("yeast", "bibtex"):
@@ -64,7 +73,9 @@ def load(name, gdmm_options=None):
         X = MaxAbsScaler().fit_transform(X)
 
         def make(method, **kw):
-            return MultiLabelSVM(edges="full", solver=method, solver_options=options(method), **kw)
+            return MultiLabelSVM(
+                edges="full", solver=solver_name(method), solver_options=options(method), **kw
+            )
 
         return X, Y, make
     if name == "ocr600":
@@ -74,7 +85,7 @@ def load(name, gdmm_options=None):
         train = np.flatnonzero(folds != 0)[:600]
 
         def make(method, **kw):
-            return StructuredSVM(solver=method, solver_options=options(method), **kw)
+            return StructuredSVM(solver=solver_name(method), solver_options=options(method), **kw)
 
         return [X[i] for i in train], [y[i] for i in train], make
     if name == "chain1000":
@@ -86,7 +97,10 @@ def load(name, gdmm_options=None):
 
         def make(method, **kw):
             return StructuredSVM(
-                solver=method, averaging=averaging, solver_options=options(method, tuning), **kw
+                solver=solver_name(method),
+                averaging=averaging,
+                solver_options=options(method, tuning),
+                **kw,
             )
 
         return ds["Xtr"], ds["ytr"], make

@@ -26,7 +26,8 @@ SOLVERS = {
     "bcfw": dict(solver="bcfw"),  # proximal, pairwise and atom steps (default)
     # plain BCFW: pairwise steps with weighted averaging, no proximal centre, no atom steps
     "bcfw-plain": dict(solver="bcfw", solver_options={"proximal": 0, "atom_steps": 0}),
-    "bcfw-fw": dict(solver="bcfw", solver_options={"step": "fw"}),  # classic steps
+    "bcfw-fw": dict(solver="bcfw", solver_options={"step": "fw"}),  # classic steps, proximal
+    "bcfw-fw-plain": dict(solver="bcfw", solver_options={"step": "fw", "proximal": 0}),
     "ssg": dict(solver="ssg"),
     "cutting_plane": dict(solver="cutting_plane"),
     "gdmm": dict(solver="gdmm", solver_options={"rho": 0.2}),

@@ -64,6 +64,17 @@ def test_bcfw_and_cutting_plane_reach_the_exact_qp_optimum(rescaling):
         BCFW(model, 1.0, proximal=5.0, max_iter=3000, tol=1e-8, check_every=20, **kw),
         CuttingPlane(model, 1.0, max_iter=1000, tol=1e-9, **kw),
     ):
-        last = solver.fit(data).history.last_checked()
+        history = solver.fit(data).history
+        last = history.last_checked()
         assert last.primal == pytest.approx(optimum, rel=1e-6)
         assert last.dual == pytest.approx(optimum, rel=1e-6)
+        # every dual reported on the way is a lower bound (the averaged points' too)
+        assert all(r.dual <= optimum * (1 + 1e-9) for r in history.records if r.dual == r.dual)
+    # the classic step converges sublinearly: close after 3,000 passes, its duals bounds
+    for kappa in ("auto", 5.0, 0):
+        solver = BCFW(model, 1.0, step="fw", proximal=kappa, max_iter=3000, tol=0, **kw)
+        history = solver.fit(data).history
+        last = history.last_checked()
+        assert last.primal == pytest.approx(optimum, rel=2e-3)
+        assert last.dual == pytest.approx(optimum, rel=2e-3)
+        assert all(r.dual <= optimum * (1 + 1e-9) for r in history.records if r.dual == r.dual)

@@ -477,7 +477,8 @@ def classic_bcfw_pass(
         # a block that does not move w (e.g. an all-zero x without bias) goes to the corner
         gamma = min(1.0, gap / (sigma * norm2)) if norm2 > 0.0 else 1.0
         if delta is not None:
-            _take_local_step(corner, gamma, sigma, w, w_i, delta)
+            A_prev = 0.5 * m * (m + 1.0) if averaging else 0.0
+            _take_local_step(corner, gamma, sigma, w, w_i, delta, R, A_prev)
         else:
             _take_step(corner, gamma, w, w_i, R, 0.5 * m * (m + 1.0) if averaging else 0.0)
         block_losses[i] += gamma * dl
@@ -516,9 +517,10 @@ def _take_step(direction, gamma, w, w_i, R, A_prev):
 
 
 @njit(cache=True)
-def _take_local_step(direction, gamma, sigma, w, w_i, delta):
-    """The CoCoA+ local step: ``w_i, Δw += γ·direction``, ``w += σ' γ·direction``; zeroes
-    ``direction``."""
+def _take_local_step(direction, gamma, sigma, w, w_i, delta, R, A_prev):
+    """The scaled step (CoCoA+'s local subproblem, the proximal scheme): ``w_i, Δw +=
+    γ·direction``, ``w += σ' γ·direction``, and ``R += A_prev·γ·direction`` (the average of
+    the dual's weights Δw accumulates) when ``A_prev > 0``; zeroes ``direction``."""
     for j in range(w.shape[0]):
         if direction[j] != 0.0:
             step = gamma * direction[j]
@@ -526,6 +528,8 @@ def _take_local_step(direction, gamma, sigma, w, w_i, delta):
             w[j] += sigma * step
             w_i[j] += step
             delta[j] += step
+            if A_prev > 0.0:
+                R[j] += A_prev * step
 
 
 @njit(cache=True)
