@@ -78,7 +78,7 @@ def test_pairwise_bcfw_gap_goes_to_zero(C, sparse, start_end):
 def test_fw_bcfw_gap_positive_and_decreasing(proximal):
     _, _, data, model = _problem(3)
     solver = BCFW(
-        model, 1.0, step="fw", max_iter=3000, tol=0, check_every=100, random_state=0,
+        model, 1.0, step="fw", max_iter=3000, tol=0, check_every=20, random_state=0,
         proximal=proximal,
     ).fit(data)  # fmt: skip
     gaps = _gaps(solver.history)

@@ -92,6 +92,13 @@ def load_conll(path, label_column=-1):
     -------
     sentences : list of lists of tuples of str (the token's other columns, in order)
     labels : list of ndarray of str, or None
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import load_conll
+    >>> X, y = load_conll("train.txt")                    # doctest: +SKIP
+    >>> X[0][:2], y[0][:2]                                # doctest: +SKIP
+    ([('Confidence', 'NN'), ('in', 'IN')], array(['B-NP', 'B-PP'], dtype='<U4'))
     """
     sentences, labels = [], []
     for numbers, rows in iter_conll_blocks(path, "conll"):
@@ -137,9 +144,27 @@ def conllu_sentence(rows, label):
 def load_conllu(path, label="upos"):
     """Read a CoNLL-U file (multiword ranges and empty nodes skipped).
 
-    Returns ``(sentences, labels)``: each token is ``(form, lemma, upos, xpos, feats)`` with the
-    label's own column(s) replaced by ``"_"`` so features cannot see the answer, and the labels
-    are UPOS, XPOS, FEATS or UPOS+FEATS (``"NOUN|Case=Nom|..."``).
+    Parameters
+    ----------
+    path : str or Path
+        The file (``.gz`` is decompressed).
+    label : {"upos", "xpos", "feats", "upos+feats"}, default "upos"
+        What is predicted: UPOS, XPOS, FEATS or UPOS+FEATS (``"NOUN|Case=Nom|..."``).
+
+    Returns
+    -------
+    sentences : list of list of tuple
+        Tokens ``(form, lemma, upos, xpos, feats)`` with the label's own column(s) replaced
+        by ``"_"``, so that features cannot see the answer.
+    labels : list of ndarray of str
+        One label per token.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import load_conllu
+    >>> X, y = load_conllu("cs_cltt-ud-train.conllu.gz", "xpos")   # doctest: +SKIP
+    >>> len(X), sum(map(len, y))                                    # doctest: +SKIP
+    (467, 13894)
     """
     if label not in CONLLU_LABELS:
         raise ValueError(f"label must be one of {CONLLU_LABELS}, got {label!r}")
@@ -198,13 +223,27 @@ UD_CZECH_SPLITS = {
 def fetch_ud_czech(split="pooled-train", label="xpos", data_home=None):
     """Czech Universal Dependencies treebanks from the data folder (``ud_czech/``).
 
-    ``split`` names a list of treebank files (``UD_CZECH_SPLITS``): ``"pooled-train"``
-    (CLTT train + CAC dev + FicTree dev) and ``"pooled-test"`` (CAC test + FicTree test) form
-    the large-tag-set task, 971 PDT-style XPOS tags in training; ``"cltt-train"``,
-    ``"cltt-dev"`` and ``"cltt-test"`` are CLTT's own splits. Returns ``(sentences,
-    labels)`` as :func:`load_conllu` does, the files' sentences in the listed order.
-
     FicTree is licensed CC BY-NC-SA: fine for benchmarks, not for a model sold on.
+
+    Parameters
+    ----------
+    split : str, default "pooled-train"
+        A list of treebank files (``UD_CZECH_SPLITS``): ``"pooled-train"`` (CLTT train + CAC
+        dev + FicTree dev) and ``"pooled-test"`` (CAC test + FicTree test) form the
+        large-tag-set task, 971 PDT-style XPOS tags in training; ``"cltt-train"``,
+        ``"cltt-dev"`` and ``"cltt-test"`` are CLTT's own splits.
+    label : {"upos", "xpos", "feats", "upos+feats"}, default "xpos"
+        The label, as for :func:`load_conllu`.
+    data_home : str or Path, optional
+        Searched before ``$DUALSTRUCT_DATA`` and the cache.
+
+    Returns
+    -------
+    sentences : list of list of tuple
+        Tokens ``(form, lemma, upos, xpos, feats)`` with the label's column(s) ``"_"``, the
+        files' sentences in the listed order.
+    labels : list of ndarray of str
+        One label per token.
 
     Examples
     --------

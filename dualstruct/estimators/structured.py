@@ -76,8 +76,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
         (:class:`~dualstruct.solvers.base.PassSolver`).
     averaging : bool
         Keep the weighted average of the iterates and return it where its primal is lower
-        (SSG, plain BCFW with ``solver_options={"proximal": 0}``, the classic step; the
-        default proximal BCFW returns its proximal iterate).
+        (SSG, BCFW, GDMM; BCFW averages its dual iterates and compares the average with its
+        proximal iterate, and once the average wins it runs plain).
     fit_intercept : bool
         Append a constant feature ``intercept_scaling`` to every token (a per-label bias,
         regularized like the other weights).
