@@ -13,9 +13,10 @@ Problems (``--problems``):
 Every run stops at a certified relative gap of ``--tol`` (default 1%), after ``--max-iter``
 passes (default 300) or once its training time passes ``--budget`` seconds (default 600),
 whichever comes first; the gap at the stop is reported. Methods (``--methods``): ``bcfw``
-(the default BCFW), ``bcfw-plain`` (``proximal=0``, no atom steps) and ``gdmm``. ``--path`` also trains each method
-along the whole grid with :func:`dualstruct.regularization_path` (each C warm-started from
-the last, in the grid's order) and compares its total with the cold runs'.
+(the default BCFW), ``bcfw-plain`` (``proximal=0``, no atom steps) and ``gdmm``. ``--path``
+also trains each method along the whole grid with :func:`dualstruct.regularization_path`
+(each C warm-started from the last, in the grid's order) and compares its total with the
+cold runs'.
 ``--gdmm-option KEY=VALUE`` passes a GDMM option (``rho`` and ``eta`` in units of the
 penalty scale κ). ``--rho-grid`` instead trains GDMM alone at each C for each *absolute*
 penalty of the list (η = ρ; relative value ρ / κ with κ read from a one-pass fit) and
