@@ -360,18 +360,21 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         return float(self.scalars[0]), float(self.w @ self.w)
 
     def _scale_dual(self, s, t, ratio):
-        """w and ℓ and their averaging accumulators scale by s; the atoms' convex weights
-        mix with the gold labelling (an atom again where needed). The blocks' gaps are
-        unknown until the next pass (NaN); κ and its patience start afresh."""
-        for a in (self.w, self.R):
-            a *= s
+        """w and ℓ scale by s; the atoms' convex weights mix with the gold labelling (an
+        atom again where needed). The weighted average starts afresh (the iterates of the
+        old C are not the new problem's), the blocks' gaps are unknown until the next pass
+        (NaN), and κ and its patience start afresh."""
+        self.w *= s
+        # a new problem: the weighted average starts afresh from its first step
+        self.R[:] = 0.0
+        self.scalars[1:] = 0.0
         self.block_gaps[:] = np.nan  # the kernel writes every block's gap in a pass
         if self._proximal_on:
             self.prox_w *= s
             self.prox_center *= s
             self._restart_proximal()
             self.best_dual = -np.inf
-        self.scalars[[0, 2]] *= s
+        self.scalars[0] *= s
         if self.resolved_step == "fw":
             self.block_weights *= s
             self.block_losses *= s
