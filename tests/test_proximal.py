@@ -95,6 +95,28 @@ def test_the_average_of_u_is_a_candidate_and_its_win_ends_the_scheme():
     assert lone.kappa > 0
 
 
+def test_kappa_drops_to_zero_when_the_average_wins_a_check():
+    """The classic step on a tiny chain: the average of u wins checks on its own; the pass
+    after the first such check runs at κ = 0, and so do all later ones."""
+    rng = np.random.default_rng(1)
+    X, Y = [], []
+    for _ in range(5):
+        T = int(rng.integers(2, 4))
+        X.append(rng.normal(size=(T, 4)))
+        Y.append(rng.integers(0, 3, T).astype(np.int32))
+    data, model = pack_sequences(X, Y), ChainModel(3, 4)
+    s = BCFW(model, 1.0, step="fw", max_iter=10, tol=0, check_every=10, random_state=0)
+    for _ in range(30):
+        s.fit(data)
+        if s._chosen == 1:
+            break
+    assert s._chosen == 1 and s.kappa > 0  # ū won this check
+    s.fit(data, max_iter=1)
+    assert s.kappa == 0.0
+    s.fit(data, max_iter=50)
+    assert s.kappa == 0.0
+
+
 def test_a_plain_checkpoint_resumes_proximally():
     """A state saved by plain BCFW (no proximal arrays, κ = 0) resumes with the proximal
     scheme started afresh, centred at the model that state returned."""
@@ -113,6 +135,14 @@ def test_a_plain_checkpoint_resumes_proximally():
     back = BCFW(model, 1.0, proximal=0, random_state=0)
     back.load_state(data, *s.state_dict())
     assert back.kappa == 0.0 and len(back.candidates()) == 2
+    # plain BCFW's candidates are [ū, u]: it returns the average, which the state carries
+    assert np.array_equal(back.weights(), s.candidates()[1])
+    # a proximal state saved before u was averaged: the average restarts
+    meta, arrays = s.state_dict()
+    old = dict(meta, scalars={k: v for k, v in meta["scalars"].items() if k != "averages_u"})
+    again = BCFW(model, 1.0, random_state=0)
+    again.load_state(data, old, arrays)
+    assert not again.R.any() and again.scalars[1] == 0 and again.scalars[2] == 0
 
 
 def test_a_new_c_restarts_kappa():
@@ -123,6 +153,7 @@ def test_a_new_c_restarts_kappa():
     assert s.kappa == PROXIMAL_START and s.lowest_gaps == np.inf and s.stalled == 0
     assert np.isnan(s.block_gaps).all()  # the old C's gaps say nothing about the new one
     s.fit(data, max_iter=1)
+    assert s.stalled == 0 and s.lowest_gaps == np.inf and s.kappa == PROXIMAL_START
     first = s.block_gaps.sum()
     s.fit(data, max_iter=1)  # κ is judged by the new C's gaps only
     assert s.lowest_gaps == first and s.stalled == 0

@@ -70,7 +70,7 @@ def test_bcfw_and_cutting_plane_reach_the_exact_qp_optimum(rescaling):
         assert last.dual == pytest.approx(optimum, rel=1e-6)
         # every dual reported on the way is a lower bound (the averaged points' too)
         assert all(r.dual <= optimum * (1 + 1e-9) for r in history.records if r.dual == r.dual)
-    # the classic step converges sublinearly: close after 3,000 passes, its duals bounds
+    # the classic step converges sublinearly: close after 3,000 passes, every dual a bound
     for kappa in ("auto", 5.0, 0):
         solver = BCFW(model, 1.0, step="fw", proximal=kappa, max_iter=3000, tol=0, **kw)
         history = solver.fit(data).history

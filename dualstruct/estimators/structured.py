@@ -77,7 +77,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
     averaging : bool
         Keep the weighted average of the iterates and return it where its primal is lower
         (SSG, BCFW, GDMM; BCFW averages its dual iterates and compares the average with its
-        proximal iterate, and once the average wins it runs plain).
+        proximal iterate, and under ``proximal="auto"`` runs plain once the average wins).
     fit_intercept : bool
         Append a constant feature ``intercept_scaling`` to every token (a per-label bias,
         regularized like the other weights).

@@ -251,8 +251,10 @@ def pairwise_bcfw_pass(
     As the local solver of CoCoA+ (:mod:`dualstruct.distributed`), ``w`` is the local
     iterate ``w₀ + σ' Δw`` of the subproblem G_k^{σ'} (Ma et al. 2015, eq. 10): the quadratic
     term of the line search is scaled by ``sigma`` = σ', ``w`` moves by σ' times the step and
-    ``delta`` (when given) accumulates the unscaled change Δw. ``sigma = 1`` without ``delta``
-    is plain BCFW.
+    ``delta`` (when given) accumulates the unscaled change Δw. The proximal scheme of
+    :class:`~dualstruct.solvers.BCFW` uses the same arguments (``w`` = x, ``delta`` = u,
+    σ' = 1/(1+κ)). With ``delta`` the averaging accumulators follow the unscaled change, so
+    they average ``delta``'s iterates. ``sigma = 1`` without ``delta`` is plain BCFW.
 
     After the oracle's step a block takes up to ``atom_steps`` more pairwise steps among its
     own atoms (from the worst to the best by v at the current ``w``, after preparing the
@@ -435,9 +437,9 @@ def classic_bcfw_pass(
     ``g_i`` is the block's Frank-Wolfe gap (``block_gaps[i]``). O(dim w) per block; memory
     n × dim w; ``corner`` is scratch of dim w, zero on entry. Averaging and
     ``scalars = [ℓ, m, R_ℓ]``, and ``sigma``, ``delta`` for the local subproblem of CoCoA+
-    (then ``γ = clip(g_i / (σ' ‖w_s − w_i‖²), 0, 1)`` and ``w`` moves by σ' γ), as
-    :func:`pairwise_bcfw_pass`. Returns the number of blocks done (fewer when a Python
-    model's callback failed)."""
+    and the proximal scheme (then ``γ = clip(g_i / (σ' ‖w_s − w_i‖²), 0, 1)``, ``w`` moves by
+    σ' γ and the averaging follows ``delta``), as :func:`pairwise_bcfw_pass`. Returns the
+    number of blocks done (fewer when a Python model's callback failed)."""
     offs = k.label_offsets
     ws = workspace(k)
     yhat = np.empty(_max_block(offs), dtype=np.int32)

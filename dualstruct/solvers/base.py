@@ -234,8 +234,9 @@ class PassSolver:
         raise NotImplementedError
 
     def candidates(self) -> list:  # pragma: no cover - abstract
-        """Weight vectors the solver could return: [averaged, last iterate] with averaging,
-        [last iterate] without. Each check keeps the one with the lower primal."""
+        """Weight vectors the solver could return (for example [averaged, last iterate]
+        with averaging, [last iterate] without). Each check keeps the one with the lower
+        primal."""
         raise NotImplementedError
 
     def weights(self) -> np.ndarray:
@@ -299,6 +300,7 @@ class PassSolver:
         self.C = C
         self.history = History()
         self._chosen, self._checks, self._final_choice = 0, 0, None
+        self._pending_check = False  # a check cut short at the old C is not redone
 
     #: whether :meth:`set_C` can carry the state to a new C
     carries_dual = False

@@ -255,7 +255,12 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             self.prox_center = self.w.copy()
         self.centred_at = 0  # the pass count when the centre last moved
 
-    state_scalars = ("capacity", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual")
+    state_scalars = (
+        "capacity", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual", "averages_u",
+    )  # fmt: skip
+    #: the averaging accumulator R follows u under the proximal scheme (files without this
+    #: field were saved when it did not)
+    averages_u = 1
 
     @property
     def state_arrays(self):
@@ -266,16 +271,25 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             return common + ("atom_labels", "atom_weights", "atom_count")
         return common + ("block_weights", "block_losses")
 
-    #: absent from the files of plain BCFW: the proximal scheme then starts at w
+    #: absent from the files of plain BCFW: the proximal scheme then starts at the model
+    #: that state returned
     optional_state_arrays = ("prox_w", "prox_center")
 
     def load_state(self, data, meta, arrays):
         if self.step == "auto" and "block_weights" in arrays and "atom_labels" not in arrays:
             self.step = "fw"  # saved by a run whose "auto" took the classic step
         super().load_state(data, meta, arrays)
+        proximal_state = "prox_center" in arrays
+        if proximal_state and "averages_u" not in meta["scalars"]:
+            # saved before the proximal scheme averaged u: R did not follow the steps
+            self.R[:] = 0.0
+            self.scalars[1:] = 0.0
+            self._avg_cache = None
         if not self._proximal_on:
             self.kappa = 0.0
-        elif "prox_center" not in arrays:  # saved by plain BCFW: start the scheme afresh
+            if proximal_state:  # candidates [x, ū] become [ū, u]: ū, until the next check
+                self._final_choice, self._chosen = None, 0
+        elif not proximal_state:  # saved by plain BCFW: start the scheme afresh
             self._restart_proximal()
             self.best_dual = WeightedAverageDual.dual(self)
             plain = WeightedAverageDual.candidates(self)  # the model that state returned
@@ -310,12 +324,14 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         return super().dual()
 
     def diagnostics(self, check):
+        """κ, the proximal term ``½‖u − x‖²`` and the sum of the block gaps the last pass
+        measured (each at its own visit; NaN before the first pass at a new C)."""
         if not self._proximal_on:
             return {}
         return {
             "kappa": self.kappa,
             "proximal_term": self._proximal_term(),
-            "inner_gap": float(self.block_gaps.sum()),
+            "block_gap_sum": float(self.block_gaps.sum()),
         }
 
     def _adapt_kappa(self):
