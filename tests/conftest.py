@@ -50,6 +50,20 @@ def ocr_data(data_dir):
     return load_ocr(path)
 
 
+def tiny_chain_problem():
+    """Five sequences of 2-3 tokens, 4 dense features, 3 labels (small enough to enumerate
+    every labelling)."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    X, Y = [], []
+    for _ in range(5):
+        T = int(rng.integers(2, 4))
+        X.append(rng.normal(size=(T, 4)))
+        Y.append(rng.integers(0, 3, T).astype(np.int32))
+    return X, Y
+
+
 def random_chain_problem(rng, n, K, d, max_len=5, sparse=False, density=0.5):
     """Random sequences with random labels (features dense or sparse)."""
     import scipy.sparse as sp

@@ -3,7 +3,7 @@ choice of κ, and plain BCFW at κ = 0."""
 
 import numpy as np
 import pytest
-from conftest import random_chain_problem
+from conftest import random_chain_problem, tiny_chain_problem
 
 from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
@@ -98,13 +98,7 @@ def test_the_average_of_u_is_a_candidate_and_its_win_ends_the_scheme():
 def test_kappa_drops_to_zero_when_the_average_wins_a_check():
     """The classic step on a tiny chain: the average of u wins checks on its own; the pass
     after the first such check runs at κ = 0, and so do all later ones."""
-    rng = np.random.default_rng(1)
-    X, Y = [], []
-    for _ in range(5):
-        T = int(rng.integers(2, 4))
-        X.append(rng.normal(size=(T, 4)))
-        Y.append(rng.integers(0, 3, T).astype(np.int32))
-    data, model = pack_sequences(X, Y), ChainModel(3, 4)
+    data, model = pack_sequences(*tiny_chain_problem()), ChainModel(3, 4)
     s = BCFW(model, 1.0, step="fw", max_iter=10, tol=0, check_every=10, random_state=0)
     for _ in range(30):
         s.fit(data)

@@ -6,20 +6,11 @@ import itertools
 import numpy as np
 import pytest
 import scipy.optimize
+from conftest import tiny_chain_problem
 
 from dualstruct import pack_sequences
 from dualstruct.models import ChainModel
 from dualstruct.solvers import BCFW, CuttingPlane
-
-
-def _tiny():
-    rng = np.random.default_rng(1)
-    X, Y = [], []
-    for _ in range(5):
-        T = int(rng.integers(2, 4))
-        X.append(rng.normal(size=(T, 4)))
-        Y.append(rng.integers(0, 3, T).astype(np.int32))
-    return X, Y
 
 
 def _exact_dual(model, X, Y, C, rescaling):
@@ -53,7 +44,7 @@ def _exact_dual(model, X, Y, C, rescaling):
 
 @pytest.mark.parametrize("rescaling", ["margin", "slack"])
 def test_bcfw_and_cutting_plane_reach_the_exact_qp_optimum(rescaling):
-    X, Y = _tiny()
+    X, Y = tiny_chain_problem()
     model = ChainModel(3, 4)
     data = pack_sequences(X, Y)
     optimum = _exact_dual(model, X, Y, 1.0, rescaling)

@@ -181,6 +181,16 @@ def load_conllu(path, label="upos"):
     return sentences, labels
 
 
+def _required_file(rel, data_home, what):
+    """The path of ``rel`` in the data folders, or FileNotFoundError saying where to put it."""
+    path = find_data_file(rel, data_home)
+    if path is None:
+        raise FileNotFoundError(
+            f"{what} file not found; put {rel} under a folder named by data_home or {DATA_ENV}"
+        )
+    return path
+
+
 def fetch_conll2000(subset="train", data_home=None):
     """The CoNLL-2000 chunking corpus from the data folder (``conll2000/{train,test}.txt.gz``).
 
@@ -197,13 +207,7 @@ def fetch_conll2000(subset="train", data_home=None):
     """
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
-    rel = f"conll2000/{subset}.txt.gz"
-    path = find_data_file(rel, data_home)
-    if path is None:
-        raise FileNotFoundError(
-            f"CoNLL-2000 {subset} file not found; put {rel} under a folder named by "
-            f"data_home or {DATA_ENV}"
-        )
+    path = _required_file(f"conll2000/{subset}.txt.gz", data_home, f"CoNLL-2000 {subset}")
     sentences, _ = load_conll(path, label_column=None)
     return sentences
 
@@ -256,13 +260,7 @@ def fetch_ud_czech(split="pooled-train", label="xpos", data_home=None):
         raise ValueError(f"split must be one of {sorted(UD_CZECH_SPLITS)}, got {split!r}")
     sentences, labels = [], []
     for name in UD_CZECH_SPLITS[split]:
-        rel = f"ud_czech/{name}.conllu.gz"
-        path = find_data_file(rel, data_home)
-        if path is None:
-            raise FileNotFoundError(
-                f"Czech treebank file not found; put {rel} under a folder named by "
-                f"data_home or {DATA_ENV}"
-            )
+        path = _required_file(f"ud_czech/{name}.conllu.gz", data_home, "Czech treebank")
         s, lab = load_conllu(path, label)
         sentences += s
         labels += lab
