@@ -292,23 +292,6 @@ def seconds_per_pass(history):
     return float(np.median(np.diff([0.0] + times)))
 
 
-def crfsuite_dicts(feats, sentences):
-    """CRFsuite's input: per token a dict of the features ``feats`` keeps (its vocabulary),
-    with the values ``feats`` sums into its matrix."""
-    vocab = feats.vocabulary_
-    out = []
-    for sent in sentences:
-        rows = []
-        for tok in feats._sentence_features(sent):
-            row = {}
-            for name, value in tok:
-                if name in vocab:
-                    row[name] = row.get(name, 0.0) + value
-            rows.append(row)
-        out.append(rows)
-    return out
-
-
 def train_crfsuite(ds, args):
     """sklearn-crfsuite (L-BFGS, c2 = ``--crf-c2``) on the features of the SSVM runs. Its
     iterations cannot be stopped by time, so a 3-iteration run measures the set-up and the
@@ -337,8 +320,8 @@ def train_crfsuite(ds, args):
         return out
     t0 = time.perf_counter()
     Str, Ste = ds["sentences"]
-    train_x = crfsuite_dicts(ds["features"], Str)
-    test_x = crfsuite_dicts(ds["features"], Ste)
+    train_x = ds["features"].feature_dicts(Str)
+    test_x = ds["features"].feature_dicts(Ste)
     train_y = [list(t) for t in ds["ytr"]]
     print(f"  crfsuite    features converted in {time.perf_counter() - t0:.1f} s", flush=True)
 

@@ -277,6 +277,34 @@ class TokenFeatures(BaseEstimator):
         X.sort_indices()
         return PackedSequences(X, offsets)
 
+    def feature_dicts(self, sentences) -> list:
+        """The features of ``sentences`` as one ``{name: value}`` dict per token (the format
+        of CRFsuite and scikit-learn's DictVectorizer): the names :meth:`transform` keeps
+        (all of them when hashed), repeated names summed, so that a CRF trained on them
+        sees exactly this featurizer's features.
+
+        Examples
+        --------
+        >>> from dualstruct.features import TokenFeatures
+        >>> feats = TokenFeatures(window=0, affixes=0, conjunctions=False).fit([[("Hi",)]])
+        >>> sorted(feats.feature_dicts([[("Hi",)]])[0][0])[:3]
+        ['bias', 'first', 'last']
+        """
+        if not hasattr(self, "n_features_"):
+            raise NotFittedError("TokenFeatures is not fitted yet; call fit first")
+        vocabulary = self.vocabulary_
+        out = []
+        for sent in sentences:
+            rows = []
+            for tok in self._sentence_features(sent):
+                row: dict = {}
+                for name, value in tok:
+                    if vocabulary is None or name in vocabulary:
+                        row[name] = row.get(name, 0.0) + value
+                rows.append(row)
+            out.append(rows)
+        return out
+
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
         """The name of every output column (scikit-learn's accessor): the feature strings,
         or ``hash:<column>`` when the features are hashed."""

@@ -119,6 +119,25 @@ def test_load_conllu(tmp_path):
         load_conllu(p, "lemma")
 
 
+def test_feature_dicts_are_the_matrix_rows():
+    """The per-token dicts (CRFsuite's input) hold exactly the matrix's non-zeros, by name."""
+    sents = [[("The", "DT"), ("cat", "NN")], [("A", "DT"), ("dog", "NN"), ("barks", "VBZ")]]
+    for f in (TokenFeatures(min_count=2), TokenFeatures(hashing=64)):
+        f.fit(sents)
+        test = sents + [[("zebra", "NN"), ("cat", "VBZ")]]
+        X = f.transform(test).X.toarray()
+        dicts = [row for sent in f.feature_dicts(test) for row in sent]
+        assert len(dicts) == X.shape[0]
+        for row, d in zip(X, dicts):
+            if f.vocabulary_ is None:  # hashed: compare the total mass
+                assert sum(d.values()) == pytest.approx(row.sum())
+            else:
+                named = np.zeros_like(row)
+                for name, value in d.items():
+                    named[f.vocabulary_[name]] += value
+                assert np.array_equal(named, row)
+
+
 def test_features_shapes_and_vocabulary():
     assert word_shape("McDonald's-99") == "XxXxxxxx'x-dd" and short_shape("XXxxdd") == "Xxd"
     sents = [[("The", "DT"), ("cat", "NN")], [("A", "DT"), ("dog", "NN"), ("barks", "VBZ")]]
