@@ -177,7 +177,9 @@ def train(ds, edges, method, args, timing=False, rescaling="margin"):
             out["sampled_primal_se"] = extra["sampled_primal_se"]
     solver = est.solver_
     if method == "gdmm":  # the pair state's pool (BENCHMARKS.md: memory)
-        out["state_mb"] = sum(getattr(solver, k).nbytes for k in ("pair_edge", "q", "lam")) / 1e6
+        out["state_mb"] = (
+            sum(getattr(solver, k).nbytes for k in ("pair_slots", "pair_edge", "q", "lam")) / 1e6
+        )
     return out
 
 

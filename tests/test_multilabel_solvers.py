@@ -274,6 +274,26 @@ def test_gdmm_reaches_the_optimum_with_vanishing_residual(edges, inference):
     assert all(r.dual <= optimum * (1 + 1e-8) for r in checks)
     assert last.dual == pytest.approx(optimum, rel=1e-4)
     assert last.primal == pytest.approx(primal_objective(model, data, g.weights(), C), rel=1e-12)
+    # the inactive pairs' implicit states are distributions: μ_l + μ_k <= 1
+    assert _inactive_excess(g) <= 1e-12
+
+
+@pytest.mark.parametrize("seed,n,L,d", [(5, 40, 10, 6), (7, 60, 12, 5)])
+def test_gdmm_activates_the_factors_the_optimum_needs(seed, n, L, d):
+    """Full graphs of 10 and 12 labels: at the optimum a label without mass rises together
+    with the (1, 1) mass of several edges to labels with mass, though no one edge pays for
+    its own term; the selection counts the sum, and GDMM reaches the cutting plane's
+    optimum (with the largest edge only it stalled 0.06% and 0.14% above it)."""
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(seed, n=n, L=L, d=d, edges="full", inference="lp")
+    cp = CuttingPlane(model, 1.0, max_iter=3000, tol=1e-8).fit(data)
+    g = MultiLabelGDMM(model, 1.0, max_iter=3000, check_every=100, tol=1e-7, random_state=0)
+    g.fit(data)
+    optimum = cp.history.last.primal
+    assert g.history.last.primal == pytest.approx(optimum, rel=1e-6)
+    assert g.history.last.dual <= optimum * (1 + 1e-9)
+    assert _inactive_excess(g) <= 1e-12
 
 
 def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
@@ -291,20 +311,20 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     W.unary[:] = C * (data.X.T @ (data.Y - g.mu))
     gold_pairs = data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]
     pair_mass = np.zeros(len(model.edges))
-    live = []  # the pool rows of the active pairs (old blocks of grown examples are unused)
-    for i in range(data.n_sequences):
-        for a in range(g.n_slots[i]):
-            for b in range(a + 1, g.n_slots[i]):
-                p = g.pair_position(i, a, b)
-                if g.pair_edge[p] >= 0:
-                    pair_mass[g.pair_edge[p]] += g.q[p, 3]
-                    live.append(p)
+    live = np.concatenate([g.pair_rows(i) for i in range(data.n_sequences)])
+    np.add.at(pair_mass, g.pair_edge[live], g.q[live, 3])
     W.pairwise[:] = C * (gold_pairs.sum(axis=0) - pair_mass)
     assert np.allclose(np.concatenate([W.unary.ravel(), W.pairwise]), g.w, atol=1e-9)
     assert np.all(g.q[live] >= -1e-15)
     assert np.allclose(g.q[live].sum(axis=-1), 1.0)
-    # rooms grow (7 labels + gold from a room of 8), also after resuming from a saved state
-    # (whose pool holds no unused tail), and the resumed run is exact
+    # pairs are activated one by one: some pairs of two active labels stay inactive, and
+    # their implicit state (1 − μ_l − μ_k, μ_l, μ_k, 0) is a distribution
+    assert g.pairs_added > 0
+    possible = sum(k * (k - 1) // 2 for k in g.n_slots)
+    assert len(live) < possible
+    assert _inactive_excess(g) <= 1e-12
+    # rooms grow, also after resuming from a saved state (whose pool holds no unused
+    # tail), and the resumed run is exact
     part = MultiLabelGDMM(model, C, max_iter=2, random_state=4, check_every=25).fit(data)
     meta, arrays = part.state_dict()
     assert len(arrays["q"]) == part.pool_used
@@ -314,6 +334,14 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     rest.fit(data)
     assert np.any(rest.pair_room > rooms)
     assert np.array_equal(rest.w, g.w)
+
+
+def _inactive_excess(g):
+    from dualstruct.solvers import _multilabel_gdmm_kernels as gk
+
+    return gk.inactive_pair_excess(
+        g.mu, g.slot_label, g.n_slots, g.edge_id, g.pair_base, g.n_pairs, g.pair_slots
+    )
 
 
 def test_gdmm_tree_search_equals_scan_on_a_larger_graph():
@@ -330,9 +358,11 @@ def test_gdmm_tree_search_equals_scan_on_a_larger_graph():
     assert np.array_equal(g.slot_label, brute.slot_label)
 
 
-def test_gdmm_resumes_from_a_state_with_one_block_per_example():
-    """States saved before the per-example pool hold (n, cap, cap, ·) arrays and no pool
-    offsets: they load into the pool and the run continues exactly."""
+@pytest.mark.parametrize("layout", ["room", "blocks"])
+def test_gdmm_resumes_from_a_state_of_an_older_layout(layout):
+    """Older files hold every pair of two active labels in a (room × room) block per example
+    of a pool ("room"), or in one (n, cap, cap, ·) array ("blocks"), and no pair lists: they
+    load into pair lists and the run continues exactly."""
     from dualstruct.solvers import MultiLabelGDMM
 
     model, data = _problem(8, n=30, L=20, edges="full", inference="lp")
@@ -342,32 +372,49 @@ def test_gdmm_resumes_from_a_state_with_one_block_per_example():
     meta, arrays = part.state_dict()
     n, cap = part.slot_label.shape
     old = {k: v for k, v in arrays.items() if k not in ("pair_base", "pair_room")}
-    old["pair_edge"] = np.full((n, cap, cap), -1, dtype=np.int64)
-    old["q"], old["lam"] = np.zeros((n, cap, cap, 4)), np.zeros((n, cap, cap, 2))
+    del old["n_pairs"], old["pair_slots"]
+    edge = np.full((n, cap, cap), -1, dtype=np.int64)
+    q, lam = np.zeros((n, cap, cap, 4)), np.zeros((n, cap, cap, 2))
     for i in range(n):
-        for a in range(part.n_slots[i]):
-            for b in range(a + 1, part.n_slots[i]):
-                p = part.pair_position(i, a, b)
-                old["pair_edge"][i, a, b] = part.pair_edge[p]
-                old["q"][i, a, b], old["lam"][i, a, b] = part.q[p], part.lam[p]
-    meta["scalars"] = {k: v for k, v in meta["scalars"].items() if k != "pool_used"}
+        for p in part.pair_rows(i):
+            a, b = part.pair_slots[p]
+            edge[i, a, b], q[i, a, b], lam[i, a, b] = part.pair_edge[p], part.q[p], part.lam[p]
+    if layout == "blocks":
+        old["pair_edge"], old["q"], old["lam"] = edge, q, lam
+        meta["scalars"] = {k: v for k, v in meta["scalars"].items() if k != "pool_used"}
+    else:
+        old["pair_base"] = np.arange(n, dtype=np.int64) * cap * cap
+        old["pair_room"] = np.full(n, cap, dtype=np.int64)
+        old["pair_edge"], old["q"], old["lam"] = edge.ravel(), q.reshape(-1, 4), lam.reshape(-1, 2)
+        meta["scalars"]["pool_used"] = n * cap * cap
+    for k in ("pairs_added",):
+        meta["scalars"].pop(k)
     rest = MultiLabelGDMM(model, 1.0, max_iter=22, **kw)
     rest.load_state(data, meta, old)
-    assert rest.q.ndim == 2 and rest.pool_used == len(rest.q)
-    assert len(set(rest.pair_room)) > 1  # rooms fitted to each example's active set
-    rooms = rest.pair_room.copy()
+    assert rest.q.ndim == 2 and np.array_equal(rest.n_pairs, part.n_pairs)
+    rows = rest.pair_room.copy()
     rest.fit(data)
-    assert np.any(rest.pair_room > rooms)  # and growing again after the conversion
+    assert np.any(rest.pair_room > rows)  # and growing again after the conversion
     assert np.array_equal(rest.w, whole.w)
-    # a state whose pool cannot hold its examples' rooms is refused
+
+
+def test_gdmm_refuses_an_inconsistent_state():
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(8, n=30, L=20, edges="full", inference="lp")
+    part = MultiLabelGDMM(model, 1.0, max_iter=3, random_state=4).fit(data)
     meta, arrays = part.state_dict()
-    arrays["q"], arrays["lam"], arrays["pair_edge"] = (
-        arrays["q"][:-1],
-        arrays["lam"][:-1],
-        arrays["pair_edge"][:-1],
-    )
-    with pytest.raises(ValueError, match="inconsistent"):
-        MultiLabelGDMM(model, 1.0, **kw).load_state(data, meta, arrays)
+    short = dict(arrays)
+    for k in ("q", "lam", "pair_edge", "pair_slots"):  # a pool that cannot hold its rooms
+        short[k] = arrays[k][:-1]
+    live = next(p for i in range(data.n_sequences) for p in part.pair_rows(i))
+    bad_slot = dict(arrays, pair_slots=arrays["pair_slots"].copy())
+    bad_slot["pair_slots"][live] = bad_slot["pair_slots"][live, ::-1]  # slots out of order
+    bad_edge = dict(arrays, pair_edge=arrays["pair_edge"].copy())
+    bad_edge["pair_edge"][live] = (bad_edge["pair_edge"][live] + 1) % len(model.edges)
+    for bad in (short, bad_slot, bad_edge):
+        with pytest.raises(ValueError, match="inconsistent"):
+            MultiLabelGDMM(model, 1.0).load_state(data, meta, bad)
 
 
 def test_gdmm_refuses_exact_inference_on_a_loopy_graph():
@@ -429,42 +476,35 @@ def test_gdmm_pair_rounding_gives_consistent_tables(seed):
     mu[rng.random((n, L)) < 0.2] = 1.0
     slot_label = np.array([rng.permutation(L)[:cap] for _ in range(n)])
     n_slots = rng.integers(1, cap + 1, size=n)
-    pair_edge = np.where(
-        rng.random((n, cap, cap)) < 0.8, rng.integers(0, E, size=(n, cap, cap)), -1
-    )
-    q = rng.dirichlet(np.ones(4), size=(n, cap, cap))
-    consistent = rng.random((n, cap, cap)) < 0.3  # some pairs start consistent
+    pairs = [
+        [(a, b) for b in range(n_slots[i]) for a in range(b) if rng.random() < 0.8]
+        for i in range(n)
+    ]
+    n_pairs = np.array([len(p) for p in pairs], dtype=np.int64)
+    pair_base = (np.cumsum(n_pairs + 1) - n_pairs - 1).astype(np.int64)  # a spare row each
+    rows = int((n_pairs + 1).sum())
+    pair_slots = np.zeros((rows, 2), dtype=np.int64)
+    pair_edge = rng.integers(0, E, size=rows)
+    q = rng.dirichlet(np.ones(4), size=rows)
     change = np.zeros(E)
     want = np.zeros(E)
     for i in range(n):
-        for a in range(n_slots[i]):
-            for b in range(a + 1, n_slots[i]):
-                ma, mb = mu[i, slot_label[i, a]], mu[i, slot_label[i, b]]
-                lo, hi = max(0.0, ma + mb - 1.0), min(ma, mb)
-                if consistent[i, a, b]:
-                    q[i, a, b, 3] = lo + (hi - lo) * rng.random()
-                e = pair_edge[i, a, b]
-                q11 = q[i, a, b, 3]
-                r = min(max(q11, lo), hi)
-                table = np.array([1 - ma - mb + r, ma - r, mb - r, r])
-                assert table.min() >= -1e-15 and table.sum() == pytest.approx(1.0)
-                if e >= 0:
-                    want[e] += C * (q11 - r)
-                    if consistent[i, a, b]:
-                        assert r == q11
-    pair_base = np.arange(n) * cap * cap  # one (cap × cap) block per example
-    pair_room = np.full(n, cap)
-    gk.pair_rounding(
-        mu,
-        slot_label,
-        n_slots,
-        pair_base,
-        pair_room,
-        pair_edge.ravel(),
-        q.reshape(-1, 4),
-        C,
-        change,
-    )
+        for j, (a, b) in enumerate(pairs[i]):
+            p = pair_base[i] + j
+            pair_slots[p] = a, b
+            ma, mb = mu[i, slot_label[i, a]], mu[i, slot_label[i, b]]
+            lo, hi = max(0.0, ma + mb - 1.0), min(ma, mb)
+            consistent = rng.random() < 0.3  # some pairs start consistent
+            if consistent:
+                q[p, 3] = min(max(lo + (hi - lo) * rng.random(), lo), hi)
+            q11 = q[p, 3]
+            r = min(max(q11, lo), hi)
+            table = np.array([1 - ma - mb + r, ma - r, mb - r, r])
+            assert table.min() >= -1e-15 and table.sum() == pytest.approx(1.0)
+            want[pair_edge[p]] += C * (q11 - r)
+            if consistent:
+                assert r == q11
+    gk.pair_rounding(mu, slot_label, pair_base, n_pairs, pair_slots, pair_edge, q, C, change)
     assert np.abs(want).sum() > 0.1
     np.testing.assert_allclose(change, want, atol=1e-14)
 
@@ -530,7 +570,7 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
 
 
 def test_gdmm_memory_estimate_refuses_before_training(monkeypatch):
-    """The pool of pair factors is estimated up front (rooms doubled once), with advice
+    """The pool of pair factors is estimated up front (rooms doubled twice), with advice
     that fits multi-label problems."""
     import scipy.sparse as sp
 

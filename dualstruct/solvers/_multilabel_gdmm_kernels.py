@@ -12,21 +12,25 @@ minimization, is
 and the consistency constraints ``r_e,l = q_e(10) + q_e(11) − μ_l = 0`` and
 ``r_e,k = q_e(01) + q_e(11) − μ_k = 0`` join the pairwise factors to the unigrams.
 
-**Storage.** The pair factors of example i live in a pool shared by all examples: slots
-(a, b), a < b, of its active set are row ``pair_base[i] + a · pair_room[i] + b`` of
-``pair_edge`` (the edge's id, or −1 when the two labels share no edge), ``q`` (four states)
-and ``lam`` (two multipliers). Each example has its own room (a power of two, at least 8
-and at least its active labels + 4) that doubles when its active set fills, so memory
-follows each example's active set rather than the largest one (bibtex, full graph: 0.7 GB
-against 18 GB for one room for all).
+**Storage.** The active pairs of example i are rows ``pair_base[i]`` to
+``pair_base[i] + n_pairs[i]`` of a pool shared by all examples: ``pair_slots`` (the two
+slots a < b of its active set), ``pair_edge`` (the edge's id), ``q`` (four states) and
+``lam`` (two multipliers). Each example has its own room of ``pair_room[i]`` rows, which
+moves to the end of the pool, doubled, when full, so memory follows each example's active
+pairs (bibtex, full graph: 49 MB for about 64 pairs per example).
 
 **Inactive factors.** Labels outside the example's active set S_i have ``μ = 0`` and were
-never touched. A pairwise factor with an endpoint outside S_i is inactive: its q is *defined*
-as the consistent state with no mass on (1, 1), ``q = (1 − μ_l − μ_k, μ_l, μ_k, 0)``, which
-is feasible (one endpoint is 0) and has zero residual, so it contributes nothing to the
-augmented Lagrangian and needs no storage. Every pair of labels inside S_i that is an edge
-of the model is active (stored with its multipliers); gold labels start in S_i with μ = 1
-and their pairs at ``q = e_11``, so the initial point is the gold labelling (w = 0).
+never touched. A pairwise factor that is not active is *defined* as the consistent state
+with no mass on (1, 1), ``q = (1 − μ_l − μ_k, μ_l, μ_k, 0)``: it has zero residual,
+contributes nothing to the augmented Lagrangian and needs no storage, and it is a
+distribution as long as ``μ_l + μ_k <= 1``, which always holds when an endpoint lies outside
+S_i. Inside S_i that bound is kept as a constraint of the unigram steps: a step that would
+cross it stops at it, its slot is marked ``blocked``, and at the example's next visit every
+inactive edge at its bound next to a blocked slot becomes active (at its consistent state,
+λ = 0, so the point does not move). Gold labels start in S_i with μ = 1 and their pairs
+active at ``q = e_11``, so the initial point is the gold labelling (w = 0). Pairs are thus
+activated one by one, when a step needs them or when the greedy selection picks them, not
+all pairs among the active labels.
 
 **Augmented Lagrangian** (Algorithm 1, step 1) over the active factors:
 
@@ -38,15 +42,22 @@ with gradients ``∂L/∂μ_l = −C (θ_l + Δδ_l) − Σ_{e ∋ l} m_e,l`` (`
 **Greedy factor selection** (Algorithm 3, step 1; eq. 18). The best inactive factor is the
 one whose consistent activation has the largest first-order gain (all in units of C):
 
-* a label l ∉ S_i alone: ``θ_l + Δδ_l`` (its inactive pairs follow it at no cost);
-* a label l ∉ S_i with an edge to k ∈ S_i, μ_k > 0: ``θ_l + Δδ_l + w_V[e]`` (raising
-  μ_l and q_e(11) together keeps e consistent);
-* an edge (l, k) with both ends outside S_i: ``θ_l + Δδ_l + θ_k + Δδ_k + w_V[e]``.
+* a label l ∉ S_i, or l ∈ S_i with μ_l = 0: ``θ_l + Δδ_l + Σ_k w_V[e_lk]⁺`` over its
+  inactive edges to labels k ∈ S_i with μ_k > 0 (raising μ_l and those pairs' (1, 1) mass
+  together keeps them consistent; they become active with l);
+* an edge (l, k) with both ends outside S_i: ``θ_l + Δδ_l + θ_k + Δδ_k + w_V[e]``;
+* an inactive edge (l, k) inside S_i with ``μ_l, μ_k > 0``: ``w_V[e]`` (mass moves from
+  (1, 0) and (0, 1) to (1, 1) and (0, 0), the marginals stay).
 
-The last case would scan all L² pairs; instead a max segment tree over ``w_V`` (its leaves
-brought up to date in O(log E) each once per visit, for the pairs the visit changed) is
-searched branch-and-bound, so only edges that could win are visited — the paper's ordered
-map of the (1, 1) scores (§3.2, "Binary-variable interaction factor"). A subtree gains at most
+A label's inactive edges with positive weights add up: one edge alone may not pay for the
+label's own term where several do (with the largest edge only, GDMM stalls short of the
+optimum on small full graphs).
+
+The outside edges would need a scan of all L² pairs; instead a max segment tree over
+``w_V`` (its leaves brought up to date in O(log E) each once per visit, for the pairs the
+visit changed) is searched branch-and-bound, so only edges that could win are visited —
+the paper's ordered map of the (1, 1) scores (§3.2, "Binary-variable interaction factor").
+A subtree gains at most
 ``max w_V(subtree) + min(g₁ + g₂, G₀ + G₁)``: g₁, g₂ are the two best label terms outside
 S_i, and G₀, G₁ the best outside terms among the first and among the second labels of the
 subtree's edges (their ranges are stored per node; range maxima of g come from a sparse
@@ -54,11 +65,12 @@ table built per visit in O(L log L)). With the full graph's edges listed row by 
 subtree below the level of a row holds one first label, so rows whose label term is low
 are cut whole. Where every outside g is alike (early in training, when most labels gain
 by the loss term alone) the first bound decides; the second cuts rows once the label terms
-spread. A factor is activated when its gain is positive: its
-labels enter S_i with μ = 0 and their pairs with S_i become active at the consistent state.
+spread. A factor is activated when its gain is positive: its labels enter S_i with μ = 0,
+and the pairs whose (1, 1) mass its gain counts become active at the consistent state.
 
 **Block steps** (Algorithm 3, step 3; eq. 19). On every active unigram the exact minimizer
-of L along the coordinate, clipped to [0, 1] (curvature ``C² ‖x_i‖² + ρ deg(l)``); on every
+of L along the coordinate, clipped to [0, 1] and to ``1 − μ_k`` for each inactive edge (l, k)
+inside S_i (curvature ``C² ‖x_i‖² + ρ deg(l)``, deg the active pairs of l); on every
 active pair the projected step ``q ← Π_Δ(q − ∇/Q)`` with ``Q = C² + 3ρ`` (the largest
 eigenvalue of the factor's Hessian: C² on (1, 1) plus ρ MᵀM whose top eigenvalue is 3).
 Then the multiplier step ``λ_e,j ← λ_e,j + η r_e,j`` for the example's active pairs.
@@ -70,7 +82,8 @@ Then the multiplier step ``λ_e,j ← λ_e,j + η r_e,j`` for the example's acti
 active pair's ``q_e(11)`` into that interval (:func:`pair_rounding`; inactive pairs are
 consistent by definition) gives a point of the local polytope, and
 ``D = C Σ_i Σ_l c_l |μ_il − ȳ_il| − ½‖w'‖²`` (only w_V changes, by C times the clipped mass)
-is the dual value of a feasible point of the LP-relaxed problem: a lower bound on its
+is the dual value of a feasible point of the LP-relaxed problem (the inactive pairs' states are
+distributions by the bound above): a lower bound on its
 optimum, the exact one on forests (the solver then takes the best point between it and the
 gold labelling, :func:`.objective.scaled_dual`). No consistent table lies closer to q_e(11),
 and the bound is exact once the residual vanishes.
@@ -219,24 +232,77 @@ def _residuals(q, p, mu_a, mu_b):
 
 
 @njit(cache=True)
-def _add_label(i, l, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pair_edge, q, lam):
-    """Put label l (μ = 0) into example i's active set; its pairs with the active labels
-    start at the consistent state ``(1 − μ_k, μ_k, 0, 0)`` (slot order) and λ = 0."""
-    s = n_slots[i]
-    slot_label[i, s] = l
-    n_slots[i] = s + 1
-    for t in range(s):
-        k = slot_label[i, t]
-        e = edge_id[l, k]
-        p = pair_base[i] + t * pair_room[i] + s
-        pair_edge[p] = e
-        if e >= 0:
-            q[p, 0] = 1.0 - mu[i, k]
-            q[p, 1] = mu[i, k]
-            q[p, 2] = 0.0
-            q[p, 3] = 0.0
-            lam[p, 0] = 0.0
-            lam[p, 1] = 0.0
+def _activate_pair(i, a, b, e, mu_a, mu_b, pair_base, n_pairs, pair_slots, pair_edge, q, lam):
+    """Append the pair of example i's slots a < b (edge e) at its inactive state
+    ``(1 − μ_a − μ_b, μ_a, μ_b, 0)`` with λ = 0: consistent, so the point does not move.
+    The caller has checked that the example has a free row. Returns the row."""
+    p = pair_base[i] + n_pairs[i]
+    n_pairs[i] += 1
+    pair_slots[p, 0] = a
+    pair_slots[p, 1] = b
+    pair_edge[p] = e
+    q[p, 0] = max(0.0, 1.0 - mu_a - mu_b)
+    q[p, 1] = mu_a
+    q[p, 2] = mu_b
+    q[p, 3] = 0.0
+    lam[p, 0] = 0.0
+    lam[p, 1] = 0.0
+    return p
+
+
+@njit(cache=True)
+def _holds_back(i, a, b, blocked, row_of, mu, slot_label, edge_id):
+    """Whether the slots a < b of example i are an inactive edge that held back a step of
+    the last visit: the bound that stopped the step of a or b (``blocked`` holds that
+    partner's slot + 1), or an edge at its bound ``μ_a + μ_b = 1`` (up to rounding) next
+    to a blocked slot (several partners at μ = 1 bind at once)."""
+    if row_of[a, b] >= 0 or (blocked[i, a] == 0 and blocked[i, b] == 0):
+        return False
+    if blocked[i, a] == b + 1 or blocked[i, b] == a + 1:
+        return True
+    l, k = slot_label[i, a], slot_label[i, b]
+    return edge_id[l, k] >= 0 and mu[i, l] + mu[i, k] >= 1.0 - 1e-12
+
+
+@njit(cache=True)
+def init_gold_pairs(Y, edge_id, pair_base, n_pairs, slot_label, pair_slots, pair_edge, q):
+    """The starting point: example i's gold labels fill its first slots (μ = 1) and every
+    edge between two of them is an active pair at ``q = e_11``."""
+    for i in range(Y.shape[0]):
+        ns = 0
+        for l in range(Y.shape[1]):
+            if Y[i, l]:
+                slot_label[i, ns] = l
+                ns += 1
+        n_pairs[i] = 0
+        for b in range(ns):
+            for a in range(b):
+                e = edge_id[slot_label[i, a], slot_label[i, b]]
+                if e >= 0:
+                    p = pair_base[i] + n_pairs[i]
+                    n_pairs[i] += 1
+                    pair_slots[p, 0] = a
+                    pair_slots[p, 1] = b
+                    pair_edge[p] = e
+                    q[p, 3] = 1.0
+
+
+@njit(cache=True)
+def gold_pair_counts(Y, edge_id):
+    """The number of edges among each example's gold labels (its active pairs at the start)."""
+    out = np.zeros(Y.shape[0], dtype=np.int64)
+    labels = np.empty(Y.shape[1], dtype=np.int64)
+    for i in range(Y.shape[0]):
+        ns = 0
+        for l in range(Y.shape[1]):
+            if Y[i, l]:
+                labels[ns] = l
+                ns += 1
+        for b in range(ns):
+            for a in range(b):
+                if edge_id[labels[a], labels[b]] >= 0:
+                    out[i] += 1
+    return out
 
 
 @njit(cache=True)
@@ -266,32 +332,42 @@ def gdmm_pass(
     n_slots,
     pair_base,
     pair_room,
+    n_pairs,
+    pair_slots,
     pair_edge,
     q,
     lam,
+    blocked,
     inner_sweeps,
     inner_tol,
     brute_search,
     status,
     stats,
 ):
-    """One GDMM pass (module docstring) over ``order``. Stops early, with
-    ``status[0] = NEED_CAPACITY`` and ``status[1]`` the position reached, when an example's
-    active set is full (the caller gives that example more room and continues). ``stats``
-    accumulates [labels added, block-step sweeps made]. Returns the examples processed.
+    """One GDMM pass (module docstring) over ``order``. Stops early with
+    ``status = (NEED_CAPACITY, position to resume at, example, rows it needs)`` when an
+    example's slots or rows cannot hold what its visit may add, before the visit changes
+    anything (the caller gives the example more room and continues: the trajectory does
+    not depend on the rooms). ``blocked[i, s]`` is 1 + the slot of the inactive pair's other
+    label that held back the step of slot s at the last visit (0: none). ``stats``
+    accumulates [labels added, block-step sweeps made, pairs activated]. Returns the
+    examples processed.
 
     ``U`` is the flat unary block of w: d × L feature-major, or with a support its pairs
     (:func:`~dualstruct.models.support.kernel_support`: the support's labels and each data
     entry's row; empty for dense weights), and then label l's curvature and score change use
     only the features it may see."""
     L = Y.shape[1]
+    cap_slots = slot_label.shape[1]
     sparse = entry_start.shape[0] > 0
     U2 = np.empty((0, L)) if sparse else U.reshape((U.shape[0] // L, L))
     theta = np.empty(L)
     theta_row = theta.reshape((1, L))
     acc = np.empty(L)
     g = np.empty(L)
+    bonus = np.empty(L)
     slot_of = np.full(L, -1, dtype=np.int64)
+    row_of = np.full((cap_slots, cap_slots), -1, dtype=np.int64)  # slots (a < b) -> row
     z = np.empty(4)
     qn = np.empty(4)
     simplex_scratch = np.empty(4)
@@ -301,10 +377,43 @@ def gdmm_pass(
         gold = Y[i]
         ns = n_slots[i]
         base, room = pair_base[i], pair_room[i]
-        if ns + 2 > room or ns + 2 > slot_label.shape[1]:
+        for p in range(base, base + n_pairs[i]):
+            row_of[pair_slots[p, 0], pair_slots[p, 1]] = p
+        # the pairs that held a step back: inactive edges of a blocked slot at the bound
+        held = 0
+        for b in range(ns):
+            for a in range(b):
+                if _holds_back(i, a, b, blocked, row_of, mu, slot_label, edge_id):
+                    held += 1
+        if ns + 2 > cap_slots or n_pairs[i] + held + ns + 1 > room:
+            for p in range(base, base + n_pairs[i]):
+                row_of[pair_slots[p, 0], pair_slots[p, 1]] = -1
             status[0] = NEED_CAPACITY
             status[1] = idx
+            status[2] = i
+            status[3] = n_pairs[i] + held + ns + 1
             return idx
+        if held:
+            for b in range(ns):
+                for a in range(b):
+                    if _holds_back(i, a, b, blocked, row_of, mu, slot_label, edge_id):
+                        row_of[a, b] = _activate_pair(
+                            i,
+                            a,
+                            b,
+                            edge_id[slot_label[i, a], slot_label[i, b]],
+                            mu[i, slot_label[i, a]],
+                            mu[i, slot_label[i, b]],
+                            pair_base,
+                            n_pairs,
+                            pair_slots,
+                            pair_edge,
+                            q,
+                            lam,
+                        )
+                        stats[2] += 1
+        for s in range(ns):
+            blocked[i, s] = 0
         if sparse:
             entry_unigram_scores(
                 indptr,
@@ -323,24 +432,55 @@ def gdmm_pass(
         for s in range(ns):
             slot_of[slot_label[i, s]] = s
         # -- greedy factor selection ------------------------------------------------------
+        # bonus[l]: the positive interaction weights of l's inactive edges to active labels
+        # with mass (rows of edge_id read in order: it is symmetric)
+        for l in range(L):
+            bonus[l] = 0.0
+        for t in range(ns):
+            k = slot_label[i, t]
+            if mu[i, k] <= 0.0:
+                continue
+            for l in range(L):
+                e = edge_id[k, l]
+                if e >= 0 and V[e] > 0.0:
+                    bonus[l] += V[e]
+        for p in range(base, base + n_pairs[i]):  # active edges are not inactive
+            e = pair_edge[p]
+            if V[e] > 0.0:
+                la, lb = slot_label[i, pair_slots[p, 0]], slot_label[i, pair_slots[p, 1]]
+                if mu[i, lb] > 0.0:
+                    bonus[la] -= V[e]
+                if mu[i, la] > 0.0:
+                    bonus[lb] -= V[e]
         g1, g2 = -np.inf, -np.inf
         best, best_a, best_b = 0.0, -1, -1
         for l in range(L):
             g[l] = theta[l] + loss_weights[l] * (1 - 2 * gold[l])
             if slot_of[l] >= 0:
+                if mu[i, l] <= 0.0 and bonus[l] > 0.0 and g[l] + bonus[l] > best:
+                    best, best_a, best_b = g[l] + bonus[l], l, -1  # an active label at 0
                 continue
             if g[l] > g1:
                 g1, g2 = g[l], g1
             elif g[l] > g2:
                 g2 = g[l]
-            gain = g[l]
-            for t in range(ns):
-                k = slot_label[i, t]
+            if g[l] + bonus[l] > best:
+                best, best_a, best_b = g[l] + bonus[l], l, -1
+        # an inactive edge of two active labels with mass and a positive interaction weight
+        best_pair_a, best_pair_b = -1, -1
+        for b in range(ns):
+            k = slot_label[i, b]
+            if mu[i, k] <= 0.0:
+                continue
+            for a in range(b):
+                l = slot_label[i, a]
+                if row_of[a, b] >= 0 or mu[i, l] <= 0.0:
+                    continue
                 e = edge_id[l, k]
-                if e >= 0 and mu[i, k] > 0.0 and V[e] > 0.0 and g[l] + V[e] > gain:
-                    gain = g[l] + V[e]
-            if gain > best:
-                best, best_a, best_b = gain, l, -1
+                if e >= 0 and V[e] > best:
+                    best, best_pair_a, best_pair_b = V[e], a, b
+        if best_pair_a >= 0:
+            best_a = -1
         if g2 > -np.inf and edges.shape[0] > 0:
             if not brute_search:
                 range_max_table(g, slot_of, table)
@@ -348,30 +488,81 @@ def gdmm_pass(
                 tree, ranges, table, edges, V, g, slot_of, g1 + g2, best, brute_search
             )
             if e >= 0:
-                best, best_a, best_b = gain, edges[e, 0], edges[e, 1]
+                best, best_a, best_b, best_pair_a = gain, edges[e, 0], edges[e, 1], -1
         for s in range(ns):
             slot_of[slot_label[i, s]] = -1
-        if best_a >= 0:
-            _add_label(
-                i, best_a, mu, slot_label, n_slots, edge_id, pair_base, pair_room, pair_edge, q, lam
+        if best_pair_a >= 0:
+            a, b = best_pair_a, best_pair_b
+            row_of[a, b] = _activate_pair(
+                i,
+                a,
+                b,
+                edge_id[slot_label[i, a], slot_label[i, b]],
+                mu[i, slot_label[i, a]],
+                mu[i, slot_label[i, b]],
+                pair_base,
+                n_pairs,
+                pair_slots,
+                pair_edge,
+                q,
+                lam,
             )
-            stats[0] += 1
-            if best_b >= 0:
-                _add_label(
-                    i,
-                    best_b,
-                    mu,
-                    slot_label,
-                    n_slots,
-                    edge_id,
-                    pair_base,
-                    pair_room,
-                    pair_edge,
-                    q,
-                    lam,
-                )
+            stats[2] += 1
+        elif best_b >= 0:  # two new labels take the next slots at μ = 0, with their edge
+            slot_label[i, ns] = best_a
+            slot_label[i, ns + 1] = best_b
+            ns += 2
+            n_slots[i] = ns
+            stats[0] += 2
+            row_of[ns - 2, ns - 1] = _activate_pair(
+                i,
+                ns - 2,
+                ns - 1,
+                edge_id[best_a, best_b],
+                0.0,
+                0.0,
+                pair_base,
+                n_pairs,
+                pair_slots,
+                pair_edge,
+                q,
+                lam,
+            )
+            stats[2] += 1
+        elif best_a >= 0:
+            s = -1
+            for t in range(ns):
+                if slot_label[i, t] == best_a:
+                    s = t
+            if s < 0:  # a new label takes the next slot at μ = 0
+                s = ns
+                slot_label[i, ns] = best_a
+                ns += 1
+                n_slots[i] = ns
                 stats[0] += 1
-        ns = n_slots[i]
+            # and its edges whose (1, 1) mass the gain counted
+            for t in range(ns):
+                k = slot_label[i, t]
+                if t == s or mu[i, k] <= 0.0:
+                    continue
+                e = edge_id[best_a, k]
+                a, b = (t, s) if t < s else (s, t)
+                if e >= 0 and V[e] > 0.0 and row_of[a, b] < 0:
+                    row_of[a, b] = _activate_pair(
+                        i,
+                        a,
+                        b,
+                        e,
+                        mu[i, slot_label[i, a]],
+                        mu[i, slot_label[i, b]],
+                        pair_base,
+                        n_pairs,
+                        pair_slots,
+                        pair_edge,
+                        q,
+                        lam,
+                    )
+                    stats[2] += 1
         # -- block steps on the active factors ---------------------------------------------
         first_move = 0.0
         for sweep in range(inner_sweeps):
@@ -387,12 +578,16 @@ def gdmm_pass(
                         if entry_position(entry_start, entry_count, support_labels, L, p, l) >= 0:
                             sq_l += values[p] * values[p]
                 curv = C * C * sq_l
+                upper, blocker = 1.0, -1  # μ_l + μ_k <= 1 on every inactive pair
                 for t in range(ns):
                     if t == s:
                         continue
                     a, b = (t, s) if t < s else (s, t)
-                    p = base + a * room + b
-                    if pair_edge[p] < 0:
+                    p = row_of[a, b]
+                    if p < 0:
+                        k = slot_label[i, t]
+                        if 1.0 - mu[i, k] < upper and edge_id[l, k] >= 0:
+                            upper, blocker = 1.0 - mu[i, k], t
                         continue
                     ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
                     if s == a:
@@ -404,6 +599,9 @@ def gdmm_pass(
                     new = 1.0 if grad < 0.0 else (0.0 if grad > 0.0 else mu[i, l])
                 else:
                     new = min(1.0, max(0.0, mu[i, l] - grad / curv))
+                if new > upper:  # held at the bound; the pair activates at the next visit
+                    new = upper
+                    blocked[i, s] = blocker + 1
                 delta = new - mu[i, l]
                 if delta != 0.0:
                     moved += abs(delta)
@@ -417,108 +615,109 @@ def gdmm_pass(
                         else:
                             U[indices[p] * L + l] += step * values[p]
                     theta[l] += step * sq_l
-            for a in range(ns):
-                for b in range(a + 1, ns):
-                    p = base + a * room + b
-                    e = pair_edge[p]
-                    if e < 0:
-                        continue
-                    ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
-                    ma = lam[p, 0] + rho * ra
-                    mb = lam[p, 1] + rho * rb
-                    Q = C * C + 3.0 * rho
-                    z[0] = q[p, 0]
-                    z[1] = q[p, 1] - ma / Q
-                    z[2] = q[p, 2] - mb / Q
-                    z[3] = q[p, 3] - (ma + mb - C * V[e]) / Q
-                    project_to_simplex(z, 4, qn, simplex_scratch)
-                    d11 = qn[3] - q[p, 3]
-                    for j in range(4):
-                        moved += abs(qn[j] - q[p, j])
-                        q[p, j] = qn[j]
-                    V[e] -= C * d11
+            Q = C * C + 3.0 * rho
+            for p in range(base, base + n_pairs[i]):
+                e = pair_edge[p]
+                a, b = pair_slots[p, 0], pair_slots[p, 1]
+                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                ma = lam[p, 0] + rho * ra
+                mb = lam[p, 1] + rho * rb
+                z[0] = q[p, 0]
+                z[1] = q[p, 1] - ma / Q
+                z[2] = q[p, 2] - mb / Q
+                z[3] = q[p, 3] - (ma + mb - C * V[e]) / Q
+                project_to_simplex(z, 4, qn, simplex_scratch)
+                d11 = qn[3] - q[p, 3]
+                for j in range(4):
+                    moved += abs(qn[j] - q[p, j])
+                    q[p, j] = qn[j]
+                V[e] -= C * d11
             if sweep == 0:
                 first_move = moved
             elif moved <= inner_tol * first_move:
                 break
         leaves = tree.shape[0] // 2  # the max tree follows V once per visit (it is read
-        for a in range(ns):  # only by the next examples' selection)
-            for b in range(a + 1, ns):
-                e = pair_edge[base + a * room + b]
-                if e >= 0 and tree[leaves + e] != V[e]:
-                    tree_set(tree, e, V[e])
+        for p in range(base, base + n_pairs[i]):  # only by the next examples' selection)
+            e = pair_edge[p]
+            if tree[leaves + e] != V[e]:
+                tree_set(tree, e, V[e])
         # -- multiplier step ---------------------------------------------------------------
-        for a in range(ns):
-            for b in range(a + 1, ns):
-                p = base + a * room + b
-                if pair_edge[p] < 0:
-                    continue
-                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
-                lam[p, 0] += eta * ra
-                lam[p, 1] += eta * rb
+        for p in range(base, base + n_pairs[i]):
+            a, b = pair_slots[p, 0], pair_slots[p, 1]
+            ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+            lam[p, 0] += eta * ra
+            lam[p, 1] += eta * rb
+            row_of[a, b] = -1
     return order.shape[0]
 
 
 @njit(cache=True)
-def mix_in_gold(Y, mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, t):
+def mix_in_gold(Y, mu, slot_label, n_slots, pair_base, n_pairs, pair_slots, q, t):
     """Every factor's marginal to ``t q + (1 − t) e_gold``: μ toward ȳ, an active pair's
     four states toward its gold state (labels outside the active set have μ = ȳ = 0, gold
-    labels are active)."""
+    labels are active). Inactive pairs stay consistent: ``μ_l + μ_k <= 1`` still holds,
+    since two gold labels share an active pair."""
     for i in range(mu.shape[0]):
         for l in range(mu.shape[1]):
             mu[i, l] = t * mu[i, l] + (1.0 - t) * Y[i, l]
-        ns = n_slots[i]
-        for a in range(ns):
-            gold_a = Y[i, slot_label[i, a]]
-            for b in range(a + 1, ns):
-                p = pair_base[i] + a * pair_room[i] + b
-                if pair_edge[p] < 0:
-                    continue
-                for j in range(4):
-                    q[p, j] *= t
-                q[p, gold_a + 2 * Y[i, slot_label[i, b]]] += 1.0 - t
+        for p in range(pair_base[i], pair_base[i] + n_pairs[i]):
+            gold_a = Y[i, slot_label[i, pair_slots[p, 0]]]
+            gold_b = Y[i, slot_label[i, pair_slots[p, 1]]]
+            for j in range(4):
+                q[p, j] *= t
+            q[p, gold_a + 2 * gold_b] += 1.0 - t
 
 
 @njit(cache=True)
-def pair_rounding(mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, C, dV):
+def pair_rounding(mu, slot_label, pair_base, n_pairs, pair_slots, pair_edge, q, C, dV):
     """Clip every active pair's ``q_e(11)`` into ``[max(0, μ_l + μ_k − 1), min(μ_l, μ_k)]``
     (module docstring, "Certified dual") and add the change of w_V, ``C (q_e(11) − clipped)``,
     to ``dV`` (one entry per edge, zero on entry)."""
     for i in range(slot_label.shape[0]):
-        ns = n_slots[i]
-        for a in range(ns):
-            mu_a = mu[i, slot_label[i, a]]
-            for b in range(a + 1, ns):
-                p = pair_base[i] + a * pair_room[i] + b
-                e = pair_edge[p]
-                if e < 0:
-                    continue
-                mu_b = mu[i, slot_label[i, b]]
-                q11 = q[p, 3]
-                clipped = min(max(q11, mu_a + mu_b - 1.0, 0.0), mu_a, mu_b)
-                if clipped != q11:
-                    dV[e] += C * (q11 - clipped)
+        for p in range(pair_base[i], pair_base[i] + n_pairs[i]):
+            mu_a = mu[i, slot_label[i, pair_slots[p, 0]]]
+            mu_b = mu[i, slot_label[i, pair_slots[p, 1]]]
+            q11 = q[p, 3]
+            clipped = min(max(q11, mu_a + mu_b - 1.0, 0.0), mu_a, mu_b)
+            if clipped != q11:
+                dV[pair_edge[p]] += C * (q11 - clipped)
 
 
 @njit(cache=True)
 def consistency(
-    mu, slot_label, n_slots, pair_base, pair_room, pair_edge, q, lam, rho, loss_weights, Y
+    mu, slot_label, n_slots, pair_base, n_pairs, pair_slots, q, lam, rho, loss_weights, Y
 ):
     """``[Σ |r|, Σ λ·r + ρ/2 Σ r², active labels, active pairs, Σ_i δ(ȳ_i, μ_i)]`` over all
     examples (residual, the Lagrangian's penalty terms, set sizes, the loss term / C)."""
     out = np.zeros(5)
     for i in range(slot_label.shape[0]):
-        ns = n_slots[i]
-        out[2] += ns
-        for a in range(ns):
-            for b in range(a + 1, ns):
-                p = pair_base[i] + a * pair_room[i] + b
-                if pair_edge[p] < 0:
-                    continue
-                out[3] += 1
-                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
-                out[0] += abs(ra) + abs(rb)
-                out[1] += lam[p, 0] * ra + lam[p, 1] * rb + 0.5 * rho * (ra * ra + rb * rb)
+        out[2] += n_slots[i]
+        out[3] += n_pairs[i]
+        for p in range(pair_base[i], pair_base[i] + n_pairs[i]):
+            mu_a = mu[i, slot_label[i, pair_slots[p, 0]]]
+            mu_b = mu[i, slot_label[i, pair_slots[p, 1]]]
+            ra, rb = _residuals(q, p, mu_a, mu_b)
+            out[0] += abs(ra) + abs(rb)
+            out[1] += lam[p, 0] * ra + lam[p, 1] * rb + 0.5 * rho * (ra * ra + rb * rb)
         for l in range(mu.shape[1]):
             out[4] += loss_weights[l] * abs(mu[i, l] - Y[i, l])
     return out
+
+
+@njit(cache=True)
+def inactive_pair_excess(mu, slot_label, n_slots, edge_id, pair_base, n_pairs, pair_slots):
+    """``max(μ_l + μ_k − 1)`` over the inactive edges between active labels (at most 0 when
+    every inactive pair's state ``(1 − μ_l − μ_k, μ_l, μ_k, 0)`` is a distribution; −1 when
+    there is none): the invariant the tests check."""
+    worst = -1.0
+    for i in range(slot_label.shape[0]):
+        ns = n_slots[i]
+        active = np.zeros((ns, ns), dtype=np.bool_)
+        for p in range(pair_base[i], pair_base[i] + n_pairs[i]):
+            active[pair_slots[p, 0], pair_slots[p, 1]] = True
+        for b in range(ns):
+            for a in range(b):
+                l, k = slot_label[i, a], slot_label[i, b]
+                if not active[a, b] and edge_id[l, k] >= 0:
+                    worst = max(worst, mu[i, l] + mu[i, k] - 1.0)
+    return worst

@@ -43,9 +43,11 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     multi-label models; the derivation is in :mod:`dualstruct.solvers._multilabel_gdmm_kernels`.
 
     It optimizes the LP-relaxed structural SVM (exact on forests) without ever calling the
-    LP: each example keeps a small active set of labels and of the pairwise factors among
-    them, grown one greedy factor per pass, so a pass costs ``O(n (nnz(x) L + |S|²))`` instead of
-    BCFW's LP over all L(L−1)/2 pairs.
+    LP: each example keeps a small active set S of labels, grown one greedy factor per pass,
+    and among them only the pairwise factors that carry (1, 1) mass or that a step needs
+    (the others sit at a consistent state with none), so a pass costs
+    ``O(n (nnz(x) L + |S|²))`` instead of BCFW's LP over all L(L−1)/2 pairs, and memory
+    follows the active pairs.
 
     Parameters
     ----------
@@ -93,7 +95,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     so every active pair's (1, 1) mass is clipped into the range its two unigram marginals
     allow, which gives a point of the local polytope (:meth:`dual`). ``tol`` stops training
     on that gap. Records' ``extra`` hold the consistency residual, the augmented Lagrangian,
-    G, mean active labels and pairs per example and labels added.
+    G, mean active labels and pairs per example, and the labels and pairs added.
 
     Examples
     --------
@@ -158,49 +160,59 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     )
 
     def memory_parts(self, data):
-        """Besides the weights: μ and the label slots, and the pool of pair factors, which
-        holds room² pairs per example (56 bytes each). An example's room doubles when its
-        active labels outgrow it, so the estimate counts every room doubled once (labels
-        are added in the first passes) and the pool's copy while it grows."""
+        """Besides the weights: μ and the label slots, and the pool of active pairs (72 bytes
+        a row). An example starts with room for its gold pairs and half as many again; its
+        room doubles when full, so the estimate counts every room doubled twice (the pool
+        keeps the rows a grown example left) and the pool's copy while it grows."""
         parts = super().memory_parts(data)
         Y = np.asarray(data.Y)
         n, L = Y.shape
-        rooms = 2 * np.array([_room_for(k) for k in Y.sum(axis=1)], dtype=np.int64)
+        k = Y.sum(axis=1).astype(np.int64)
+        rows = _rows_for(k * (k - 1) // 2)
         parts[
-            "pair factors (pool of room² pairs per example, rooms doubled once, "
-            "and its copy while it grows)"
-        ] = int(2 * 56 * (rooms * rooms).sum())
-        parts["label marginals and slots"] = 8 * n * L + 8 * int(rooms.sum())
+            "active pair factors (a pool of rows per example, rooms doubled twice, and its copy "
+            "while it grows)"
+        ] = int(2 * 72 * 4 * rows.sum())
+        parts["label marginals and slots"] = 8 * n * L + 8 * n * int(_slots_for(k.max(initial=0)))
         return parts
 
     def _init_state(self):
+        from . import _multilabel_gdmm_kernels as gk
+
         self._check_problem()
         model, data = self.model, self.data
         n = data.n_sequences
         Y = data.Y
-        n_gold = Y.sum(axis=1).astype(np.int64)
         self.w = model.init_weights()
         self.w_avg = model.init_weights()
         self.mu = Y.astype(np.float64)
-        self.n_slots = n_gold.copy()
-        self._allocate_pool()
-        self.capacity = int(self.pair_room.max(initial=8))
+        self.n_slots = Y.sum(axis=1).astype(np.int64)
+        self.capacity = _slots_for(int(self.n_slots.max(initial=0)))
         self.slot_label = np.zeros((n, self.capacity), dtype=np.int64)
+        self.blocked = np.zeros((n, self.capacity), dtype=np.int64)
         edge_id = self._edge_ids()
-        for i in range(n):  # gold labels active at μ = 1, their pairs at (1, 1)
-            gold = np.flatnonzero(Y[i])
-            self.slot_label[i, : len(gold)] = gold
-            for a in range(len(gold)):
-                for b in range(a + 1, len(gold)):
-                    e = edge_id[gold[a], gold[b]]
-                    p = self.pair_position(i, a, b)
-                    self.pair_edge[p] = e
-                    if e >= 0:
-                        self.q[p, 3] = 1.0
+        gold_pairs = gk.gold_pair_counts(Y, edge_id)
+        self.pair_room = _rows_for(gold_pairs)
+        self.pair_base = (np.cumsum(self.pair_room) - self.pair_room).astype(np.int64)
+        self.pool_used = int(self.pair_room.sum())
+        self.n_pairs = np.zeros(n, dtype=np.int64)
+        self.pair_slots, self.pair_edge, self.q, self.lam = _empty_pool(self.pool_used)
+        # gold labels active at μ = 1, their pairs at (1, 1): the gold labelling, w = 0
+        gk.init_gold_pairs(
+            Y,
+            edge_id,
+            self.pair_base,
+            self.n_pairs,
+            self.slot_label,
+            self.pair_slots,
+            self.pair_edge,
+            self.q,
+        )
         self.labels_added = 0
+        self.pairs_added = 0
         self.sweeps_per_visit = 0.0  # of the last pass
         self.best_dual = 0.0  # the gold labelling's
-        self._after_load()
+        self._rebuild()
 
     state_arrays = (
         "w",
@@ -210,25 +222,47 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         "n_slots",
         "pair_base",
         "pair_room",
+        "n_pairs",
+        "pair_slots",
+        "pair_edge",
+        "q",
+        "lam",
+        "blocked",
+    )
+    state_scalars = ("capacity", "labels_added", "pairs_added", "pool_used", "best_dual")
+    growable_arrays = (
+        "slot_label",
+        "blocked",
+        "pair_base",
+        "pair_room",
+        "pair_slots",
         "pair_edge",
         "q",
         "lam",
     )
-    state_scalars = ("capacity", "labels_added", "pool_used", "best_dual")
-    growable_arrays = ("slot_label", "pair_edge", "q", "lam")
-    #: files written before the per-example pool hold (n, cap, cap, ·) arrays instead
-    optional_state_arrays = ("pair_base", "pair_room")
+    #: files written before pairs were activated one by one hold every pair of two active
+    #: labels in a (room × room) block per example (or, older still, an (n, cap, cap, ·)
+    #: block for all), and no pair lists
+    optional_state_arrays = ("pair_base", "pair_room", "n_pairs", "pair_slots", "blocked")
+
+    def load_state(self, data, meta, arrays):
+        if "n_pairs" not in arrays:
+            self._saved_layout = "room" if "pair_base" in arrays else "blocks"
+        try:
+            super().load_state(data, meta, arrays)
+        finally:
+            self.__dict__.pop("_saved_layout", None)
 
     def state_dict(self):
         meta, arrays = super().state_dict()
-        for k in ("pair_edge", "q", "lam"):  # the pool's unused tail is not saved
+        for k in ("pair_slots", "pair_edge", "q", "lam"):  # the unused tail is not saved
             arrays[k] = arrays[k][: self.pool_used]
         return meta, arrays
 
-    def pair_position(self, i, a, b):
-        """The pool row of example i's pair of active slots a < b (module docstring of
+    def pair_rows(self, i):
+        """The pool rows of example i's active pairs (module docstring of
         :mod:`._multilabel_gdmm_kernels`, "Storage")."""
-        return int(self.pair_base[i] + a * self.pair_room[i] + b)
+        return np.arange(self.pair_base[i], self.pair_base[i] + self.n_pairs[i])
 
     def _edge_ids(self):
         L, edges = self.model.n_labels, self.model.edges
@@ -238,18 +272,30 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         return edge_id
 
     def _after_load(self):
+        if not hasattr(self, "arrays"):
+            self._check_problem()
+        layout = self.__dict__.pop("_saved_layout", None)
+        if layout == "blocks":  # one (cap × cap) block per example
+            self._lists_from_blocks()
+        elif layout == "room":  # one (room × room) block per example, in a pool
+            self._lists_from_rooms()
+        if self.blocked.shape != self.slot_label.shape:  # a file without the flags
+            self.blocked = np.zeros(self.slot_label.shape, dtype=np.int64)
+        self._rebuild()
+
+    def _rebuild(self):
+        """Check the restored state and rebuild what is derived from it: the views into w,
+        the penalties, and the max tree over the interaction weights."""
         from . import _multilabel_gdmm_kernels as gk
 
         if not hasattr(self, "arrays"):
             self._check_problem()
-        if self.q.ndim == 4:  # an older file: one (cap × cap) block per example
-            self._pool_from_blocks()
         self.capacity = int(self.capacity)
         self.pool_used = int(self.pool_used)
+        self.edge_id = self._edge_ids()
         self._check_pool()
         self.W = self.model.unpack(self.w)
         self._support = kernel_support(self.model.support, self.arrays[1])
-        self.edge_id = self._edge_ids()
         X = self.data.X
         self.sq_norms = np.asarray(X.multiply(X).sum(axis=1)).ravel()
         self.penalty_scale = penalty_unit(
@@ -285,10 +331,15 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             gk.mix_in_gold(
                 self.data.Y,
                 self.mu,
-                *self._pool(),
+                self.slot_label,
+                self.n_slots,
+                self.pair_base,
+                self.n_pairs,
+                self.pair_slots,
+                self.q,
                 t,
             )
-        self._after_load()  # the new κ, and the tree over the scaled interaction weights
+        self._rebuild()  # the new κ, and the tree over the scaled interaction weights
         self.lam *= ratio
 
     def _pool(self):
@@ -298,83 +349,122 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             self.n_slots,
             self.pair_base,
             self.pair_room,
+            self.n_pairs,
+            self.pair_slots,
             self.pair_edge,
             self.q,
         )
 
     def _check_pool(self):
-        """The kernels do not check bounds: refuse a state whose pool rows could overflow."""
+        """The kernels do not check bounds: refuse a state whose pool rows could overflow or
+        whose pairs name slots or edges that do not exist."""
         n = self.data.n_sequences
-        room, base = self.pair_room, self.pair_base
-        if (
-            self.slot_label.shape != (n, self.capacity)
-            or room.shape != (n,)
-            or base.shape != (n,)
-            or self.pair_edge.shape != (len(self.q),)
-            or self.q.shape[1:] != (4,)
-            or self.lam.shape != (len(self.q), 2)
-            or self.pool_used > len(self.q)
-            or np.any(room > self.capacity)
-            or np.any(self.n_slots > room)
-            or np.any(base < 0)
-            or np.any(base + room * room > self.pool_used)
-        ):
+        room, base, count = self.pair_room, self.pair_base, self.n_pairs
+        rows = len(self.q)
+        ok = (
+            self.slot_label.shape == (n, self.capacity)
+            and self.blocked.shape == (n, self.capacity)
+            and room.shape == (n,)
+            and base.shape == (n,)
+            and count.shape == (n,)
+            and self.pair_slots.shape == (rows, 2)
+            and self.pair_edge.shape == (rows,)
+            and self.q.shape[1:] == (4,)
+            and self.lam.shape == (rows, 2)
+            and self.pool_used <= rows
+            and np.all(self.n_slots <= self.capacity)
+            and np.all(count >= 0)
+            and np.all(count <= room)
+            and np.all(base >= 0)
+            and np.all(base + room <= self.pool_used)
+        )
+        if ok and count.sum():
+            owner = np.repeat(np.arange(n), count)
+            live = np.concatenate([np.arange(b, b + c) for b, c in zip(base, count) if c])
+            slots = self.pair_slots[live]
+            edges = self.pair_edge[live]
+            ok = bool(
+                np.all(slots[:, 0] >= 0)
+                and np.all(slots[:, 0] < slots[:, 1])
+                and np.all(slots[:, 1] < self.n_slots[owner])
+                and np.all(edges >= 0)
+                and np.all(edges < len(self.model.edges))
+            )
+            if ok:
+                labels = self.slot_label[owner[:, None], slots]
+                ok = bool(np.all(self.edge_id[labels[:, 0], labels[:, 1]] == edges))
+        if not ok:
             raise ValueError("saved GDMM active sets are inconsistent with their capacity")
 
-    def _allocate_pool(self):
-        """Rooms fitted to the active sets ``n_slots``, laid out one after the other in a
-        fresh pool (no pair stored yet)."""
-        self.pair_room = np.array([_room_for(k) for k in self.n_slots], dtype=np.int64)
-        sizes = self.pair_room * self.pair_room
-        self.pair_base = (np.cumsum(sizes) - sizes).astype(np.int64)
-        self.pool_used = int(sizes.sum())
-        self.pair_edge, self.q, self.lam = _empty_pool(self.pool_used)
-
-    def _pool_from_blocks(self):
-        """Move the (n, cap, cap, ·) arrays of an older file into the per-example pool."""
-        blocks = (self.pair_edge, self.q, self.lam)
-        self._allocate_pool()
-        for i, ns in enumerate(self.n_slots):
-            rows = self.pair_base[i] + (
-                np.arange(ns)[:, None] * self.pair_room[i] + np.arange(ns)[None, :]
-            )
-            self.pair_edge[rows] = blocks[0][i, :ns, :ns]
-            self.q[rows] = blocks[1][i, :ns, :ns]
-            self.lam[rows] = blocks[2][i, :ns, :ns]
-        self.capacity = max(int(self.pair_room.max(initial=8)), self.slot_label.shape[1])
-        if self.slot_label.shape[1] < self.capacity:
-            self.slot_label = _widen_columns(self.slot_label, self.capacity)
-
-    def _grow_example(self, i):
-        """Double example i's room: a new block at the end of the pool takes its pairs (the
-        old block is left unused), and the pool itself doubles when full."""
-        old, new = int(self.pair_room[i]), 2 * int(self.pair_room[i])
-        need = self.pool_used + new * new
+    def _lists_from_rooms(self):
+        """Move the pairs of an older file's (room × room) blocks into pair lists: the stored
+        pairs of two active slots a < b, with the same state and multipliers."""
         pair_edge, q, lam = self.pair_edge, self.q, self.lam
-        if need > len(q):
-            pair_edge, q, lam = _empty_pool(max(need, 2 * len(self.q)))
-            used = self.pool_used
-            pair_edge[:used], q[:used], lam[:used] = (
-                self.pair_edge[:used],
-                self.q[:used],
-                self.lam[:used],
+        base, room = self.pair_base, self.pair_room
+        lists = []
+        for i, ns in enumerate(self.n_slots):
+            a, b = np.triu_indices(int(ns), 1)
+            rows = base[i] + a * room[i] + b
+            keep = pair_edge[rows] >= 0
+            lists.append((a[keep], b[keep], rows[keep]))
+        counts = np.array([len(r) for _, _, r in lists], dtype=np.int64)
+        self.n_pairs = counts
+        self.pair_room = _rows_for(counts)
+        self.pair_base = (np.cumsum(self.pair_room) - self.pair_room).astype(np.int64)
+        self.pool_used = int(self.pair_room.sum())
+        self.pair_slots, self.pair_edge, self.q, self.lam = _empty_pool(self.pool_used)
+        for i, (a, b, rows) in enumerate(lists):
+            dst = np.arange(self.pair_base[i], self.pair_base[i] + len(rows))
+            self.pair_slots[dst, 0], self.pair_slots[dst, 1] = a, b
+            self.pair_edge[dst], self.q[dst], self.lam[dst] = pair_edge[rows], q[rows], lam[rows]
+        self.capacity = max(int(self.capacity), self.slot_label.shape[1])
+
+    def _lists_from_blocks(self):
+        """The (n, cap, cap, ·) arrays of the oldest files: one room of ``cap`` per example."""
+        n, cap = self.slot_label.shape
+        self.pair_edge = self.pair_edge.reshape(-1)
+        self.q = self.q.reshape(-1, 4)
+        self.lam = self.lam.reshape(-1, 2)
+        self.pair_base = np.arange(n, dtype=np.int64) * cap * cap
+        self.pair_room = np.full(n, cap, dtype=np.int64)
+        self._lists_from_rooms()
+
+    def _grow_example(self, i, rows):
+        """Room for ``rows`` pairs of example i: its rows move, doubled (or more), into a new
+        block at the end of the pool (the old block is left unused; the pool itself doubles
+        when full), and the slots of every example double when example i's are full."""
+        grown = {}
+        if rows > self.pair_room[i]:
+            old = int(self.pair_room[i])
+            new = max(2 * old, int(rows))
+            need = self.pool_used + new
+            pool = (self.pair_slots, self.pair_edge, self.q, self.lam)
+            if need > len(self.q):
+                pool = _empty_pool(max(need, 2 * len(self.q)))
+                for dst, src in zip(pool, (self.pair_slots, self.pair_edge, self.q, self.lam)):
+                    dst[: self.pool_used] = src[: self.pool_used]
+            src = np.arange(self.pair_base[i], self.pair_base[i] + old)
+            dst = np.arange(self.pool_used, self.pool_used + old)  # beyond the used pool
+            for a in pool:
+                a[dst] = a[src]
+            pair_base, pair_room = self.pair_base.copy(), self.pair_room.copy()
+            pair_base[i], pair_room[i] = self.pool_used, new
+            grown.update(
+                pair_slots=pool[0],
+                pair_edge=pool[1],
+                q=pool[2],
+                lam=pool[3],
+                pair_base=pair_base,
+                pair_room=pair_room,
+                pool_used=need,
             )
-        grid = np.arange(old)
-        src = self.pair_base[i] + grid[:, None] * old + grid[None, :]
-        dst = self.pool_used + grid[:, None] * new + grid[None, :]  # beyond the used pool
-        pair_edge[dst], q[dst], lam[dst] = pair_edge[src], q[src], lam[src]
-        pair_base, pair_room = self.pair_base.copy(), self.pair_room.copy()
-        pair_base[i], pair_room[i] = self.pool_used, new
-        grown = dict(
-            pair_edge=pair_edge,
-            q=q,
-            lam=lam,
-            pair_base=pair_base,
-            pair_room=pair_room,
-            pool_used=need,
-        )
-        if new > self.capacity:
-            grown.update(slot_label=_widen_columns(self.slot_label, new), capacity=new)
+        if self.n_slots[i] + 2 > self.capacity:
+            new = _slots_for(int(self.n_slots[i]) + 2)
+            grown.update(
+                slot_label=_widen_columns(self.slot_label, new),
+                blocked=_widen_columns(self.blocked, new),
+                capacity=new,
+            )
         # one C-level update, so that a Ctrl-C cannot leave the pool half moved
         self.__dict__.update(grown)
 
@@ -382,8 +472,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         from . import _multilabel_gdmm_kernels as gk
 
         indptr, indices, values = self.arrays
-        status = np.zeros(2, dtype=np.int64)
-        stats = np.zeros(2)
+        status = np.zeros(4, dtype=np.int64)
+        stats = np.zeros(3)
         done = 0
         while done < len(order):
             done += gk.gdmm_pass(
@@ -408,6 +498,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 self.mu,
                 *self._pool(),
                 self.lam,
+                self.blocked,
                 self.inner_sweeps,
                 self.inner_tol,
                 self.pair_search == "brute",
@@ -415,8 +506,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 stats,
             )
             if status[0] == gk.NEED_CAPACITY:
-                self._grow_example(int(order[done]))
+                self._grow_example(int(status[2]), int(status[3]))
         self.labels_added += int(stats[0])
+        self.pairs_added += int(stats[2])
         self._sweeps += stats[1]
         return len(order)
 
@@ -435,7 +527,12 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
 
         return gk.consistency(
             self.mu,
-            *self._pool(),
+            self.slot_label,
+            self.n_slots,
+            self.pair_base,
+            self.n_pairs,
+            self.pair_slots,
+            self.q,
             self.lam,
             self.rho,
             self.model.loss_weights,
@@ -453,6 +550,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             "active_labels": c[2] / n,
             "active_pairs": c[3] / n,
             "labels_added": self.labels_added,
+            "pairs_added": self.pairs_added,
             "sweeps_per_visit": self.sweeps_per_visit,
             **self._penalty_figures(),
         }
@@ -475,7 +573,12 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         change = np.zeros_like(V)
         gk.pair_rounding(
             self.mu,
-            *self._pool(),
+            self.slot_label,
+            self.pair_base,
+            self.n_pairs,
+            self.pair_slots,
+            self.pair_edge,
+            self.q,
             self.C,
             change,
         )
@@ -504,9 +607,16 @@ def default_rho(model):
     return max(MIN_DEFAULT_RHO, rule)
 
 
-def _room_for(n_active):
-    """An example's room: the smallest power of two, at least 8, that holds
-    ``n_active + 4`` slots (a pass may add two labels)."""
+def _rows_for(n_pairs):
+    """An example's room in pair rows: its pairs and half as many again, at least 8 more
+    (a visit may activate pairs)."""
+    n_pairs = np.asarray(n_pairs, dtype=np.int64)
+    return n_pairs + np.maximum(8, n_pairs // 2)
+
+
+def _slots_for(n_active):
+    """Label slots per example: the smallest power of two, at least 8, that holds
+    ``n_active + 4`` slots (a visit may add two labels)."""
     room = 8
     while room < n_active + 4:
         room *= 2
@@ -514,8 +624,14 @@ def _room_for(n_active):
 
 
 def _empty_pool(size):
-    """``(pair_edge, q, lam)`` for ``size`` pool rows: no edge, no mass, no multipliers."""
-    return np.full(size, -1, dtype=np.int64), np.zeros((size, 4)), np.zeros((size, 2))
+    """``(pair_slots, pair_edge, q, lam)`` for ``size`` pool rows: no pair, no mass, no
+    multipliers."""
+    return (
+        np.zeros((size, 2), dtype=np.int64),
+        np.full(size, -1, dtype=np.int64),
+        np.zeros((size, 4)),
+        np.zeros((size, 2)),
+    )
 
 
 def _widen_columns(a, width):
