@@ -358,6 +358,49 @@ def test_gdmm_tree_search_equals_scan_on_a_larger_graph():
     assert np.array_equal(g.slot_label, brute.slot_label)
 
 
+def _w_of_q(g, model, data, C):
+    """w from GDMM's marginals: unary from μ, pairwise from the active pairs' (1, 1) mass."""
+    W = model.unpack(np.zeros(model.size))
+    W.unary[:] = C * (data.X.T @ (data.Y - g.mu))
+    gold_pairs = data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]
+    pair_mass = np.zeros(len(model.edges))
+    live = np.concatenate([g.pair_rows(i) for i in range(data.n_sequences)])
+    np.add.at(pair_mass, g.pair_edge[live], g.q[live, 3])
+    W.pairwise[:] = C * (gold_pairs.sum(axis=0) - pair_mass)
+    return np.concatenate([W.unary.ravel(), W.pairwise])
+
+
+def test_gdmm_idle_labels_leave_without_moving_the_point():
+    """Labels without mass for ``shrink_after`` visits leave the active sets with their
+    pairs: w stays w(q), the inactive pairs stay distributions, gold labels stay, and the
+    active sets are smaller than without shrinking, at the same certified optimum."""
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(9, n=40, L=40, d=6, edges="full", inference="lp")
+    kw = dict(max_iter=60, random_state=1, check_every=60)
+    g = MultiLabelGDMM(model, 1.0, shrink_after=2, **kw).fit(data)
+    keep = MultiLabelGDMM(model, 1.0, shrink_after=0, **kw).fit(data)
+    assert g.labels_removed > 0 and keep.labels_removed == 0
+    assert g.n_slots.sum() < keep.n_slots.sum()
+    assert np.allclose(_w_of_q(g, model, data, 1.0), g.w, atol=1e-9)
+    assert _inactive_excess(g) <= 1e-12
+    for i in range(data.n_sequences):  # gold labels stay; slots name distinct labels
+        active = g.slot_label[i, : g.n_slots[i]]
+        assert set(np.flatnonzero(data.Y[i])) <= set(active)
+        assert len(set(active)) == len(active)
+        assert np.all(g.mu[i, np.setdiff1d(np.arange(40), active)] == 0.0)
+    # both reach the same optimum
+    small, _ = _problem(7, n=60, L=12, d=5, edges="full", inference="lp")
+    data7 = _problem(7, n=60, L=12, d=5, edges="full", inference="lp")[1]
+    a, b = (
+        MultiLabelGDMM(small, 1.0, shrink_after=k, max_iter=3000, check_every=100, tol=1e-7)
+        .fit(data7)
+        .history.last.primal
+        for k in (2, 0)
+    )
+    assert a == pytest.approx(b, rel=1e-6)
+
+
 @pytest.mark.parametrize("layout", ["room", "blocks"])
 def test_gdmm_resumes_from_a_state_of_an_older_layout(layout):
     """Older files hold every pair of two active labels in a (room × room) block per example
@@ -387,7 +430,7 @@ def test_gdmm_resumes_from_a_state_of_an_older_layout(layout):
         old["pair_room"] = np.full(n, cap, dtype=np.int64)
         old["pair_edge"], old["q"], old["lam"] = edge.ravel(), q.reshape(-1, 4), lam.reshape(-1, 2)
         meta["scalars"]["pool_used"] = n * cap * cap
-    for k in ("pairs_added",):
+    for k in ("pairs_added", "labels_removed"):
         meta["scalars"].pop(k)
     rest = MultiLabelGDMM(model, 1.0, max_iter=22, **kw)
     rest.load_state(data, meta, old)

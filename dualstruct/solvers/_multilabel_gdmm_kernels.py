@@ -32,6 +32,14 @@ active at ``q = e_11``, so the initial point is the gold labelling (w = 0). Pair
 activated one by one, when a step needs them or when the greedy selection picks them, not
 all pairs among the active labels.
 
+**Idle labels.** A label outside the gold labelling that has had no mass (μ = 0, and none
+on its pairs' (1, 1) state) for ``shrink_after`` visits, and whose gain with all its edges to
+labels with mass (below) is not positive, leaves S_i with its pairs. Neither w nor G moves:
+both depend on μ and the (1, 1) masses only, and a dropped pair's state with μ_l = 0,
+``(1 − μ_k, 0, μ_k, 0)``, is its inactive state; only its multipliers are forgotten. On large
+label sets the greedy selection adds many labels that never gain mass, and they would hold
+memory and time; the gain test keeps a label that the selection would take back at once.
+
 **Augmented Lagrangian** (Algorithm 1, step 1) over the active factors:
 
     L(q, λ) = G(q) + Σ_e Σ_{j ∈ e} [λ_e,j r_e,j + ρ/2 r_e,j²],   messages m_e,j = λ_e,j + ρ r_e,j,
@@ -338,6 +346,8 @@ def gdmm_pass(
     q,
     lam,
     blocked,
+    idle,
+    shrink_after,
     inner_sweeps,
     inner_tol,
     brute_search,
@@ -349,9 +359,10 @@ def gdmm_pass(
     example's slots or rows cannot hold what its visit may add, before the visit changes
     anything (the caller gives the example more room and continues: the trajectory does
     not depend on the rooms). ``blocked[i, s]`` is 1 + the slot of the inactive pair's other
-    label that held back the step of slot s at the last visit (0: none). ``stats``
-    accumulates [labels added, block-step sweeps made, pairs activated]. Returns the
-    examples processed.
+    label that held back the step of slot s at the last visit (0: none), ``idle[i, s]`` the
+    visits since slot s last carried mass; a label idle for ``shrink_after`` visits leaves
+    (0: never). ``stats`` accumulates [labels added, block-step sweeps made, pairs
+    activated, labels removed]. Returns the examples processed.
 
     ``U`` is the flat unary block of w: d × L feature-major, or with a support its pairs
     (:func:`~dualstruct.models.support.kernel_support`: the support's labels and each data
@@ -375,6 +386,52 @@ def gdmm_pass(
     for idx in range(order.shape[0]):
         i = order[idx]
         gold = Y[i]
+        if sparse:
+            entry_unigram_scores(
+                indptr,
+                entry_start,
+                entry_count,
+                values,
+                i,
+                i + 1,
+                support_labels,
+                U,
+                theta_row,
+                acc,
+            )
+        else:
+            unary_scores(indptr, indices, values, i, U2, theta)
+        # g[l]: the label terms; bonus[l]: the positive interaction weights of l's edges to
+        # active labels with mass (rows of edge_id read in order: it is symmetric)
+        for l in range(L):
+            g[l] = theta[l] + loss_weights[l] * (1 - 2 * gold[l])
+            bonus[l] = 0.0
+        for t in range(n_slots[i]):
+            k = slot_label[i, t]
+            if mu[i, k] <= 0.0:
+                continue
+            for l in range(L):
+                e = edge_id[k, l]
+                if e >= 0 and V[e] > 0.0:
+                    bonus[l] += V[e]
+        if shrink_after > 0:  # idle labels that the selection would not take back leave
+            stats[3] += _drop_idle_labels(
+                i,
+                shrink_after,
+                gold,
+                g,
+                bonus,
+                slot_label,
+                n_slots,
+                pair_base,
+                n_pairs,
+                pair_slots,
+                pair_edge,
+                q,
+                lam,
+                blocked,
+                idle,
+            )
         ns = n_slots[i]
         base, room = pair_base[i], pair_room[i]
         for p in range(base, base + n_pairs[i]):
@@ -414,36 +471,10 @@ def gdmm_pass(
                         stats[2] += 1
         for s in range(ns):
             blocked[i, s] = 0
-        if sparse:
-            entry_unigram_scores(
-                indptr,
-                entry_start,
-                entry_count,
-                values,
-                i,
-                i + 1,
-                support_labels,
-                U,
-                theta_row,
-                acc,
-            )
-        else:
-            unary_scores(indptr, indices, values, i, U2, theta)
         for s in range(ns):
             slot_of[slot_label[i, s]] = s
         # -- greedy factor selection ------------------------------------------------------
-        # bonus[l]: the positive interaction weights of l's inactive edges to active labels
-        # with mass (rows of edge_id read in order: it is symmetric)
-        for l in range(L):
-            bonus[l] = 0.0
-        for t in range(ns):
-            k = slot_label[i, t]
-            if mu[i, k] <= 0.0:
-                continue
-            for l in range(L):
-                e = edge_id[k, l]
-                if e >= 0 and V[e] > 0.0:
-                    bonus[l] += V[e]
+        # (bonus counts inactive edges only: take out the active ones)
         for p in range(base, base + n_pairs[i]):  # active edges are not inactive
             e = pair_edge[p]
             if V[e] > 0.0:
@@ -455,7 +486,6 @@ def gdmm_pass(
         g1, g2 = -np.inf, -np.inf
         best, best_a, best_b = 0.0, -1, -1
         for l in range(L):
-            g[l] = theta[l] + loss_weights[l] * (1 - 2 * gold[l])
             if slot_of[l] >= 0:
                 if mu[i, l] <= 0.0 and bonus[l] > 0.0 and g[l] + bonus[l] > best:
                     best, best_a, best_b = g[l] + bonus[l], l, -1  # an active label at 0
@@ -648,7 +678,85 @@ def gdmm_pass(
             lam[p, 0] += eta * ra
             lam[p, 1] += eta * rb
             row_of[a, b] = -1
+        # -- idle labels: no mass, and none on their pairs' (1, 1) state ----------------------
+        for s in range(ns):
+            idle[i, s] = idle[i, s] + 1 if mu[i, slot_label[i, s]] <= 0.0 else 0
+        for p in range(base, base + n_pairs[i]):
+            if q[p, 3] > 0.0:
+                idle[i, pair_slots[p, 0]] = 0
+                idle[i, pair_slots[p, 1]] = 0
     return order.shape[0]
+
+
+@njit(cache=True)
+def _drop_idle_labels(
+    i,
+    shrink_after,
+    gold,
+    g,
+    bonus,
+    slot_label,
+    n_slots,
+    pair_base,
+    n_pairs,
+    pair_slots,
+    pair_edge,
+    q,
+    lam,
+    blocked,
+    idle,
+):
+    """Example i's labels outside the gold labelling that were idle (μ = 0, no (1, 1) mass
+    on their pairs) for ``shrink_after`` visits, and that the greedy selection would not
+    take back (``g_l + bonus_l <= 0``: the gain of the label with all its edges to labels
+    with mass), leave its active set, with their pairs.
+    Neither w nor G moves: w depends on μ and the (1, 1) masses only, and a dropped pair's
+    inactive state ``(1 − μ_k, 0, μ_k, 0)`` has the same marginals; its multipliers are
+    forgotten. The last slot takes the freed one (its pairs renamed, a < b kept by
+    swapping the two labels' states and multipliers). Returns the labels dropped."""
+    dropped = 0
+    s = 0
+    while s < n_slots[i]:
+        l = slot_label[i, s]
+        if gold[l] or idle[i, s] < shrink_after or g[l] + bonus[l] > 0.0:
+            s += 1
+            continue
+        last = n_slots[i] - 1
+        base = pair_base[i]
+        p = base
+        while p < base + n_pairs[i]:  # the pairs of s go; the last row fills the gap
+            if pair_slots[p, 0] == s or pair_slots[p, 1] == s:
+                end = base + n_pairs[i] - 1
+                pair_slots[p, 0], pair_slots[p, 1] = pair_slots[end, 0], pair_slots[end, 1]
+                pair_edge[p] = pair_edge[end]
+                for j in range(4):
+                    q[p, j] = q[end, j]
+                lam[p, 0], lam[p, 1] = lam[end, 0], lam[end, 1]
+                n_pairs[i] -= 1
+            else:
+                p += 1
+        if last != s:  # the last slot moves to s
+            slot_label[i, s] = slot_label[i, last]
+            blocked[i, s] = blocked[i, last]
+            idle[i, s] = idle[i, last]
+            for p in range(base, base + n_pairs[i]):
+                for side in range(2):
+                    if pair_slots[p, side] == last:
+                        pair_slots[p, side] = s
+                if pair_slots[p, 0] > pair_slots[p, 1]:
+                    pair_slots[p, 0], pair_slots[p, 1] = pair_slots[p, 1], pair_slots[p, 0]
+                    q[p, 1], q[p, 2] = q[p, 2], q[p, 1]
+                    lam[p, 0], lam[p, 1] = lam[p, 1], lam[p, 0]
+        for t in range(last):  # the bounds that named s or last
+            if blocked[i, t] == s + 1:
+                blocked[i, t] = 0
+            elif blocked[i, t] == last + 1:
+                blocked[i, t] = s + 1
+        blocked[i, last] = 0
+        idle[i, last] = 0
+        n_slots[i] = last
+        dropped += 1
+    return dropped
 
 
 @njit(cache=True)

@@ -84,6 +84,12 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         How the best inactive pair with both labels outside the active set is found:
         branch-and-bound over a max segment tree of the interaction weights (default), or a
         scan of all edges (the test twin).
+    shrink_after : int
+        A label outside an example's gold labelling leaves its active set, with its pairs,
+        after this many visits without mass (μ = 0 and no (1, 1) mass on its pairs; w and
+        the dual do not move, its multipliers are forgotten); 0 keeps every label (default
+        5). On large label sets the greedy selection adds labels that never gain mass,
+        and they would hold memory and time.
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
@@ -95,7 +101,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     so every active pair's (1, 1) mass is clipped into the range its two unigram marginals
     allow, which gives a point of the local polytope (:meth:`dual`). ``tol`` stops training
     on that gap. Records' ``extra`` hold the consistency residual, the augmented Lagrangian,
-    G, mean active labels and pairs per example, and the labels and pairs added.
+    G, mean active labels and pairs per example, and the labels and pairs added and the
+    labels removed.
 
     Examples
     --------
@@ -125,6 +132,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         inner_sweeps=4,
         inner_tol=0.3,
         pair_search="tree",
+        shrink_after=5,
         **kwargs,
     ):
         if kwargs.get("rescaling", "margin") != "margin":
@@ -153,6 +161,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         if pair_search not in ("tree", "brute"):
             raise ValueError(f"pair_search must be 'tree' or 'brute', got {pair_search!r}")
         self.pair_search = pair_search
+        if shrink_after is None or int(shrink_after) < 0:
+            raise ValueError(f"shrink_after must be an int >= 0, got {shrink_after!r}")
+        self.shrink_after = int(shrink_after)
 
     memory_advice = (
         "Lower it with a sparser label graph (edges='tree' or 'chain'), BCFW "
@@ -190,6 +201,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self.capacity = _slots_for(int(self.n_slots.max(initial=0)))
         self.slot_label = np.zeros((n, self.capacity), dtype=np.int64)
         self.blocked = np.zeros((n, self.capacity), dtype=np.int64)
+        self.idle = np.zeros((n, self.capacity), dtype=np.int64)
         edge_id = self._edge_ids()
         gold_pairs = gk.gold_pair_counts(Y, edge_id)
         self.pair_room = _rows_for(gold_pairs)
@@ -209,6 +221,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             self.q,
         )
         self.labels_added = 0
+        self.labels_removed = 0
         self.pairs_added = 0
         self.sweeps_per_visit = 0.0  # of the last pass
         self.best_dual = 0.0  # the gold labelling's
@@ -228,11 +241,20 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         "q",
         "lam",
         "blocked",
+        "idle",
     )
-    state_scalars = ("capacity", "labels_added", "pairs_added", "pool_used", "best_dual")
+    state_scalars = (
+        "capacity",
+        "labels_added",
+        "labels_removed",
+        "pairs_added",
+        "pool_used",
+        "best_dual",
+    )
     growable_arrays = (
         "slot_label",
         "blocked",
+        "idle",
         "pair_base",
         "pair_room",
         "pair_slots",
@@ -243,7 +265,14 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     #: files written before pairs were activated one by one hold every pair of two active
     #: labels in a (room × room) block per example (or, older still, an (n, cap, cap, ·)
     #: block for all), and no pair lists
-    optional_state_arrays = ("pair_base", "pair_room", "n_pairs", "pair_slots", "blocked")
+    optional_state_arrays = (
+        "pair_base",
+        "pair_room",
+        "n_pairs",
+        "pair_slots",
+        "blocked",
+        "idle",
+    )
 
     def load_state(self, data, meta, arrays):
         if "n_pairs" not in arrays:
@@ -279,8 +308,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             self._lists_from_blocks()
         elif layout == "room":  # one (room × room) block per example, in a pool
             self._lists_from_rooms()
-        if self.blocked.shape != self.slot_label.shape:  # a file without the flags
-            self.blocked = np.zeros(self.slot_label.shape, dtype=np.int64)
+        for k in ("blocked", "idle"):  # a file without them
+            if getattr(self, k).shape != self.slot_label.shape:
+                setattr(self, k, np.zeros(self.slot_label.shape, dtype=np.int64))
         self._rebuild()
 
     def _rebuild(self):
@@ -364,6 +394,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         ok = (
             self.slot_label.shape == (n, self.capacity)
             and self.blocked.shape == (n, self.capacity)
+            and self.idle.shape == (n, self.capacity)
             and room.shape == (n,)
             and base.shape == (n,)
             and count.shape == (n,)
@@ -463,6 +494,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             grown.update(
                 slot_label=_widen_columns(self.slot_label, new),
                 blocked=_widen_columns(self.blocked, new),
+                idle=_widen_columns(self.idle, new),
                 capacity=new,
             )
         # one C-level update, so that a Ctrl-C cannot leave the pool half moved
@@ -473,7 +505,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
 
         indptr, indices, values = self.arrays
         status = np.zeros(4, dtype=np.int64)
-        stats = np.zeros(3)
+        stats = np.zeros(4)
         done = 0
         while done < len(order):
             done += gk.gdmm_pass(
@@ -499,6 +531,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 *self._pool(),
                 self.lam,
                 self.blocked,
+                self.idle,
+                self.shrink_after,
                 self.inner_sweeps,
                 self.inner_tol,
                 self.pair_search == "brute",
@@ -509,6 +543,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 self._grow_example(int(status[2]), int(status[3]))
         self.labels_added += int(stats[0])
         self.pairs_added += int(stats[2])
+        self.labels_removed += int(stats[3])
         self._sweeps += stats[1]
         return len(order)
 
@@ -551,6 +586,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             "active_pairs": c[3] / n,
             "labels_added": self.labels_added,
             "pairs_added": self.pairs_added,
+            "labels_removed": self.labels_removed,
             "sweeps_per_visit": self.sweeps_per_visit,
             **self._penalty_figures(),
         }
