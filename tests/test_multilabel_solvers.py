@@ -390,8 +390,7 @@ def test_gdmm_idle_labels_leave_without_moving_the_point():
         assert len(set(active)) == len(active)
         assert np.all(g.mu[i, np.setdiff1d(np.arange(40), active)] == 0.0)
     # both reach the same optimum
-    small, _ = _problem(7, n=60, L=12, d=5, edges="full", inference="lp")
-    data7 = _problem(7, n=60, L=12, d=5, edges="full", inference="lp")[1]
+    small, data7 = _problem(7, n=60, L=12, d=5, edges="full", inference="lp")
     a, b = (
         MultiLabelGDMM(small, 1.0, shrink_after=k, max_iter=3000, check_every=100, tol=1e-7)
         .fit(data7)
@@ -455,9 +454,40 @@ def test_gdmm_refuses_an_inconsistent_state():
     bad_slot["pair_slots"][live] = bad_slot["pair_slots"][live, ::-1]  # slots out of order
     bad_edge = dict(arrays, pair_edge=arrays["pair_edge"].copy())
     bad_edge["pair_edge"][live] = (bad_edge["pair_edge"][live] + 1) % len(model.edges)
-    for bad in (short, bad_slot, bad_edge):
+    bad_label = dict(arrays, slot_label=arrays["slot_label"].copy())
+    bad_label["slot_label"][0, part.n_slots[0] - 1] = 10**9  # the kernels index with it
+    i = int(np.flatnonzero(data.Y.sum(axis=1))[0])
+    no_gold = dict(arrays, slot_label=arrays["slot_label"].copy())
+    no_gold["slot_label"][i, : part.n_slots[i]] = no_gold["slot_label"][i, 0] + np.arange(
+        part.n_slots[i]
+    ) * 0  # a repeated label, the gold ones lost
+    for bad in (short, bad_slot, bad_edge, bad_label, no_gold):
         with pytest.raises(ValueError, match="inconsistent"):
             MultiLabelGDMM(model, 1.0).load_state(data, meta, bad)
+
+
+def test_gdmm_keeps_its_invariant_across_C():
+    """After set_C mixes the marginals with the gold labelling, every inactive edge between
+    active labels still has μ_l + μ_k <= 1, and the certified dual stays below the optimum
+    of the new C; compacting the pool does not change the trajectory."""
+    from dualstruct.solvers import MultiLabelGDMM
+
+    model, data = _problem(9, n=30, L=12, d=6, edges="full", inference="lp")
+    g = MultiLabelGDMM(model, 1.0, max_iter=40, random_state=2, check_every=40).fit(data)
+    for C in (0.1, 10.0):
+        g.set_C(C)
+        assert _inactive_excess(g) <= 1e-12
+        g.max_iter = 30  # (passes of this fit call)
+        g.fit(data)
+        assert _inactive_excess(g) <= 1e-12
+        cp = CuttingPlane(model, C, max_iter=3000, tol=1e-8).fit(data)
+        assert g.history.last.dual <= cp.history.last.primal * (1 + 1e-9)
+    a = MultiLabelGDMM(model, 1.0, max_iter=20, random_state=2, check_every=40).fit(data)
+    b = MultiLabelGDMM(model, 1.0, max_iter=10, random_state=2, check_every=40).fit(data)
+    b._compact_pool()
+    b.max_iter = 10  # (passes of this fit call)
+    b.fit(data)
+    assert np.array_equal(a.w, b.w)
 
 
 def test_gdmm_refuses_exact_inference_on_a_loopy_graph():

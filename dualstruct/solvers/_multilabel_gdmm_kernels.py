@@ -16,11 +16,12 @@ and the consistency constraints ``r_e,l = q_e(10) + q_e(11) − μ_l = 0`` and
 ``pair_base[i] + n_pairs[i]`` of a pool shared by all examples: ``pair_slots`` (the two
 slots a < b of its active set), ``pair_edge`` (the edge's id), ``q`` (four states) and
 ``lam`` (two multipliers). Each example has its own room of ``pair_room[i]`` rows, which
-moves to the end of the pool, doubled, when full, so memory follows each example's active
-pairs (bibtex, full graph: 49 MB for about 64 pairs per example).
+moves to the end of the pool, doubled, when full (the solver compacts the pool when the
+rooms left behind outweigh half the live ones), so memory follows each example's active
+pairs (bibtex, full graph: a 126 MB pool for about 47 pairs per example).
 
-**Inactive factors.** Labels outside the example's active set S_i have ``μ = 0`` and were
-never touched. A pairwise factor that is not active is *defined* as the consistent state
+**Inactive factors.** Labels outside the example's active set S_i have ``μ = 0`` (never
+added, or dropped at 0). A pairwise factor that is not active is *defined* as the consistent state
 with no mass on (1, 1), ``q = (1 − μ_l − μ_k, μ_l, μ_k, 0)``: it has zero residual,
 contributes nothing to the augmented Lagrangian and needs no storage, and it is a
 distribution as long as ``μ_l + μ_k <= 1``, which always holds when an endpoint lies outside
@@ -242,7 +243,8 @@ def _residuals(q, p, mu_a, mu_b):
 @njit(cache=True)
 def _activate_pair(i, a, b, e, mu_a, mu_b, pair_base, n_pairs, pair_slots, pair_edge, q, lam):
     """Append the pair of example i's slots a < b (edge e) at its inactive state
-    ``(1 − μ_a − μ_b, μ_a, μ_b, 0)`` with λ = 0: consistent, so the point does not move.
+    ``(1 − μ_a − μ_b, μ_a, μ_b, 0)`` with λ = 0: consistent, so the point does not move
+    (the first entry clipped at 0 against rounding, where ``μ_a + μ_b`` is 1 + ε).
     The caller has checked that the example has a free row. Returns the row."""
     p = pair_base[i] + n_pairs[i]
     n_pairs[i] += 1
@@ -266,10 +268,10 @@ def _holds_back(i, a, b, blocked, row_of, mu, slot_label, edge_id):
     to a blocked slot (several partners at μ = 1 bind at once)."""
     if row_of[a, b] >= 0 or (blocked[i, a] == 0 and blocked[i, b] == 0):
         return False
-    if blocked[i, a] == b + 1 or blocked[i, b] == a + 1:
-        return True
     l, k = slot_label[i, a], slot_label[i, b]
-    return edge_id[l, k] >= 0 and mu[i, l] + mu[i, k] >= 1.0 - 1e-12
+    if edge_id[l, k] < 0:
+        return False
+    return blocked[i, a] == b + 1 or blocked[i, b] == a + 1 or mu[i, l] + mu[i, k] >= 1.0 - 1e-12
 
 
 @njit(cache=True)
@@ -357,12 +359,13 @@ def gdmm_pass(
     """One GDMM pass (module docstring) over ``order``. Stops early with
     ``status = (NEED_CAPACITY, position to resume at, example, rows it needs)`` when an
     example's slots or rows cannot hold what its visit may add, before the visit changes
-    anything (the caller gives the example more room and continues: the trajectory does
-    not depend on the rooms). ``blocked[i, s]`` is 1 + the slot of the inactive pair's other
-    label that held back the step of slot s at the last visit (0: none), ``idle[i, s]`` the
-    visits since slot s last carried mass; a label idle for ``shrink_after`` visits leaves
-    (0: never). ``stats`` accumulates [labels added, block-step sweeps made, pairs
-    activated, labels removed]. Returns the examples processed.
+    anything but its idle labels (dropping them again finds none, so the caller gives the
+    example more room and continues: the trajectory does not depend on the rooms).
+    ``blocked[i, s]`` is 1 + the slot of the inactive pair's other label that held back the
+    step of slot s at the last visit (0: none), ``idle[i, s]`` the visits since slot s last
+    carried mass; a label idle for ``shrink_after`` visits leaves (0: never). ``stats``
+    accumulates [labels added, block-step sweeps made, pairs activated, labels removed].
+    Returns the examples processed.
 
     ``U`` is the flat unary block of w: d × L feature-major, or with a support its pairs
     (:func:`~dualstruct.models.support.kernel_support`: the support's labels and each data
@@ -710,9 +713,9 @@ def _drop_idle_labels(
     on their pairs) for ``shrink_after`` visits, and that the greedy selection would not
     take back (``g_l + bonus_l <= 0``: the gain of the label with all its edges to labels
     with mass), leave its active set, with their pairs.
-    Neither w nor G moves: w depends on μ and the (1, 1) masses only, and a dropped pair's
-    inactive state ``(1 − μ_k, 0, μ_k, 0)`` has the same marginals; its multipliers are
-    forgotten. The last slot takes the freed one (its pairs renamed, a < b kept by
+    Neither w nor G moves: both depend on μ and the (1, 1) masses only, and a dropped
+    pair's (1, 1) mass is 0, as in its inactive state ``(1 − μ_k, 0, μ_k, 0)``; its
+    multipliers are forgotten. The last slot takes the freed one (its pairs renamed, a < b kept by
     swapping the two labels' states and multipliers). Returns the labels dropped."""
     dropped = 0
     s = 0

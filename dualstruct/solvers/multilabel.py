@@ -43,11 +43,11 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     multi-label models; the derivation is in :mod:`dualstruct.solvers._multilabel_gdmm_kernels`.
 
     It optimizes the LP-relaxed structural SVM (exact on forests) without ever calling the
-    LP: each example keeps a small active set S of labels, grown one greedy factor per pass,
-    and among them only the pairwise factors that carry (1, 1) mass or that a step needs
-    (the others sit at a consistent state with none), so a pass costs
-    ``O(n (nnz(x) L + |S|²))`` instead of BCFW's LP over all L(L−1)/2 pairs, and memory
-    follows the active pairs.
+    LP: each example keeps a small active set S of labels, grown one greedy factor per pass
+    and shrunk by the labels that stay without mass, and among them only the pairwise
+    factors that carry (1, 1) mass or that a step needs (the others sit at a consistent
+    state with none), so a pass costs ``O(n ((nnz(x) + |S|) L + |S|²))`` instead of BCFW's
+    LP over all L(L−1)/2 pairs, and memory follows the active pairs.
 
     Parameters
     ----------
@@ -86,10 +86,12 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         scan of all edges (the test twin).
     shrink_after : int
         A label outside an example's gold labelling leaves its active set, with its pairs,
-        after this many visits without mass (μ = 0 and no (1, 1) mass on its pairs; w and
-        the dual do not move, its multipliers are forgotten); 0 keeps every label (default
-        5). On large label sets the greedy selection adds labels that never gain mass,
-        and they would hold memory and time.
+        after this many visits without mass (μ = 0 and no (1, 1) mass on its pairs), unless
+        the selection would take it back (its label term plus its positive interaction
+        weights to labels with mass is positive); w and the dual do not move, its
+        multipliers are forgotten. 0 keeps every label (default 5). On large label sets
+        the greedy selection adds labels that never gain mass, and they would hold memory
+        and time.
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
@@ -171,20 +173,25 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     )
 
     def memory_parts(self, data):
-        """Besides the weights: μ and the label slots, and the pool of active pairs (72 bytes
-        a row). An example starts with room for its gold pairs and half as many again; its
-        room doubles when full, so the estimate counts every room doubled twice (the pool
-        keeps the rows a grown example left) and the pool's copy while it grows."""
+        """Besides the weights: μ, the label slots (three int arrays) and the pool of active
+        pairs (72 bytes a row). The pool follows the active pairs, which training decides;
+        the estimate assumes about 2k + 8 active labels per example (k its gold labels)
+        with four active pairs each, or its gold pairs if more, rooms doubled once and the
+        pool's copy while it grows. That fits bibtex's full graph (126 MB measured); on
+        large label sets the active sets can grow far beyond it (delicious: 2.6 GB per
+        2,000 examples after 150 passes, BENCHMARKS.md), so there it is a lower bound."""
         parts = super().memory_parts(data)
         Y = np.asarray(data.Y)
         n, L = Y.shape
         k = Y.sum(axis=1).astype(np.int64)
-        rows = _rows_for(k * (k - 1) // 2)
+        rows = _rows_for(np.maximum(k * (k - 1) // 2, 4 * (2 * k + 8)))
         parts[
-            "active pair factors (a pool of rows per example, rooms doubled twice, and its copy "
-            "while it grows)"
-        ] = int(2 * 72 * 4 * rows.sum())
-        parts["label marginals and slots"] = 8 * n * L + 8 * n * int(_slots_for(k.max(initial=0)))
+            "active pair factors (a pool of rows per example, rooms doubled once, and its "
+            "copy while it grows)"
+        ] = int(2 * 72 * 2 * rows.sum())
+        parts["label marginals and slots"] = 8 * n * L + 3 * 8 * n * int(
+            _slots_for(int(2 * k.max(initial=0) + 8))
+        )
         return parts
 
     def _init_state(self):
@@ -283,10 +290,36 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             self.__dict__.pop("_saved_layout", None)
 
     def state_dict(self):
+        self._compact_pool()
         meta, arrays = super().state_dict()
         for k in ("pair_slots", "pair_edge", "q", "lam"):  # the unused tail is not saved
             arrays[k] = arrays[k][: self.pool_used]
         return meta, arrays
+
+    def _compact_pool(self):
+        """Move every example's room to a fresh pool, one after the other, leaving out the
+        rows grown examples left behind (the trajectory does not depend on where the rooms
+        are)."""
+        room, count = self.pair_room, self.n_pairs
+        base = (np.cumsum(room) - room).astype(np.int64)
+        if self.pool_used == int(room.sum()) and np.array_equal(base, self.pair_base):
+            return
+        owner = np.repeat(np.arange(len(count)), count)
+        offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        src = self.pair_base[owner] + offset
+        dst = base[owner] + offset
+        pool = _empty_pool(int(room.sum()))
+        for new, old in zip(pool, (self.pair_slots, self.pair_edge, self.q, self.lam)):
+            new[dst] = old[src]
+        # one C-level update, so that a Ctrl-C cannot leave the pool half moved
+        self.__dict__.update(
+            pair_slots=pool[0],
+            pair_edge=pool[1],
+            q=pool[2],
+            lam=pool[3],
+            pair_base=base,
+            pool_used=int(room.sum()),
+        )
 
     def pair_rows(self, i):
         """The pool rows of example i's active pairs (module docstring of
@@ -409,6 +442,24 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             and np.all(base >= 0)
             and np.all(base + room <= self.pool_used)
         )
+        if ok:  # rooms apart; slots name distinct labels, the gold ones among them
+            order = np.argsort(base, kind="stable")
+            ok = bool(
+                np.all(base[order][1:] >= (base + room)[order][:-1])
+                and np.all(self.n_slots >= 0)
+                and np.all((self.blocked >= 0) & (self.blocked <= self.capacity))
+            )
+            L = self.model.n_labels
+            Y = self.data.Y
+            for i in range(n if ok else 0):
+                active = self.slot_label[i, : self.n_slots[i]]
+                if (
+                    np.any((active < 0) | (active >= L))
+                    or len(np.unique(active)) != len(active)
+                    or not np.all(np.isin(np.flatnonzero(Y[i]), active))
+                ):
+                    ok = False
+                    break
         if ok and count.sum():
             owner = np.repeat(np.arange(n), count)
             live = np.concatenate([np.arange(b, b + c) for b, c in zip(base, count) if c])
@@ -432,6 +483,19 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         pairs of two active slots a < b, with the same state and multipliers."""
         pair_edge, q, lam = self.pair_edge, self.q, self.lam
         base, room = self.pair_base, self.pair_room
+        n = self.data.n_sequences
+        if (
+            base.shape != (n,)
+            or room.shape != (n,)
+            or self.n_slots.shape != (n,)
+            or len(q) != len(pair_edge)
+            or len(lam) != len(pair_edge)
+            or np.any(base < 0)
+            or np.any(self.n_slots < 0)
+            or np.any(self.n_slots > room)
+            or np.any(base + room * room > len(pair_edge))
+        ):
+            raise ValueError("saved GDMM active sets are inconsistent with their capacity")
         lists = []
         for i, ns in enumerate(self.n_slots):
             a, b = np.triu_indices(int(ns), 1)
@@ -551,6 +615,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self._set_penalties()
         self._sweeps = 0.0
         calls = super()._one_pass(order, chunks)
+        if self.pool_used > 1.5 * int(self.pair_room.sum()):  # rooms left behind
+            self._compact_pool()
         self.sweeps_per_visit = self._sweeps / max(len(order), 1)
         beta = 2.0 / (self.passes + 2.0)  # weighted averaging of the pass iterates
         self.w_avg *= 1.0 - beta
