@@ -307,14 +307,8 @@ def test_gdmm_w_is_w_of_q_tree_search_equals_scan_and_resume():
     assert np.array_equal(g.w, brute.w)  # same choices, same trajectory
     assert np.array_equal(g.n_slots, brute.n_slots)
     # w = w(q): unary from μ, pairwise from the active pairs' (1, 1) mass
-    W = model.unpack(np.zeros(model.size))
-    W.unary[:] = C * (data.X.T @ (data.Y - g.mu))
-    gold_pairs = data.Y[:, model.edges[:, 0]] * data.Y[:, model.edges[:, 1]]
-    pair_mass = np.zeros(len(model.edges))
+    assert np.allclose(_w_of_q(g, model, data, C), g.w, atol=1e-9)
     live = np.concatenate([g.pair_rows(i) for i in range(data.n_sequences)])
-    np.add.at(pair_mass, g.pair_edge[live], g.q[live, 3])
-    W.pairwise[:] = C * (gold_pairs.sum(axis=0) - pair_mass)
-    assert np.allclose(np.concatenate([W.unary.ravel(), W.pairwise]), g.w, atol=1e-9)
     assert np.all(g.q[live] >= -1e-15)
     assert np.allclose(g.q[live].sum(axis=-1), 1.0)
     # pairs are activated one by one: some pairs of two active labels stay inactive, and
@@ -458,9 +452,7 @@ def test_gdmm_refuses_an_inconsistent_state():
     bad_label["slot_label"][0, part.n_slots[0] - 1] = 10**9  # the kernels index with it
     i = int(np.flatnonzero(data.Y.sum(axis=1))[0])
     no_gold = dict(arrays, slot_label=arrays["slot_label"].copy())
-    no_gold["slot_label"][i, : part.n_slots[i]] = no_gold["slot_label"][i, 0] + np.arange(
-        part.n_slots[i]
-    ) * 0  # a repeated label, the gold ones lost
+    no_gold["slot_label"][i, : part.n_slots[i]] = no_gold["slot_label"][i, 0]  # one label, repeated
     for bad in (short, bad_slot, bad_edge, bad_label, no_gold):
         with pytest.raises(ValueError, match="inconsistent"):
             MultiLabelGDMM(model, 1.0).load_state(data, meta, bad)

@@ -241,11 +241,16 @@ def _residuals(q, p, mu_a, mu_b):
 
 
 @njit(cache=True)
-def _activate_pair(i, a, b, e, mu_a, mu_b, pair_base, n_pairs, pair_slots, pair_edge, q, lam):
-    """Append the pair of example i's slots a < b (edge e) at its inactive state
+def _activate_pair(
+    i, a, b, mu, slot_label, edge_id, pair_base, n_pairs, pair_slots, pair_edge, q, lam
+):
+    """Append the edge between example i's slots a < b at its inactive state
     ``(1 − μ_a − μ_b, μ_a, μ_b, 0)`` with λ = 0: consistent, so the point does not move
     (the first entry clipped at 0 against rounding, where ``μ_a + μ_b`` is 1 + ε).
-    The caller has checked that the example has a free row. Returns the row."""
+    The caller has checked that the two labels share an edge and that the example has a
+    free row. Returns the row."""
+    l, k = slot_label[i, a], slot_label[i, b]
+    e, mu_a, mu_b = edge_id[l, k], mu[i, l], mu[i, k]
     p = pair_base[i] + n_pairs[i]
     n_pairs[i] += 1
     pair_slots[p, 0] = a
@@ -461,9 +466,9 @@ def gdmm_pass(
                             i,
                             a,
                             b,
-                            edge_id[slot_label[i, a], slot_label[i, b]],
-                            mu[i, slot_label[i, a]],
-                            mu[i, slot_label[i, b]],
+                            mu,
+                            slot_label,
+                            edge_id,
                             pair_base,
                             n_pairs,
                             pair_slots,
@@ -527,18 +532,7 @@ def gdmm_pass(
         if best_pair_a >= 0:
             a, b = best_pair_a, best_pair_b
             row_of[a, b] = _activate_pair(
-                i,
-                a,
-                b,
-                edge_id[slot_label[i, a], slot_label[i, b]],
-                mu[i, slot_label[i, a]],
-                mu[i, slot_label[i, b]],
-                pair_base,
-                n_pairs,
-                pair_slots,
-                pair_edge,
-                q,
-                lam,
+                i, a, b, mu, slot_label, edge_id, pair_base, n_pairs, pair_slots, pair_edge, q, lam
             )
             stats[2] += 1
         elif best_b >= 0:  # two new labels take the next slots at μ = 0, with their edge
@@ -551,9 +545,9 @@ def gdmm_pass(
                 i,
                 ns - 2,
                 ns - 1,
-                edge_id[best_a, best_b],
-                0.0,
-                0.0,
+                mu,
+                slot_label,
+                edge_id,
                 pair_base,
                 n_pairs,
                 pair_slots,
@@ -585,9 +579,9 @@ def gdmm_pass(
                         i,
                         a,
                         b,
-                        e,
-                        mu[i, slot_label[i, a]],
-                        mu[i, slot_label[i, b]],
+                        mu,
+                        slot_label,
+                        edge_id,
                         pair_base,
                         n_pairs,
                         pair_slots,
