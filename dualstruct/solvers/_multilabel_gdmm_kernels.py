@@ -362,7 +362,7 @@ def gdmm_pass(
     stats,
 ):
     """One GDMM pass (module docstring) over ``order``. Stops early with
-    ``status = (NEED_CAPACITY, position to resume at, example, rows it needs)`` when an
+    ``status = (NEED_CAPACITY, example, rows it needs)`` when an
     example's slots or rows cannot hold what its visit may add, before the visit changes
     anything but its idle labels (dropping them again finds none, so the caller gives the
     example more room and continues: the trajectory does not depend on the rooms).
@@ -454,9 +454,8 @@ def gdmm_pass(
             for p in range(base, base + n_pairs[i]):
                 row_of[pair_slots[p, 0], pair_slots[p, 1]] = -1
             status[0] = NEED_CAPACITY
-            status[1] = idx
-            status[2] = i
-            status[3] = n_pairs[i] + held + ns + 1
+            status[1] = i
+            status[2] = n_pairs[i] + held + ns + 1
             return idx
         if held:
             for b in range(ns):

@@ -391,17 +391,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self.w *= s
         self.w_avg *= s
         if t < 1.0:
-            gk.mix_in_gold(
-                self.data.Y,
-                self.mu,
-                self.slot_label,
-                self.n_slots,
-                self.pair_base,
-                self.n_pairs,
-                self.pair_slots,
-                self.q,
-                t,
-            )
+            gk.mix_in_gold(self.data.Y, self.mu, *self._pair_lists(), self.q, t)
         self._rebuild()  # the new κ, and the tree over the scaled interaction weights
         self.lam *= ratio
 
@@ -417,6 +407,11 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             self.pair_edge,
             self.q,
         )
+
+    def _pair_lists(self):
+        """The active sets and where each example's pairs are, in the order the kernels that
+        walk them take them."""
+        return self.slot_label, self.n_slots, self.pair_base, self.n_pairs, self.pair_slots
 
     def _check_pool(self):
         """The kernels do not check bounds: refuse a state whose pool rows could overflow or
@@ -568,7 +563,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         from . import _multilabel_gdmm_kernels as gk
 
         indptr, indices, values = self.arrays
-        status = np.zeros(4, dtype=np.int64)
+        status = np.zeros(3, dtype=np.int64)
         stats = np.zeros(4)
         done = 0
         while done < len(order):
@@ -604,7 +599,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 stats,
             )
             if status[0] == gk.NEED_CAPACITY:
-                self._grow_example(int(status[2]), int(status[3]))
+                self._grow_example(int(status[1]), int(status[2]))
         self.labels_added += int(stats[0])
         self.pairs_added += int(stats[2])
         self.labels_removed += int(stats[3])
@@ -628,11 +623,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
 
         return gk.consistency(
             self.mu,
-            self.slot_label,
-            self.n_slots,
-            self.pair_base,
-            self.n_pairs,
-            self.pair_slots,
+            *self._pair_lists(),
             self.q,
             self.lam,
             self.rho,
