@@ -56,7 +56,12 @@ import numpy as np
 from dualstruct import StructuredSVM
 
 METHODS = {
+    # the unigram oracle's default: label lists until they stream nearly every row, then
+    # brute force (brute force from the start up to 64 labels)
     "gdmm": dict(
+        solver="gdmm", solver_options={"unigram_oracle": "auto", "bigram_oracle": "sorted"}
+    ),
+    "gdmm-lists": dict(
         solver="gdmm", solver_options={"unigram_oracle": "sparse", "bigram_oracle": "sorted"}
     ),
     "gdmm-brute": dict(
@@ -620,6 +625,61 @@ def accuracy_plot(results, path):
     print(f"plot written to {path}")
 
 
+def active_sets(run):
+    """(passes, active labels per token, labels with mass per token, pairs per edge) at the
+    checks of a GDMM run."""
+    return [
+        (r["passes"], e["active_labels"], e["labels_with_mass"], e["active_pairs"])
+        for r in run["history"]
+        if "labels_with_mass" in (e := r.get("extra", {}))
+    ]
+
+
+def active_set_summary(results, rows=6):
+    """The GDMM runs' active-set sizes at up to ``rows`` checks spread over each run."""
+    for ds in results:
+        for run in ds["runs"]:
+            sizes = active_sets(run) if run["status"] == "ok" else []
+            if not sizes:
+                continue
+            step = max(1, math.ceil(len(sizes) / rows))
+            picked = sizes[::step] + ([sizes[-1]] if (len(sizes) - 1) % step else [])
+            print(f"\n{ds['name']} {run['method']}: active sets at checks")
+            print("  passes  labels/token  with mass  pairs/edge")
+            for passes, labels, with_mass, pairs in picked:
+                print(f"  {passes:6d}  {labels:12.1f}  {with_mass:9.1f}  {pairs:10.1f}")
+
+
+def active_set_plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [
+        (ds, run)
+        for ds in results
+        for run in ds["runs"]
+        if run["status"] == "ok" and active_sets(run)
+    ]
+    if not shown:
+        return
+    fig, axes = plt.subplots(1, len(shown), figsize=(6.5 * len(shown), 4.5), squeeze=False)
+    for ax, (ds, run) in zip(axes[0], shown):
+        passes, labels, with_mass, pairs = zip(*active_sets(run))
+        ax.plot(passes, labels, "-", label="active labels per token")
+        ax.plot(passes, with_mass, "--", label="labels with mass per token")
+        ax.plot(passes, pairs, ":", label="pairs per edge")
+        ax.set_xlabel("passes")
+        ax.set_ylabel("mean size")
+        ax.set_title(f"{ds['name']} (K = {ds['K']}), {run['method']}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
 def _option(text):
     """``KEY=VALUE``: a number where possible, ``P:V,P:V,...`` a schedule of (pass, value)
     points (GDMM's rho and eta), else the string."""
@@ -725,6 +785,9 @@ def main(argv=None):
         "--accuracy-plot", help="write test accuracy against training time (Czech datasets)"
     )
     ap.add_argument("--plot", help="write a log-log plot of seconds per pass against K")
+    ap.add_argument(
+        "--active-plot", help="write GDMM's active-set sizes against passes (at the checks)"
+    )
     ap.add_argument("--json", help="write all results and histories to this JSON file")
     args = ap.parse_args(argv)
     args.gdmm_option = dict(_option(text) for text in args.gdmm_option)
@@ -873,6 +936,7 @@ def main(argv=None):
         )
 
     accuracy_summary(results)
+    active_set_summary(results)
     if args.json:
         machine = {
             "platform": platform.platform(),
@@ -889,6 +953,8 @@ def main(argv=None):
         plot(results, methods, args.plot)
     if args.accuracy_plot:
         accuracy_plot(results, args.accuracy_plot)
+    if args.active_plot:
+        active_set_plot(results, args.active_plot)
 
 
 if __name__ == "__main__":

@@ -569,10 +569,17 @@ def test_exact_oracles_give_identical_trajectories_and_runs_are_deterministic(in
         assert [r.primal for r in runs[0].history] == [r.primal for r in other.history]
     _check_w_equals_w_of_q(runs[0], model, data, 1.0)
     extra = runs[0].history.last.extra
-    assert {"residual", "G", "augmented", "active_labels", "active_pairs", "oracle_time"} <= set(
-        extra
-    )
+    assert {
+        "residual",
+        "G",
+        "augmented",
+        "active_labels",
+        "active_pairs",
+        "oracle_time",
+        "labels_with_mass",
+    } <= set(extra)
     assert 1.0 <= extra["active_labels"] <= 60
+    assert 1.0 <= extra["labels_with_mass"] <= extra["active_labels"]
     assert "streamed_rows" not in runs[1].history.last.extra  # brute force streams them all
 
 
@@ -592,6 +599,38 @@ def test_streamed_rows_counts_the_token_features_whose_list_is_long():
         shares.append(gdmm.history.last.extra["streamed_rows"])
         assert shares[-1] == pytest.approx(np.mean(streamed))
     assert 0.0 < shares[0] < shares[1] < 1.0
+
+
+def test_auto_unigram_oracle_switches_to_brute_force_once_nearly_every_row_streams():
+    """``unigram_oracle="auto"`` above 64 labels starts with the label lists and drops them
+    for brute force after the first pass at which they stream >= 95% of the rows (here
+    pass 5 of 8); the argmax is the same, so the trajectory is that of "sparse"."""
+    X, y = make_chain(40, 6, 200, 400, nnz_per_token=6, random_state=2)
+    data = pack_sequences(X, y, 400)
+    model = ChainModel(200, 400)
+    auto = GDMM(model, 1.0, max_iter=8, check_every=1, random_state=0).fit(data)
+    lists = GDMM(model, 1.0, max_iter=8, check_every=1, random_state=0, unigram_oracle="sparse")
+    lists.fit(data)
+    shares = [r.extra["streamed_rows"] for r in lists.history]
+    first = next(p for p, share in enumerate(shares, 1) if share >= 0.95)
+    assert 1 < first < 8
+    assert auto.unigram_oracle == "brute" and auto.brute_unigram_since == first
+    assert auto.fl_label.shape == (1,)  # the lists are gone
+    assert [r.extra.get("streamed_rows") for r in auto.history[: first - 1]] == shares[: first - 1]
+    assert all(r.extra["brute_unigram_since"] == first for r in auto.history[first - 1 :])
+    assert np.array_equal(auto.w, lists.w)
+    assert [r.primal for r in auto.history] == [r.primal for r in lists.history]
+    assert auto.history.last.extra["active_labels"] == lists.history.last.extra["active_labels"]
+    # a run resumed after the switch starts with the lists again (rebuilt from the state)
+    # and switches after its first pass, on the same trajectory
+    meta, arrays = auto.state_dict()
+    resumed = GDMM(model, 1.0, max_iter=3, check_every=1, random_state=0)
+    resumed.load_state(data, meta, arrays)
+    assert resumed.unigram_oracle == "sparse"
+    resumed.fit(data)
+    lists.fit(data, max_iter=3)
+    assert resumed.unigram_oracle == "brute" and resumed.brute_unigram_since == 9
+    assert np.array_equal(resumed.w, lists.w)
 
 
 def test_label_lists_refuse_to_overflow_their_pool():

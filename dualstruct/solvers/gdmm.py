@@ -30,6 +30,10 @@ BIGRAM_ORACLES = ("sorted", "brute")
 #: labels (K² pairs) is then cheaper than the lists and trees (OCR, K = 26: 0.088 against
 #: 0.148 s per pass on a 2-core VM), and both give the same argmax
 AUTO_BRUTE_MAX_LABELS = 64
+#: with unigram oracle "auto", the sparse oracle gives way to brute force once it streams
+#: this share of the token features' rows of W_U: the sweep then reads what brute force
+#: reads, and the label lists only cost their upkeep (BENCHMARKS.md)
+AUTO_BRUTE_STREAMED = 0.95
 #: per-token arrays aligned with the active-label slots, and per-edge arrays of support pairs
 LABEL_SLOT_ARRAYS = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle")
 PAIR_SLOT_ARRAYS = ("pair_a", "pair_b", "q_b")
@@ -144,7 +148,10 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
     unigram_oracle : {"auto", "sparse", "sampled", "brute"}
         Unigram FMO: exact over per-feature label lists, one of ``n_groups`` random label
         groups per call (the paper's approximate oracle), or all K labels. "auto" (default)
-        is "brute" up to 64 labels and "sparse" above.
+        is "brute" up to 64 labels and "sparse" above, switching to "brute" for good after
+        the first pass at which the sparse oracle streams at least 95% of the token
+        features' rows (``streamed_rows``; the lists only grow, and both oracles return
+        the same argmax, so the trajectory does not change).
     bigram_oracle : {"auto", "sorted", "brute"}
         Bigram FMO: the four-case search over max-trees of W_B or all K² pairs. "auto"
         (default) is "brute" up to 64 labels and "sorted" above.
@@ -177,9 +184,11 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
     (:meth:`dual`). Its gap closes as the marginals become consistent, more slowly than the
     primal converges, so ``tol`` stops training only once the certified gap is that small.
     Every record's ``extra`` holds the consistency residual ``Σ‖M q_e − q_j‖``, the
-    augmented Lagrangian, G(q), the mean active-set sizes, with the sparse unigram oracle
+    augmented Lagrangian, G(q), the mean active-set sizes (at checks also the mean number
+    of labels with mass in q_t, ``labels_with_mass``), with the sparse unigram oracle
     the share of token features whose row of W_U it streams (``streamed_rows``,
-    :meth:`streamed_rows`) and, at checks, the seconds the oracles alone take on the current
+    :meth:`streamed_rows`; once "auto" has switched to brute force, the pass at which it
+    did, ``brute_unigram_since``) and, at checks, the seconds the oracles alone take on the current
     state (``oracle_time``; the rest of a pass is the update work).
 
     Examples
@@ -227,6 +236,9 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             )
         K = model.n_labels
         small = K <= AUTO_BRUTE_MAX_LABELS
+        #: "auto" on dense weights above 64 labels: the sparse oracle until it streams
+        #: nearly every row (AUTO_BRUTE_STREAMED), then brute force
+        self.auto_unigram = unigram_oracle == "auto" and not small
         if unigram_oracle == "auto":
             unigram_oracle = "brute" if small else "sparse"
         if bigram_oracle == "auto":
@@ -499,6 +511,21 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
                     break
                 pool *= 2  # a push found no room (it wrote nothing): build again, larger
 
+    def _maybe_stream_all(self):
+        """With ``unigram_oracle="auto"``: switch the sparse unigram oracle to brute force
+        (and free its label lists) once it streams ``AUTO_BRUTE_STREAMED`` of the rows."""
+        if (
+            self.auto_unigram
+            and self.unigram_oracle == "sparse"
+            and not self.sparse_weights
+            and self.streamed_rows() >= AUTO_BRUTE_STREAMED
+        ):
+            self.unigram_oracle = "brute"
+            self.brute_unigram_since = self.passes + 1  # this pass's number
+            self._prepare()  # drops the lists (rebuilding the trees: same values)
+
+    brute_unigram_since = None
+
     def _grow(self, need):
         K = self.model.n_labels
         grown = {}
@@ -612,6 +639,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
                     self._grow(need)
         if self.fl_used[0] > self.fl_label.shape[0]:  # gdmm_pass checks the room first
             raise RuntimeError("the label lists ran out of room; please report this")
+        self._maybe_stream_all()
         residual, lagrange, penalty = kern.consistency(
             offsets,
             self.n_act,
@@ -682,7 +710,13 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         extra["active_pairs"] = float(self.n_pair.mean()) if len(self.n_pair) else 0.0
         if self.unigram_oracle == "sparse":
             extra["streamed_rows"] = self.streamed_rows()
-        if check:
+        elif self.brute_unigram_since is not None:  # "auto" switched to brute force
+            extra["brute_unigram_since"] = float(self.brute_unigram_since)
+        if check:  # the unigram supports: labels with mass (the others sit in pairs or idle)
+            used = np.arange(self.q_u.shape[1]) < self.n_act[:, None]
+            extra["labels_with_mass"] = float(np.count_nonzero(used & (self.q_u > 0.0))) / len(
+                self.n_act
+            )
             indptr, indices, values, offsets = self.arrays
             t0 = time.perf_counter()
             kern.oracle_pass(
