@@ -332,6 +332,8 @@ def scaling(args, name, counts):
                 f"{dash(extra.get('active_pairs', math.nan), '.1f')} |",
                 flush=True,
             )
+            if run["status"] != "ok":
+                print(f"  ({method} at L = {L}: {run['error']})", flush=True)
     for method in args.scaling_methods.split(","):
         pts = [
             (r["n_labels"], r["s_per_pass"])
