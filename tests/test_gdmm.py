@@ -10,6 +10,7 @@ from conftest import random_chain_problem
 
 from dualstruct.datasets import make_chain
 from dualstruct.models import ChainModel
+from dualstruct.models.chain import observed_support
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW, GDMM
 from dualstruct.solvers import _gdmm_kernels as kern
@@ -603,8 +604,10 @@ def test_streamed_rows_counts_the_token_features_whose_list_is_long():
 
 def test_auto_unigram_oracle_switches_to_brute_force_once_nearly_every_row_streams():
     """``unigram_oracle="auto"`` above 64 labels starts with the label lists and drops them
-    for brute force after the first pass at which they stream >= 95% of the rows (here
-    pass 5 of 8); the argmax is the same, so the trajectory is that of "sparse"."""
+    for brute force after the first pass in which they streamed >= 95% of the rows (here
+    pass 5 of 8); the argmax is the same, so the trajectory is that of "sparse". The switch
+    is state: a run resumed from a later state stays on brute force, one resumed from an
+    earlier state goes back to the lists."""
     X, y = make_chain(40, 6, 200, 400, nnz_per_token=6, random_state=2)
     data = pack_sequences(X, y, 400)
     model = ChainModel(200, 400)
@@ -612,25 +615,68 @@ def test_auto_unigram_oracle_switches_to_brute_force_once_nearly_every_row_strea
     lists = GDMM(model, 1.0, max_iter=8, check_every=1, random_state=0, unigram_oracle="sparse")
     lists.fit(data)
     shares = [r.extra["streamed_rows"] for r in lists.history]
-    first = next(p for p, share in enumerate(shares, 1) if share >= 0.95)
-    assert 1 < first < 8
-    assert auto.unigram_oracle == "brute" and auto.brute_unigram_since == first
-    assert auto.fl_label.shape == (1,)  # the lists are gone
-    assert [r.extra.get("streamed_rows") for r in auto.history[: first - 1]] == shares[: first - 1]
-    assert all(r.extra["brute_unigram_since"] == first for r in auto.history[first - 1 :])
+    last = next(p for p, share in enumerate(shares, 1) if share >= 0.95)  # the last list pass
+    assert 1 < last < 8
+    assert auto.unigram_oracle == "brute" and auto.brute_unigram_since == last + 1
+    assert auto.fl_label.shape == (1,) and auto.fl_member.shape == (1, 1)  # the lists are gone
+    assert [r.extra.get("streamed_rows") for r in auto.history[:last]] == shares[:last]
+    assert all("streamed_rows" not in r.extra for r in auto.history[last:])
+    assert [r.extra.get("brute_unigram_since") for r in auto.history] == [None] * (last - 1) + [
+        float(last + 1)
+    ] * (9 - last)
+    assert auto.streamed_rows() == 1.0  # brute force streams every row
     assert np.array_equal(auto.w, lists.w)
     assert [r.primal for r in auto.history] == [r.primal for r in lists.history]
     assert auto.history.last.extra["active_labels"] == lists.history.last.extra["active_labels"]
-    # a run resumed after the switch starts with the lists again (rebuilt from the state)
-    # and switches after its first pass, on the same trajectory
+    # resumed after the switch: brute force at once, on the same trajectory
     meta, arrays = auto.state_dict()
     resumed = GDMM(model, 1.0, max_iter=3, check_every=1, random_state=0)
     resumed.load_state(data, meta, arrays)
-    assert resumed.unigram_oracle == "sparse"
+    assert resumed.unigram_oracle == "brute" and resumed.brute_unigram_since == last + 1
     resumed.fit(data)
     lists.fit(data, max_iter=3)
-    assert resumed.unigram_oracle == "brute" and resumed.brute_unigram_since == 9
     assert np.array_equal(resumed.w, lists.w)
+    # resumed before the switch (into the solver that switched): the lists again
+    early = GDMM(model, 1.0, max_iter=2, check_every=1, random_state=0).fit(data)
+    meta, arrays = early.state_dict()
+    assert meta["scalars"]["brute_unigram_since"] is None
+    auto.load_state(data, meta, arrays)
+    assert auto.unigram_oracle == "sparse" and auto.brute_unigram_since is None
+    auto.fit(data, max_iter=8 - 2)
+    assert auto.brute_unigram_since == last + 1
+    assert np.array_equal(auto.w, GDMM(model, 1.0, max_iter=8, random_state=0).fit(data).w)
+
+
+@pytest.mark.parametrize("case", ["few labels", "observed weights"])
+def test_auto_unigram_oracle_never_switches_below_64_labels_or_on_observed_weights(case):
+    """Up to 64 labels "auto" is brute force from the start; with observed weights the lists
+    are the weights' rows and stay however many rows stream."""
+    if case == "few labels":
+        X, y = make_chain(30, 6, 40, 60, nnz_per_token=6, random_state=1)
+        data, model, expected = pack_sequences(X, y, 60), ChainModel(40, 60), "brute"
+    else:
+        X, y = make_chain(40, 6, 200, 100, nnz_per_token=6, random_state=2)
+        data = pack_sequences(X, y, 100)
+        support = observed_support(data, 200, full_rows_from=0.01)  # nearly every row full
+        model, expected = ChainModel(200, 100, support=support), "sparse"
+    g = GDMM(model, 1.0, max_iter=6, check_every=1, random_state=0).fit(data)
+    assert g.unigram_oracle == expected and g.brute_unigram_since is None
+    assert all("brute_unigram_since" not in r.extra for r in g.history)
+    if case == "observed weights":
+        assert g.history.last.extra["streamed_rows"] >= 0.95
+
+
+def test_labels_with_mass_counts_only_the_used_slots():
+    """``labels_with_mass`` counts the labels with q_t > 0 among each token's active slots;
+    dropped labels (``shrink_after``) leave stale values past ``n_act`` that must not count."""
+    X, y = make_chain(40, 6, 60, 400, nnz_per_token=6, random_state=2)
+    data = pack_sequences(X, y, 400)
+    g = GDMM(ChainModel(60, 400), 1.0, max_iter=12, check_every=4, shrink_after=1)
+    g.fit(data)
+    n = g.n_act
+    recount = np.mean([np.count_nonzero(g.q_u[t, : n[t]] > 0.0) for t in range(len(n))])
+    assert g.history.last.extra["labels_with_mass"] == pytest.approx(recount)
+    assert np.count_nonzero(g.q_u > 0.0) / len(n) > recount  # stale slots exist here
 
 
 def test_label_lists_refuse_to_overflow_their_pool():

@@ -148,10 +148,11 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
     unigram_oracle : {"auto", "sparse", "sampled", "brute"}
         Unigram FMO: exact over per-feature label lists, one of ``n_groups`` random label
         groups per call (the paper's approximate oracle), or all K labels. "auto" (default)
-        is "brute" up to 64 labels and "sparse" above, switching to "brute" for good after
-        the first pass at which the sparse oracle streams at least 95% of the token
-        features' rows (``streamed_rows``; the lists only grow, and both oracles return
-        the same argmax, so the trajectory does not change).
+        is "brute" up to 64 labels and "sparse" above; on dense weights it switches to
+        "brute" for good after the first pass in which the sparse oracle streamed at least
+        95% of the token features' rows (``streamed_rows``; the lists only grow, and both
+        oracles return the same argmax, so the trajectory does not change). With observed
+        weights the lists are the weights' rows and stay.
     bigram_oracle : {"auto", "sorted", "brute"}
         Bigram FMO: the four-case search over max-trees of W_B or all K² pairs. "auto"
         (default) is "brute" up to 64 labels and "sorted" above.
@@ -186,10 +187,10 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
     Every record's ``extra`` holds the consistency residual ``Σ‖M q_e − q_j‖``, the
     augmented Lagrangian, G(q), the mean active-set sizes (at checks also the mean number
     of labels with mass in q_t, ``labels_with_mass``), with the sparse unigram oracle
-    the share of token features whose row of W_U it streams (``streamed_rows``,
-    :meth:`streamed_rows`; once "auto" has switched to brute force, the pass at which it
-    did, ``brute_unigram_since``) and, at checks, the seconds the oracles alone take on the current
-    state (``oracle_time``; the rest of a pass is the update work).
+    the share of token features whose row of W_U it streamed in the pass
+    (``streamed_rows``, :meth:`streamed_rows`; once "auto" has switched, the first pass of
+    brute force, ``brute_unigram_since``) and, at checks, the seconds the oracles alone
+    take on the current state (``oracle_time``; the rest of a pass is the update work).
 
     Examples
     --------
@@ -237,8 +238,9 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         K = model.n_labels
         small = K <= AUTO_BRUTE_MAX_LABELS
         #: "auto" on dense weights above 64 labels: the sparse oracle until it streams
-        #: nearly every row (AUTO_BRUTE_STREAMED), then brute force
-        self.auto_unigram = unigram_oracle == "auto" and not small
+        #: nearly every row (AUTO_BRUTE_STREAMED), then brute force; with observed weights
+        #: the lists are the weights' rows and stay
+        self.auto_unigram = unigram_oracle == "auto" and not small and model.support is None
         if unigram_oracle == "auto":
             unigram_oracle = "brute" if small else "sparse"
         if bigram_oracle == "auto":
@@ -277,7 +279,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         "counters",
     )
     growable_arrays = LABEL_SLOT_ARRAYS + PAIR_SLOT_ARRAYS
-    state_scalars = ("best_dual",)
+    state_scalars = ("best_dual", "brute_unigram_since")
 
     #: files written before the lazy average hold ``w_avg`` instead (see ``load_state``)
     optional_state_arrays = ("R",)
@@ -348,6 +350,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         self.counters = np.zeros(4, dtype=np.int64)
         self.best_dual = 0.0  # the gold labelling's
         self.residuals = []
+        if self.auto_unigram:  # a fresh start (or a state being loaded) uses the lists
+            self.unigram_oracle, self.brute_unigram_since = "sparse", None
         self._last_pass = {}
         self._prepare()
 
@@ -401,6 +405,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             or max(self.pair_a.max(initial=0), self.pair_b.max(initial=0)) >= slots
         ):
             raise ValueError("inconsistent GDMM state: active-set counts or labels out of range")
+        if self.auto_unigram and self.brute_unigram_since is not None:
+            self.unigram_oracle = "brute"  # the state was saved after the switch
         self._prepare()  # (the residuals and the last pass's figures are not state)
 
     def _prepare(self):
@@ -465,13 +471,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         lists = self.unigram_oracle == "sparse"
         # the label lists: per feature (start, end = features d, d + 1) a segment
         # fl_label[fl_start[j] : fl_start[j] + fl_len[j]] of room fl_cap[j] in one pool
-        n_lists = d + 2 if lists else 1
-        self.fl_start = np.zeros(n_lists, dtype=np.int64)
-        self.fl_cap = np.zeros(n_lists, dtype=np.int64)
-        self.fl_len = np.zeros(n_lists, dtype=np.int64)
-        self.fl_member = np.zeros((d + 2, K) if lists else (1, 1), dtype=np.uint8)
-        self.fl_used = np.zeros(1, dtype=np.int64)
-        self.fl_label = np.empty(1, dtype=np.int32)
+        self.__dict__.update(_no_label_lists(d, K, lists))
         if lists:  # the weights' non-zeros, the active labels on their tokens' features
             per_row = np.diff(data.X.indptr) + 2
             listed = int(np.count_nonzero(self.w)) + int(
@@ -511,19 +511,21 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
                     break
                 pool *= 2  # a push found no room (it wrote nothing): build again, larger
 
-    def _maybe_stream_all(self):
-        """With ``unigram_oracle="auto"``: switch the sparse unigram oracle to brute force
-        (and free its label lists) once it streams ``AUTO_BRUTE_STREAMED`` of the rows."""
-        if (
-            self.auto_unigram
-            and self.unigram_oracle == "sparse"
-            and not self.sparse_weights
-            and self.streamed_rows() >= AUTO_BRUTE_STREAMED
-        ):
-            self.unigram_oracle = "brute"
-            self.brute_unigram_since = self.passes + 1  # this pass's number
-            self._prepare()  # drops the lists (rebuilding the trees: same values)
+    def _maybe_stream_all(self, streamed):
+        """With ``unigram_oracle="auto"``: after a pass in which the sparse unigram oracle
+        streamed ``AUTO_BRUTE_STREAMED`` of the rows (``streamed``), brute force from the
+        next pass on; the label lists are freed."""
+        if not (self.auto_unigram and self.unigram_oracle == "sparse"):
+            return
+        if streamed >= AUTO_BRUTE_STREAMED:
+            # one C-level update, as in _grow: an interrupt leaves the old or the new state
+            self.__dict__.update(
+                unigram_oracle="brute",
+                brute_unigram_since=self.passes + 2,  # the pass after this one (passes + 1)
+                **_no_label_lists(self.model.n_features, self.model.n_labels, False),
+            )
 
+    #: with unigram_oracle="auto": the first pass of the brute-force unigram oracle (state)
     brute_unigram_since = None
 
     def _grow(self, need):
@@ -639,7 +641,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
                     self._grow(need)
         if self.fl_used[0] > self.fl_label.shape[0]:  # gdmm_pass checks the room first
             raise RuntimeError("the label lists ran out of room; please report this")
-        self._maybe_stream_all()
+        streamed = self.streamed_rows() if self.unigram_oracle == "sparse" else None
+        self._maybe_stream_all(streamed)
         residual, lagrange, penalty = kern.consistency(
             offsets,
             self.n_act,
@@ -662,6 +665,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             "augmented": G + lagrange + 0.5 * self.rho * penalty,
             **self._penalty_figures(),
         }
+        if streamed is not None:  # the share of this pass (the lists may be gone now)
+            self._last_pass["streamed_rows"] = streamed
         return int(self.counters[:2].sum() - calls_before)
 
     def _loss_term(self):
@@ -708,9 +713,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         extra = dict(self._last_pass)
         extra["active_labels"] = float(self.n_act.mean())
         extra["active_pairs"] = float(self.n_pair.mean()) if len(self.n_pair) else 0.0
-        if self.unigram_oracle == "sparse":
-            extra["streamed_rows"] = self.streamed_rows()
-        elif self.brute_unigram_since is not None:  # "auto" switched to brute force
+        if self.brute_unigram_since is not None:  # "auto" switched to brute force
             extra["brute_unigram_since"] = float(self.brute_unigram_since)
         if check:  # the unigram supports: labels with mass (the others sit in pairs or idle)
             used = np.arange(self.q_u.shape[1]) < self.n_act[:, None]
@@ -744,7 +747,10 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         """The share of the training tokens' feature entries whose row of W_U the sparse
         unigram oracle streams whole, because the feature's label list holds more than K/16
         labels. Near 1 the oracle costs what brute force costs: the features are shared
-        by so many tokens that their rows are dense."""
+        by so many tokens that their rows are dense. 1 for the brute-force oracle (it
+        streams every row), 0 for the sampled one."""
+        if self.unigram_oracle != "sparse":
+            return 1.0 if self.unigram_oracle == "brute" else 0.0
         indices = self.arrays[1]
         if len(indices) == 0:
             return 0.0
@@ -806,6 +812,20 @@ def training_transitions(data, K):
     pos_ptr = np.zeros(K + 1, dtype=np.int64)
     np.add.at(pos_ptr, pairs // K + 1, 1)
     return np.cumsum(pos_ptr), (pairs % K).astype(np.int32)
+
+
+def _no_label_lists(d, K, lists):
+    """Empty label lists of the sparse unigram oracle (``lists``: room for d + 2 of them
+    and their (d + 2) × K membership table; else one-element placeholders)."""
+    n_lists = d + 2 if lists else 1
+    return {
+        "fl_start": np.zeros(n_lists, dtype=np.int64),
+        "fl_cap": np.zeros(n_lists, dtype=np.int64),
+        "fl_len": np.zeros(n_lists, dtype=np.int64),
+        "fl_member": np.zeros((d + 2, K) if lists else (1, 1), dtype=np.uint8),
+        "fl_used": np.zeros(1, dtype=np.int64),
+        "fl_label": np.empty(1, dtype=np.int32),
+    }
 
 
 def _widen(a, cap):
