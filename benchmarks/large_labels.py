@@ -626,6 +626,22 @@ def accuracy_plot(results, path):
     print(f"plot written to {path}")
 
 
+def target_summary(results, target):
+    """When each run first checked a primal at or below ``target`` (``--target-primal``:
+    e.g. the primal a capped BCFW run stopped at, where no run reaches 1%)."""
+    print(f"\nfirst check with primal <= {target:g}:")
+    for ds in results:
+        for run in ds["runs"]:
+            if run["status"] != "ok":
+                continue
+            passes, seconds = time_to(run, target)
+            print(
+                f"  {ds['name']:<10} {run['method']:<11} after {nan_to_dash(passes, '.0f')} "
+                f"passes, {nan_to_dash(seconds, '.1f')} training s "
+                f"(final primal {nan_to_dash(run['final_primal'], '.6g')})"
+            )
+
+
 def active_sets(run):
     """(passes, active labels per token, labels with mass per token, pairs per edge) at the
     checks of a GDMM run."""
@@ -789,6 +805,11 @@ def main(argv=None):
     ap.add_argument(
         "--active-plot", help="write GDMM's active-set sizes against passes (at the checks)"
     )
+    ap.add_argument(
+        "--target-primal",
+        type=float,
+        help="also report when each run first checked a primal at or below this value",
+    )
     ap.add_argument("--json", help="write all results and histories to this JSON file")
     args = ap.parse_args(argv)
     args.gdmm_option = dict(_option(text) for text in args.gdmm_option)
@@ -938,6 +959,8 @@ def main(argv=None):
 
     accuracy_summary(results)
     active_set_summary(results)
+    if args.target_primal is not None:
+        target_summary(results, args.target_primal)
     if args.json:
         machine = {
             "platform": platform.platform(),
