@@ -105,6 +105,7 @@ REFERENCES = {
     "ocr": (13225.2, 13237.78),
     "chain1000": (170.404, 171.343),
     "czech": (568.82, 569.016),
+    "chain3000": (218.247, 231.272),
 }
 GDMM_TUNING_DEFAULT = {"rho": 0.25, "eta": 0.025}  # other synthetic sizes
 CZECH_TRAIN = ("cs_cltt-ud-train", "cs_cltt-ud-dev", "cs_cac-ud-dev")
