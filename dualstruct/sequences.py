@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .data.blocks import INT32_MAX, integer_labels
+
 
 @dataclass(frozen=True, eq=False)
 class PackedSequences:
@@ -44,6 +46,8 @@ class PackedSequences:
         if not sp.isspmatrix_csr(self.X):
             raise TypeError("PackedSequences.X must be a scipy.sparse CSR matrix")
         offsets = np.asarray(self.offsets)
+        if offsets.dtype.kind not in "iu":
+            raise ValueError(f"offsets must be integers, got dtype {offsets.dtype}")
         if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0:
             raise ValueError("offsets must be a 1-D array starting at 0")
         if offsets[-1] != self.X.shape[0]:
@@ -61,6 +65,10 @@ class PackedSequences:
                 raise ValueError(f"labels must be integer codes, got dtype {labels.dtype}")
             if len(labels) and labels.min() < 0:
                 raise ValueError("labels must be codes >= 0")
+            if len(labels) and labels.max() > INT32_MAX:
+                raise ValueError(
+                    f"labels must be codes of at most {INT32_MAX} (32-bit), got {labels.max()}"
+                )
             object.__setattr__(self, "labels", labels.astype(np.int32, copy=False))
         if not np.all(np.isfinite(self.X.data)):
             raise ValueError("X contains NaN or infinite feature values")
@@ -214,5 +222,11 @@ def pack_sequences(X, labels=None, n_features=None, argname="X") -> PackedSequen
                     f"sequence {i}: {argname}[{i}] has {b.shape[0]} token rows but y[{i}] has "
                     f"{len(lab)} labels"
                 )
-        codes = np.concatenate([np.asarray(lab, dtype=np.int32) for lab in labels])
+        raw = [np.asarray(lab).ravel() for lab in labels]
+        try:  # one vectorised check; on failure the sequence at fault is named
+            codes = integer_labels(np.concatenate(raw), "y")
+        except (TypeError, ValueError):
+            for i, lab in enumerate(raw):
+                integer_labels(lab, f"y[{i}]")
+            raise
     return PackedSequences(Xp, offsets, codes)

@@ -2,7 +2,66 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+
+INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
+
+
+def integer_labels(values, what) -> np.ndarray:
+    """``values`` as an int64 array of integer labels; ValueError naming ``what`` for
+    non-integral or non-finite floats and for labels outside int32 (the kernels' label
+    type), TypeError for labels that are not numbers."""
+    arr = np.asarray(values)
+    kind = arr.dtype.kind
+    if kind == "O" and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in arr.ravel()
+    ):
+        far = [v for v in arr.ravel() if not INT32_MIN <= v <= INT32_MAX]
+        if far:
+            raise ValueError(f"{what} holds the label {far[0]!r}, outside the 32-bit integer range")
+        return arr.astype(np.int64)
+    if kind not in "biuf":
+        raise TypeError(f"{what} must hold integer labels, got {arr.dtype} values")
+    if kind == "f":
+        bad = ~np.isfinite(arr)
+        bad[~bad] = arr[~bad] != np.floor(arr[~bad])
+        if bad.any():
+            raise ValueError(
+                f"{what} must hold integer labels, got {arr[bad].ravel()[0].item()!r} "
+                "(not an integer)"
+            )
+    if arr.size and kind != "b" and (arr.min() < INT32_MIN or arr.max() > INT32_MAX):
+        far = arr.max() if arr.max() > INT32_MAX else arr.min()
+        raise ValueError(f"{what} holds the label {far.item()!r}, outside the 32-bit integer range")
+    return arr.astype(np.int64)
+
+
+def state_codes(values, what, n_values) -> np.ndarray:
+    """Integer labels (:func:`integer_labels`) that must lie in ``0 … n_values − 1``, as
+    int32; the ValueError names ``what`` and the first label out of range."""
+    arr = integer_labels(values, what)
+    bad = (arr < 0) | (arr >= n_values)
+    if bad.any():
+        raise ValueError(
+            f"{what} must hold labels in 0 … {n_values - 1}, got {int(arr[bad].ravel()[0])}"
+        )
+    return arr.astype(np.int32)
+
+
+def labelling_bound(kernel):
+    """How many values an entry of a labelling of ``kernel`` takes (entries lie in
+    ``0 … bound − 1``), or None when the model does not say (a Python model's callbacks
+    check their own labellings)."""
+    from ..models.multilabel_kernels import MultiLabelKernel
+
+    if isinstance(kernel, MultiLabelKernel):
+        return 2  # one 0/1 entry per label
+    for field in ("n_states", "n_classes", "n_labels"):
+        if hasattr(kernel, field):
+            return int(getattr(kernel, field))
+    return None
 
 
 class BlockData:

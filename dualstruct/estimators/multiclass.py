@@ -262,6 +262,9 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             if header.get("model_type") != "multiclass":
                 raise ValueError(f"not a multi-class model ({header.get('model_type')!r})")
             est = cls(**header["estimator_params"])
+            seed = est.random_state
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+                raise ValueError(f"random_state must be an integer or None, got {seed!r}")
             est._validate_params()
             est.classes_ = _classes_from_json(header["classes"], header["class_kind"])
             n_features = header["n_features_in"]

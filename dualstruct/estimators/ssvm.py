@@ -247,6 +247,9 @@ class SSVM(SolverResults, BaseEstimator):
             else:
                 raise ValueError(f"unknown model kind {described['kind']!r}")
             est = cls(user_model, **header["estimator_params"])
+            seed = est.random_state
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+                raise ValueError(f"random_state must be an integer or None, got {seed!r}")
             est._validate_params()
             coef = read_coef(arrays, kernel_model.size)
             est.model_, est.coef_ = kernel_model, coef

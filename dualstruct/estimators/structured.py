@@ -411,7 +411,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 slack_search=self.slack_search,
             )
             if resume is not None:
-                solver.load_state(data, *resume)  # the checkpoint is kept if this fails
+                # the checkpoint is kept if this fails; the error names its file
+                with model_file_errors(getattr(self, "_saved_state_file", "the checkpoint")):
+                    solver.load_state(data, *resume)
                 solver.history = self.history_
                 self._saved_state = None
         else:
@@ -542,6 +544,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
             if params.get("loss_weights") is not None:
                 params["loss_weights"] = {k: v for k, v in params["loss_weights"]}
             est = cls(**params)
+            seed = est.random_state
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+                raise ValueError(f"random_state must be an integer or None, got {seed!r}")
             est.classes_ = _classes_from_json(header["classes"], header["classes_type"])
             est.n_features_in_ = int(header["n_features_in"])
             m = header["model"]
@@ -569,6 +574,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             if "solver_state" in header:
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
+                est._saved_state_file = str(path)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
         return est
 

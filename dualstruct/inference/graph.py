@@ -181,6 +181,7 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
     best_value = -np.inf
     bound = np.inf
     xs = np.empty(n, dtype=np.int64)
+    x[:n] = 0  # a labelling even if no sweep improves on −inf (NaN potentials)
     history = np.full(10, np.inf)  # the bound over the last 10 sweeps
     for _sweep in range(max_sweeps):
         for e in range(E):

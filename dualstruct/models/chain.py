@@ -150,6 +150,12 @@ class ChainModel:
                 f"data has {data.n_features} feature columns but the model expects "
                 f"{self.n_features}"
             )
+        labels = data.labels
+        if labels is not None and len(labels) and labels.max() >= self.n_labels:
+            raise ValueError(
+                f"data holds the label code {labels.max()}; the model has {self.n_labels} "
+                f"labels (codes 0 … {self.n_labels - 1})"
+            )
 
     def _kernel_inputs(self, w, data, labelled):
         """Checked data arrays and weight blocks as the kernels take them."""

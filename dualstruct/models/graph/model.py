@@ -3,10 +3,13 @@ and an edge list, optionally edge features), labelled node by node."""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
 from ...data import BlockData
+from ...data.blocks import integer_labels, state_codes
 from ...inference.graph import is_forest
 from ..base import KernelModel
 from ..support import (
@@ -28,7 +31,10 @@ class EdgeFeatureGraphCRF(KernelModel):
 
     An example ``x`` is ``(node_features, edges, edge_features)``: an (n, d) array or sparse
     matrix, an (E, 2) integer array of node pairs (u, v) (the table is indexed
-    ``[label of u, label of v]``) and an (E, F) array. A labelling is an (n,) int array.
+    ``[label of u, label of v]``) and an (E, F) array. PyTorch Geometric's layouts, edges
+    as (2, E) and edge features as (F, E), are accepted where the shape tells them apart
+    (E ≠ 2, E ≠ F; otherwise the layout above is read); no edges is an empty array. Edges
+    must be whole numbers naming nodes ``0 … n − 1``. A labelling is an (n,) int array.
 
     Parameters
     ----------
@@ -78,16 +84,25 @@ class EdgeFeatureGraphCRF(KernelModel):
         lp_tol=1e-9,
         support=None,
     ):
-        if int(n_states) < 2 or int(n_features) < 1 or int(n_edge_features) < 1:
-            raise ValueError("n_states must be >= 2, n_features and n_edge_features >= 1")
-        if inference not in INFERENCE:
+        self.n_states = _integer_option("n_states", n_states, 2)
+        self.n_features = _integer_option("n_features", n_features, 1)
+        self.n_edge_features = _integer_option("n_edge_features", n_edge_features, 1)
+        if not isinstance(inference, str) or inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
-        self.n_states, self.n_features = int(n_states), int(n_features)
-        self.n_edge_features = int(n_edge_features)
+        if not isinstance(directed, (bool, np.bool_)):
+            raise ValueError(f"directed must be True or False, got {directed!r}")
         self.directed = bool(directed)
         self.inference = inference
-        self.enumerate_up_to = int(enumerate_up_to)
-        self.lp_sweeps, self.lp_tol = int(lp_sweeps), float(lp_tol)
+        self.enumerate_up_to = _integer_option("enumerate_up_to", enumerate_up_to, 0)
+        self.lp_sweeps = _integer_option("lp_sweeps", lp_sweeps, 1)
+        if (
+            isinstance(lp_tol, (bool, np.bool_))
+            or not isinstance(lp_tol, numbers.Real)
+            or not np.isfinite(lp_tol)
+            or lp_tol < 0
+        ):
+            raise ValueError(f"lp_tol must be a finite number >= 0, got {lp_tol!r}")
+        self.lp_tol = float(lp_tol)
         K = self.n_states
         lw = np.ones(K) if loss_weights is None else np.asarray(loss_weights, dtype=np.float64)
         if lw.shape != (K,) or np.any(lw < 0) or not np.all(np.isfinite(lw)):
@@ -139,10 +154,15 @@ class EdgeFeatureGraphCRF(KernelModel):
         return W_U, W_P
 
     # -- data ---------------------------------------------------------------------------------
-    def _split(self, x, i):
+    def _split(self, x, i, n_nodes=None):
+        """``(nodes, edges, edge_features)`` of example ``i``: the edges as an (E, 2) int64
+        array and the edge features as (E, F), each also accepted transposed where the
+        shape says so unambiguously (:func:`edge_array`, :func:`edge_feature_array`)."""
         if not isinstance(x, (tuple, list)) or len(x) != 3:
             raise ValueError(f"X[{i}] must be (node_features, edges, edge_features)")
-        return x
+        nodes, edges, z = x
+        edges = edge_array(edges, i, n_nodes)
+        return nodes, edges, edge_feature_array(z, len(edges), self.n_edge_features, i)
 
     def block_data(self, X, Y=None) -> BlockData:
         """Block data of graphs ``X`` and their labellings ``Y`` (zeros when None)."""
@@ -155,9 +175,11 @@ class EdgeFeatureGraphCRF(KernelModel):
         node_offsets, edge_offsets = [0], [0]
         K = self.n_states
         for i, x in enumerate(X):
-            nodes, edges, z = self._split(x, i)
-            nodes = sp.csr_matrix(nodes, dtype=np.float64)
+            if not isinstance(x, (tuple, list)) or not x:
+                self._split(x, i)  # raises the error naming the layout
+            nodes = _node_matrix(x[0], i)
             n = nodes.shape[0]
+            nodes, edges, z = self._split((nodes, *x[1:]), i, n)
             if n == 0:
                 raise ValueError(f"X[{i}] has no nodes")
             if nodes.shape[1] != self.n_features:
@@ -166,20 +188,19 @@ class EdgeFeatureGraphCRF(KernelModel):
                 )
             if not np.all(np.isfinite(nodes.data)):
                 raise ValueError(f"X[{i}] contains NaN or infinite node features")
-            edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-            if len(edges) and (edges.min() < 0 or edges.max() >= n):
-                raise ValueError(f"X[{i}]: edges must name nodes 0 … {n - 1}")
             if np.any(edges[:, 0] == edges[:, 1]):
                 raise ValueError(f"X[{i}]: an edge joins a node to itself")
-            z = np.asarray(z, dtype=np.float64).reshape(len(edges), -1)
-            if z.shape[1] != self.n_edge_features or not np.all(np.isfinite(z)):
-                raise ValueError(
-                    f"X[{i}] must have {self.n_edge_features} finite edge "
-                    f"features per edge, got shape {z.shape}"
-                )
-            y = np.zeros(n, dtype=np.int32) if Y is None else np.asarray(Y[i]).ravel()
-            if y.shape != (n,) or (n and (y.min() < 0 or y.max() >= K)):
-                raise ValueError(f"Y[{i}] must hold {n} labels in 0 … {K - 1}")
+            if not np.all(np.isfinite(z)):
+                raise ValueError(f"X[{i}] contains NaN or infinite edge features")
+            if Y is None:
+                y = np.zeros(n, dtype=np.int32)
+            else:
+                y = np.asarray(Y[i])
+                if y.ndim > 1 and y.size == n:
+                    y = y.ravel()
+                if y.shape != (n,):
+                    raise ValueError(f"Y[{i}] must hold {n} labels in 0 … {K - 1}")
+                y = state_codes(y, f"Y[{i}]", K)
             forest = is_forest(n, edges)
             if forest:
                 method = FOREST
@@ -250,11 +271,12 @@ class EdgeFeatureGraphCRF(KernelModel):
 
     # -- the Python protocol (reference implementations; tests) -------------------------------
     def joint_feature(self, x, y) -> np.ndarray:
-        nodes, edges, z = x
-        nodes = nodes.toarray() if sp.issparse(nodes) else np.asarray(nodes, dtype=np.float64)
-        edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-        z = np.asarray(z, dtype=np.float64).reshape(len(edges), -1)
-        y = np.asarray(y)
+        nodes = _node_matrix(x[0] if isinstance(x, (tuple, list)) and x else x, 0)
+        nodes, edges, z = self._split((nodes, *x[1:]), 0, nodes.shape[0])
+        nodes = nodes.toarray()
+        y = state_codes(np.asarray(y).ravel(), "y", self.n_states)
+        if len(y) != nodes.shape[0]:
+            raise ValueError(f"y has {len(y)} labels for {nodes.shape[0]} nodes")
         unary = np.zeros((self.n_features, self.n_states))
         np.add.at(unary.T, y, nodes)
         if self.support is not None:  # the support's pairs only
@@ -305,15 +327,12 @@ class GraphCRF(EdgeFeatureGraphCRF):
         del p["n_edge_features"]
         return p
 
-    def _split(self, x, i):
+    def _split(self, x, i, n_nodes=None):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise ValueError(f"X[{i}] must be (node_features, edges)")
         nodes, edges = x
-        edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+        edges = edge_array(edges, i, n_nodes)
         return nodes, edges, np.ones((len(edges), 1))
-
-    def joint_feature(self, x, y) -> np.ndarray:
-        return super().joint_feature(self._split(x, 0), y)
 
 
 def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM):
@@ -352,7 +371,9 @@ def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM)
     """
     nodes = sp.vstack([sp.csr_matrix(x[0], dtype=np.float64) for x in X], format="csr")
     nodes.eliminate_zeros()
-    states = np.concatenate([np.asarray(y, dtype=np.int64).ravel() for y in Y])
+    states = np.concatenate(
+        [integer_labels(np.asarray(y).ravel(), f"Y[{i}]") for i, y in enumerate(Y)]
+    )
     if len(states) != nodes.shape[0]:
         raise ValueError(f"Y labels {len(states)} nodes, X has {nodes.shape[0]}")
     if len(states) and (states.min() < 0 or states.max() >= n_states):
@@ -363,6 +384,88 @@ def observed_support(X, Y, n_states, min_count=1, full_rows_from=FULL_ROWS_FROM)
     features, labels = np.divmod(keys, n_states)
     return support_from_pairs(
         features, labels, counts, nodes.shape[1], n_states, min_count, full_rows_from
+    )
+
+
+def _integer_option(name, value, low) -> int:
+    """An integer option of a graph model (also as read from a model file): an int >= low."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Integral)
+        or value < low
+    ):
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _node_matrix(nodes, i):
+    """Node features of example ``i`` as CSR float64 (n × d)."""
+    if sp.issparse(nodes):
+        return sp.csr_matrix(nodes, dtype=np.float64)
+    arr = np.asarray(nodes)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"X[{i}]: node features must be numbers, got {arr.dtype} values")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"X[{i}]: node features must be a 2-D (nodes × features) array, got shape {arr.shape}"
+        )
+    return sp.csr_matrix(arr.astype(np.float64))
+
+
+def edge_array(edges, i, n_nodes=None) -> np.ndarray:
+    """The edges of example ``i`` as an (E, 2) int64 array of node pairs. Accepted: the
+    documented (E, 2) layout, and PyTorch Geometric's (2, E) (``edge_index``) when E ≠ 2,
+    which is then transposed (a (2, 2) array is read as two (u, v) rows); no edges as an
+    empty array of any of these shapes. Float entries must be whole numbers; with
+    ``n_nodes`` every entry must name a node ``0 … n_nodes − 1``."""
+    if sp.issparse(edges):
+        raise TypeError(f"X[{i}]: edges must be an (E, 2) integer array, not a sparse matrix")
+    arr = np.asarray(edges)
+    if arr.size == 0 and arr.ndim <= 2 and (arr.ndim < 2 or 2 in arr.shape or 0 in arr.shape):
+        return np.zeros((0, 2), dtype=np.int64)
+    if arr.ndim != 2 or 2 not in arr.shape:
+        raise ValueError(
+            f"X[{i}]: edges must be an (E, 2) array of node pairs, got shape {arr.shape}"
+        )
+    if arr.shape[1] != 2:
+        arr = arr.T  # (2, E) with E != 2: PyTorch Geometric's edge_index
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise TypeError(f"X[{i}]: edges must hold integer node indices, got {arr.dtype} values")
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr)
+        whole[whole] = arr[whole] == np.floor(arr[whole])
+        if not whole.all():
+            raise ValueError(
+                f"X[{i}]: edges must hold integer node indices, got {arr[~whole][0].item()!r}"
+            )
+    top = np.iinfo(np.int64).max if n_nodes is None else n_nodes - 1
+    if arr.min() < 0 or arr.max() > top:
+        raise ValueError(f"X[{i}]: edges must name nodes 0 … {top}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def edge_feature_array(z, n_edges, n_edge_features, i) -> np.ndarray:
+    """Edge features of example ``i`` as an (E, F) float64 array. Accepted: (E, F), and
+    (F, E) when E ≠ F (transposed); a 1-D array of E values when F = 1; empty when E = 0.
+    Anything else is refused naming both shapes."""
+    if sp.issparse(z):
+        z = z.toarray()
+    arr = np.asarray(z)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"X[{i}]: edge features must be numbers, got {arr.dtype} values")
+    arr = arr.astype(np.float64)
+    E, F = n_edges, n_edge_features
+    if E == 0 and arr.size == 0:
+        return np.zeros((0, F))
+    if arr.ndim == 2 and arr.shape == (E, F):
+        return np.ascontiguousarray(arr)
+    if arr.ndim == 2 and arr.shape == (F, E):
+        return np.ascontiguousarray(arr.T)
+    if arr.ndim == 1 and F == 1 and arr.shape == (E,):
+        return arr.reshape(E, 1)
+    raise ValueError(
+        f"X[{i}] must have {F} finite edge features per edge: an ({E}, {F}) array, got "
+        f"shape {arr.shape}"
     )
 
 

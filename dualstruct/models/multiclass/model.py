@@ -3,10 +3,13 @@ model, trained by the block solvers."""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
 from ...data import BlockData
+from ...data.blocks import state_codes
 from ..base import KernelModel
 from .kernels import MultiClassKernel
 
@@ -35,10 +38,13 @@ class MultiClassModel(KernelModel):
     """
 
     def __init__(self, n_classes: int, n_features: int, *, loss_weights=None):
-        if int(n_classes) < 2:
-            raise ValueError(f"n_classes must be >= 2, got {n_classes}")
-        if int(n_features) < 1:
-            raise ValueError(f"n_features must be >= 1, got {n_features}")
+        for name, value, low in (("n_classes", n_classes, 2), ("n_features", n_features, 1)):
+            if (
+                isinstance(value, (bool, np.bool_))
+                or not isinstance(value, numbers.Integral)
+                or value < low
+            ):
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         self.n_classes = int(n_classes)
         self.n_features = int(n_features)
         lw = (
@@ -68,18 +74,27 @@ class MultiClassModel(KernelModel):
     def block_data(self, X, y=None) -> BlockData:
         """Block data of the rows of ``X`` (dense or sparse, n × d) and their classes ``y``
         (codes 0 … K−1; all zero when None, for prediction)."""
+        if not sp.issparse(X):
+            X = np.asarray(X)
+            if X.dtype.kind not in "biuf":
+                raise TypeError(f"X must hold numbers, got {X.dtype} values")
+            if X.ndim != 2:
+                raise ValueError(f"X must be a 2-D (examples × features) array, got {X.shape}")
         X = sp.csr_matrix(X, dtype=np.float64)
         X.sort_indices()
         n, d = X.shape
         if d != self.n_features:
             raise ValueError(f"X has {d} features, the model {self.n_features}")
-        labels = (
-            np.zeros(n, dtype=np.int32) if y is None else np.ascontiguousarray(y, dtype=np.int32)
-        )
-        if labels.shape != (n,):
-            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
-        if n and (labels.min() < 0 or labels.max() >= self.n_classes):
-            raise ValueError(f"class codes must lie in 0 … {self.n_classes - 1}")
+        if not np.all(np.isfinite(X.data)):
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right"))
+            raise ValueError(f"X contains NaN or infinite values (row {row - 1})")
+        if y is None:
+            labels = np.zeros(n, dtype=np.int32)
+        else:
+            labels = np.asarray(y)
+            if labels.shape != (n,):
+                raise ValueError(f"y must have shape ({n},), got {labels.shape}")
+            labels = state_codes(labels, "y (class codes)", self.n_classes)
         kernel = MultiClassKernel(
             X.indptr.astype(np.int64),
             X.indices.astype(np.int64),
