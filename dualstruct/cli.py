@@ -165,7 +165,7 @@ class Progress:
             per_pass = (now - t0) / (record.passes - p0)
         else:
             per_pass = (record.time + record.eval_time) / max(1, record.passes)
-        left = self.max_iter - record.passes
+        left = max(0, self.max_iter - record.passes)
         if self.checks and self.tol > 0:
             p1, g1 = self.checks[-1]
             left = min(left, max(0.0, p1 * g1 / self.tol - record.passes))
@@ -353,7 +353,7 @@ def cmd_multilabel_train(args, out):
             solver=args.solver,
             C=args.C,
             inference=args.inference,
-            max_iter=args.max_iter,
+            max_iter=_passes_left(args, backend),
             tol=args.tol,
             check_every=args.check_every,
             random_state=args.seed,
@@ -516,7 +516,7 @@ def cmd_train(args, out):
             C=args.C,
             rescaling=args.rescaling,
             slack_search=args.slack_search,
-            max_iter=args.max_iter,
+            max_iter=_passes_left(args, backend),
             tol=args.tol,
             check_every=args.check_every,
             fit_intercept=False,
@@ -975,6 +975,25 @@ def _positive_int(text):
     return value
 
 
+def _passes_left(args, backend) -> int:
+    """``--max-iter`` counts the passes (rounds on Spark) in total, on ``--resume`` and on
+    ``--spark-resume`` alike: the ones still to make after those the run has made."""
+    if not (backend.get("backend_options") or {}).get("resume"):
+        return args.max_iter
+    from .distributed.spark import read_checkpoint
+
+    try:
+        done = int(read_checkpoint(args.spark_checkpoint_dir)["round"])
+    except (ValueError, OSError, KeyError) as exc:
+        raise CLIError(f"--spark-resume: {exc}") from None
+    if args.max_iter <= done:
+        raise CLIError(
+            f"the run in {args.spark_checkpoint_dir} has already made {done} rounds; "
+            "raise --max-iter (it counts the rounds in total)"
+        )
+    return args.max_iter - done
+
+
 def _backend_params(args):
     """The estimator's backend parameters from ``--spark-master`` and its companions."""
     spark_only = {
@@ -1102,7 +1121,12 @@ def build_parser():
         default=1,
         help="observed weights: occurrences a (feature, label) pair needs",
     )
-    t.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
+    t.add_argument(
+        "--max-iter",
+        type=int,
+        default=200,
+        help="maximum passes in total, also with --resume or --spark-resume (default 200)",
+    )
     t.add_argument(
         "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
     )
@@ -1219,7 +1243,12 @@ def build_parser():
         default=1,
         help="observed weights: occurrences a (feature, label) pair needs",
     )
-    mt.add_argument("--max-iter", type=int, default=200, help="maximum passes (default 200)")
+    mt.add_argument(
+        "--max-iter",
+        type=int,
+        default=200,
+        help="maximum passes in total, also with --resume or --spark-resume (default 200)",
+    )
     mt.add_argument(
         "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
     )
@@ -1306,6 +1335,11 @@ def main(argv=None, out=None):
     except CLIError as exc:
         print(f"dualstruct: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before a whole pass (or round) was made: nothing to keep
+        print(
+            "dualstruct: interrupted before a whole pass was made; nothing saved", file=sys.stderr
+        )
+        return 130
     except BrokenPipeError:
         return 1
 

@@ -65,3 +65,41 @@ def check_memory(name: str, parts: dict, advice: str = "") -> int:
             f"{format_bytes(limit)}. {advice}".rstrip()
         )
     return total
+
+
+#: the options of an estimator that lower its memory, by the parameter that sets them
+ESTIMATOR_LEVERS = (
+    ("edges", "a sparser label graph (edges='tree', 'chain' or 'independent')"),
+    ("weights", "sparse feature-label weights (weights='observed')"),
+    ("weights_min_count", "a larger weights_min_count"),
+)
+
+
+def memory_advice(estimator, solver=None) -> str:
+    """What to change when an estimator's memory estimate is refused, naming only the
+    options ``estimator`` has (``get_params``): its own levers (:data:`ESTIMATOR_LEVERS`,
+    those that would change something), those of its ``solver``
+    (``solver.memory_levers``: ``(parameter, text)`` pairs), then fewer features (or a
+    smaller model) and fewer examples."""
+    params = estimator.get_params(deep=False)
+    levers = []
+    for name, text in ESTIMATOR_LEVERS + tuple(getattr(solver, "memory_levers", ())):
+        value = params.get(name, None)
+        if name not in params or any(text == t for t in levers):
+            continue
+        if name == "edges" and isinstance(value, str) and value == "independent":
+            continue
+        if name == "weights" and value == "observed":
+            continue
+        if name == "weights_min_count" and params.get("weights") != "observed":
+            continue
+        levers.append(text)
+    model = params.get("model")
+    if model is not None and not isinstance(model, str):  # a model object (SSVM)
+        if getattr(model, "support", False) is None:
+            levers.append("a model with sparse feature-label weights (its support=)")
+        levers.append("a smaller model (fewer features or labels)")
+    else:
+        levers.append("fewer features")
+    levers.append("a subset of the examples")
+    return "Lower it with " + ", ".join(levers[:-1]) + " or " + levers[-1] + "."

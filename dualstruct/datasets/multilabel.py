@@ -50,6 +50,10 @@ def _number(text, where):
 #: the largest (n, L) 0/1 label matrix the LIBSVM reader infers by itself (a stray label
 #: index such as 2e9 would otherwise ask for gigabytes)
 MAX_LABEL_MATRIX_BYTES = 2**31
+#: the most features the LIBSVM reader infers by itself: every model keeps arrays of a few
+#: bytes per feature (the support's row offsets, the weights), so a stray index such as 1e9
+#: would ask for gigabytes (2^28, above feature hashing's usual 2^18 to 2^24 columns)
+MAX_INFERRED_FEATURES = 2**28
 
 
 def load_libsvm_multilabel(path, n_features=None, n_labels=None):
@@ -86,7 +90,7 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
     """
     path = Path(path)
     rows_idx, rows_val, label_rows = [], [], []
-    max_feature, max_label, max_label_line = 0, -1, 0
+    max_feature, max_label, max_label_line, max_feature_line = 0, -1, 0, 0
     blank = None  # the first blank line: allowed only at the end of the file
     with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
@@ -128,7 +132,8 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
                 val.append(_number(v, where))
             if len(set(idx)) != len(idx):
                 raise ValueError(f"{where}: a feature index is repeated")
-            max_feature = max(max_feature, max(idx, default=-1) + 1)  # a row may be all zero
+            if max(idx, default=-1) + 1 > max_feature:  # a row may be all zero
+                max_feature, max_feature_line = max(idx) + 1, lineno
             if labels and max(labels) > max_label:
                 max_label, max_label_line = max(labels), lineno
             rows_idx.append(idx)
@@ -138,6 +143,12 @@ def load_libsvm_multilabel(path, n_features=None, n_labels=None):
         raise ValueError(f"{path}: no examples")
     d = max_feature if n_features is None else int(n_features)
     L = max_label + 1 if n_labels is None else int(n_labels)
+    if n_features is None and d > MAX_INFERRED_FEATURES:
+        raise ValueError(
+            f"{path}:{max_feature_line}: feature index {d:,} would make a model over {d:,} "
+            f"features (more than {MAX_INFERRED_FEATURES:,}, gigabytes of weights and row "
+            "offsets); is the index right? (pass n_features to allow it)"
+        )
     if n_labels is None and len(label_rows) * L > MAX_LABEL_MATRIX_BYTES:
         raise ValueError(
             f"{path}:{max_label_line}: label {max_label} would make a {len(label_rows)} x {L} "

@@ -27,7 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..solvers.base import PassSolver, WeightedAverageDual, model_size
+from ..data.blocks import labelling_bound
+from ..solvers.base import PassSolver, WeightedAverageDual, _DeferredInterrupt, model_size
 from ..solvers.block import kernel_model
 from ..solvers.history import History
 from ..solvers.objective import primal_value
@@ -135,7 +136,7 @@ class InProcessEngine:
             part = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
             state = PartitionState.from_arrays(self.job.step, part)
             if self.job.step == "pairwise":
-                state._check_atoms(p.blocks.label_offsets)
+                state._check_atoms(p.blocks.label_offsets, labelling_bound(p.blocks.kernel))
             elif state.block_weights.shape != p.state.block_weights.shape:
                 raise ValueError("saved partition state does not match its partition")
             p.state = state
@@ -163,7 +164,7 @@ class _DistributedSolver(PassSolver):
         self.seed = int(self.rng.integers(2**62))
         self.round_log = []  # (wall seconds, slowest partition's compute seconds) per round
 
-    _transient = PassSolver._transient + ("engine",)
+    _transient = PassSolver._transient + ("engine", "_stop_requested")
 
     state_scalars = ("seed",)
 
@@ -198,6 +199,9 @@ class _DistributedSolver(PassSolver):
     def _timed_round(self, run):
         t0 = time.perf_counter()
         results = run()
+        if self._stop_requested and self._interrupt is not None:  # held since the set-up
+            self._interrupt.requested = True
+            self._stop_requested = False
         wall = time.perf_counter() - t0
         compute = max(r.seconds for r in results)
         self.round_log.append((wall, compute))
@@ -225,7 +229,24 @@ class _DistributedSolver(PassSolver):
         }
 
     def start(self, data):
-        saved = self.engine.saved() if self.data is None and hasattr(self.engine, "saved") else None
+        """Set up the engine and the state (or resume the checkpointed run). A first Ctrl-C
+        or SIGTERM meanwhile is held, as during a round: the set-up ends, one round is
+        made and training stops there (a second one stops at once)."""
+        if self.data is not None:
+            return super().start(data)
+        opening = getattr(self.engine, "open", None)
+        if opening is not None:
+            opening()  # Spark starts first: its own Ctrl-C handler is then the one in place
+        with _DeferredInterrupt(self.name, self.step_name) as interrupt:
+            self._start(data)
+        self._stop_requested = interrupt.requested
+        return self
+
+    #: a Ctrl-C or SIGTERM came while the engine was set up: stop after the first round
+    _stop_requested = False
+
+    def _start(self, data):
+        saved = self.engine.saved() if hasattr(self.engine, "saved") else None
         if saved is None:
             return super().start(data)
         meta = saved["solver_meta"]

@@ -31,6 +31,21 @@ from .. import io
 MANIFEST = "dualstruct-checkpoint.npz"
 
 
+def read_checkpoint(checkpoint_dir) -> dict:
+    """The driver's part of the run checkpointed in ``checkpoint_dir`` (its header, with the
+    arrays under ``"arrays"``; ``"round"`` is the rounds it has made), read without Spark."""
+    path = os.path.join(str(checkpoint_dir).removeprefix("file://"), MANIFEST)
+    if not os.path.exists(path):
+        raise ValueError(
+            f"checkpoint_dir {str(checkpoint_dir)!r} holds no checkpoint "
+            f"to resume ({MANIFEST} is missing)"
+        )
+    header, arrays = io.load_arrays(path)
+    if header.get("kind") != "spark-checkpoint":
+        raise ValueError(f"{path} is not a dualstruct Spark checkpoint")
+    return dict(header, arrays=arrays)
+
+
 def require_pyspark():
     """Import pyspark, or say what to install."""
     try:
@@ -140,6 +155,11 @@ class SparkEngine:
             self.saved()  # a missing or foreign directory fails now, before Spark starts
 
     # -- the session --------------------------------------------------------------------------
+    def open(self):
+        """Start (or join) the Spark session: the solver does so before it sets up the run,
+        so that a Ctrl-C during the set-up is held by its handler, not Spark's."""
+        self._context()
+
     def _context(self):
         if self.session is None:
             require_pyspark()
@@ -386,16 +406,7 @@ class SparkEngine:
         if not self.resume:
             return None
         if self._saved_state is None:
-            path = self._manifest_path()
-            if not os.path.exists(path):
-                raise ValueError(
-                    f"checkpoint_dir {self.checkpoint_dir!r} holds no checkpoint "
-                    f"to resume ({MANIFEST} is missing)"
-                )
-            header, arrays = io.load_arrays(path)
-            if header.get("kind") != "spark-checkpoint":
-                raise ValueError(f"{path} is not a dualstruct Spark checkpoint")
-            self._saved_state = dict(header, arrays=arrays)
+            self._saved_state = read_checkpoint(self.checkpoint_dir)
         return self._saved_state
 
     def state_arrays(self) -> dict:

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import io
+from ..memory import memory_advice
 from ..solvers import solver_class
 from ..solvers.base import checked_setting
 
@@ -111,6 +112,7 @@ def train(est, solver, data, state):
     moved on."""
     est.solver_ = solver
     est._state_params = state
+    solver.memory_advice = memory_advice(est, solver)  # in the estimator's own options
     try:
         solver.start(data)
         est._committed = True

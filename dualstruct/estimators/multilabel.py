@@ -11,6 +11,7 @@ from sklearn.utils.validation import validate_data
 
 from .. import io
 from ..distributed import json_backend_options
+from ..memory import check_memory, memory_advice
 from ..metrics import multilabel_scores
 from ..models.base import effective_n_jobs
 from ..models.multilabel import (
@@ -20,9 +21,11 @@ from ..models.multilabel import (
     MultiLabelDataset,
     MultiLabelModel,
     observed_support,
+    training_memory_parts,
 )
 from ..solvers import solver_names
 from .base import (
+    AUTO_DENSE_MAX_BYTES,
     SolverResults,
     _classes_from_json,
     _classes_to_json,
@@ -358,6 +361,17 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             self.n_labels_ = Y.shape[1]
             data = MultiLabelDataset(Xf, Y)
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
+            d, L = data.X.shape[1], self.n_labels_
+            dense = self.weights == "dense" or (
+                self.weights == "auto" and 8 * d * L <= AUTO_DENSE_MAX_BYTES
+            )
+            check_memory(  # before the label graph and the support are built
+                f"MultiLabelSVM over {self.n_labels_:,} labels (edges={self.edges!r})"
+                if isinstance(self.edges, str)
+                else f"MultiLabelSVM over {self.n_labels_:,} labels",
+                training_memory_parts(L, d, edges, self.interactions, None if dense else 0),
+                memory_advice(self),
+            )
             support = choose_support(
                 self,
                 data.X.shape[1],
@@ -408,7 +422,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 rescaling=self.rescaling,
             )
             if resume is not None:
-                solver.load_state(data, *resume)
+                with model_file_errors(getattr(self, "_saved_state_file", "the checkpoint")):
+                    solver.load_state(data, *resume)
                 solver.history = self.history_
                 self._saved_state = None
         else:
@@ -573,6 +588,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             if "solver_state" in header:
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
                 est._saved_state = (header["solver_state"], state)
+                est._saved_state_file = str(path)
                 est._state_params = frozen_params(est, cls._STATE_PARAMS)
         return est
 

@@ -38,13 +38,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..inference import multilabel as kernels
+from ..memory import check_memory
 from .base import MIN_BLOCKS_PER_JOB, effective_n_jobs
 from .support import (
     FULL_ROWS_FROM,
+    SUPPORT_ADVICE,
     check_support,
     support_from_pairs,
     support_gather,
     support_matrix,
+    support_memory_parts,
 )
 
 EDGE_KINDS = ("independent", "chain", "tree", "full")
@@ -117,6 +120,10 @@ def pair_features(d_l, d_k, d_lk, table):
     return out
 
 
+#: peak bytes per label pair while :func:`chow_liu_edges` runs (measured: 169)
+TREE_BYTES_PER_PAIR = 176
+
+
 def chow_liu_edges(Y, smoothing=1.0):
     """The Chow–Liu tree of binary label columns: the maximum spanning tree over their pairwise
     mutual information (Prim's algorithm, O(L²); ties go to the smaller label index).
@@ -145,6 +152,11 @@ def chow_liu_edges(Y, smoothing=1.0):
     n, L = Y.shape
     if L < 2:
         return np.zeros((0, 2), dtype=np.int64)
+    check_memory(
+        f"the Chow-Liu tree of {L:,} labels",
+        {"pairwise label statistics (L x L)": TREE_BYTES_PER_PAIR * L * L},
+        "Lower it with edges='chain' or 'independent', or an explicit list of edges.",
+    )
     ones = Y.T @ Y  # counts of (1, 1)
     col = Y.sum(axis=0)
     counts = np.empty((L, L, 2, 2))
@@ -170,6 +182,57 @@ def chow_liu_edges(Y, smoothing=1.0):
         best[better] = mi[v][better]
         parent[better] = v
     return np.array(edges, dtype=np.int64)
+
+
+def edge_count(kind, n_labels) -> int:
+    """How many edges the label graph ``kind`` (one of :data:`EDGE_KINDS`) has over
+    ``n_labels`` labels (a tree: L − 1)."""
+    L = int(n_labels)
+    counts = {"independent": 0, "chain": L - 1, "tree": L - 1, "full": L * (L - 1) // 2}
+    return max(0, counts[kind])
+
+
+#: bytes per edge while a label graph is built: the (E, 2) int64 array and one temporary
+GRAPH_BYTES_PER_EDGE = 24
+
+
+def label_graph(kind, n_labels) -> np.ndarray:
+    """The (E, 2) int64 edges ``(l, k)``, l < k, of the graph ``"independent"``, ``"chain"``
+    or ``"full"`` over ``n_labels`` labels (``"tree"``: none until :meth:`fit_edges`), built
+    with NumPy after a memory check of its size."""
+    L = int(n_labels)
+    if kind == "tree":
+        return np.zeros((0, 2), dtype=np.int64)
+    E = edge_count(kind, L)
+    check_memory(
+        f"the {kind} label graph over {L:,} labels ({E:,} edges)",
+        {"label graph": GRAPH_BYTES_PER_EDGE * E},
+        "Lower it with a sparser label graph (edges='tree', 'chain' or 'independent', or "
+        "an explicit list of edges).",
+    )
+    edges = np.empty((E, 2), dtype=np.int64)
+    if kind == "chain":
+        edges[:, 0] = np.arange(E)
+        edges[:, 1] = edges[:, 0] + 1
+    elif kind == "full":  # row l holds (l, l+1), …, (l, L−1)
+        length = np.arange(L - 1, 0, -1)
+        edges[:, 0] = np.repeat(np.arange(L - 1), length)
+        start = np.cumsum(length) - length
+        # k = l + 1 + (position − start of row l)
+        edges[:, 1] = np.arange(1, E + 1)
+        edges[:, 1] += edges[:, 0]
+        edges[:, 1] -= np.repeat(start, length)
+    return edges
+
+
+def training_memory_parts(n_labels, n_features, edges, interactions="11", n_unary=None) -> dict:
+    """What a multi-label model over the graph ``edges`` (a kind or an (E, 2) array) holds
+    in training at the least, before it is built: its graph, and its weights and their
+    copies (every solver keeps four; ``n_unary``: the unary weights, None for d·L)."""
+    E = len(edges) if not isinstance(edges, str) else edge_count(edges, n_labels)
+    unary = int(n_features) * int(n_labels) if n_unary is None else int(n_unary)
+    size = unary + (4 if interactions == "table" else 1) * E
+    return {"label graph": 16 * E, "weights and their copies": 8 * 4 * size}
 
 
 class MultiLabelModel:
@@ -230,21 +293,19 @@ class MultiLabelModel:
             self.loss_weights = np.ones(L)
         else:
             self.loss_weights = np.asarray(loss_weights, dtype=np.float64)
-            if self.loss_weights.shape != (L,) or not np.all(self.loss_weights > 0):
-                raise ValueError(f"loss_weights must be {L} positive numbers")
+            if (
+                self.loss_weights.shape != (L,)
+                or not np.all(self.loss_weights > 0)
+                or not np.all(np.isfinite(self.loss_weights))
+            ):
+                raise ValueError(f"loss_weights must be {L} finite positive numbers")
         self.edge_kind = edges if isinstance(edges, str) else "explicit"
         if isinstance(edges, str):
             if edges not in EDGE_KINDS:
                 raise ValueError(
                     f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got {edges!r}"
                 )
-            pairs = {
-                "independent": [],
-                "chain": [(l, l + 1) for l in range(L - 1)],
-                "tree": [],
-                "full": [(l, k) for l in range(L) for k in range(l + 1, L)],
-            }
-            self.edges = np.array(pairs[edges], dtype=np.int64).reshape(-1, 2)
+            self.edges = label_graph(edges, L)
         else:
             self.edges = self._check_edges(edges)
         self.support = (
@@ -260,10 +321,11 @@ class MultiLabelModel:
             raise ValueError(f"edge labels must lie in 0..{L - 1}")
         if np.any(edges[:, 0] == edges[:, 1]):
             raise ValueError("an edge joins a label to itself")
-        keys = {tuple(sorted(e)) for e in edges.tolist()}
-        if len(keys) != len(edges):
+        edges = edges.astype(np.int64)
+        keys = np.minimum(edges[:, 0], edges[:, 1]) * L + np.maximum(edges[:, 0], edges[:, 1])
+        if len(np.unique(keys)) != len(edges):
             raise ValueError("an edge is repeated")
-        return edges.astype(np.int64)
+        return edges
 
     def fit_edges(self, Y):
         """For ``edges="tree"``: the Chow–Liu tree of the training label matrix ``Y``."""
@@ -616,6 +678,13 @@ def observed_support(
     >>> indptr.tolist(), labels.tolist()
     ([0, 1, 2], [0, 1])
     """
+    d, L = data.X.shape[1], data.Y.shape[1]
+    met = int(np.diff(data.X.indptr) @ data.Y.sum(axis=1))  # pairs met, with repeats
+    check_memory(
+        f"the observed support of {d:,} features and {L:,} labels",
+        support_memory_parts(d, L, met, data.X.nnz),
+        SUPPORT_ADVICE,
+    )
     X = sp.csr_matrix(data.X, copy=True)
     X.data[:] = 1.0
     counts = sp.coo_matrix(X.T @ sp.csr_matrix(data.Y, dtype=np.float64))

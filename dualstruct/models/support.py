@@ -20,6 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from ..memory import check_memory
+
 #: a feature that met at least this share of the K labels gets all K of them
 FULL_ROWS_FROM = 0.25
 
@@ -58,12 +60,37 @@ def check_support(support, n_features, n_labels):
     )
 
 
+#: what to change when building a support would not fit
+SUPPORT_ADVICE = (
+    "Lower it with fewer features (the largest feature index sets how many there are) "
+    "or fewer labels."
+)
+
+
+def support_memory_parts(n_features, n_labels, n_pairs, n_entries=0) -> dict:
+    """The peak memory of building a support over ``n_features`` features from at most
+    ``n_pairs`` met (feature, label) pairs (and a copy of ``n_entries`` feature entries),
+    before anything is allocated: per-feature counts and row offsets (32 bytes a feature),
+    and the pairs, sorted, with the rows of full features (48 bytes a pair)."""
+    pairs = min(4 * int(n_pairs), int(n_features) * int(n_labels))  # full rows: ≤ 4× met
+    return {
+        "per-feature counts and row offsets": 32 * (int(n_features) + 1),
+        "feature entries (a copy)": 12 * int(n_entries),
+        "feature-label pairs": 48 * pairs,
+    }
+
+
 def support_from_pairs(
     features, labels, counts, n_features, n_labels, min_count=1, full_rows_from=FULL_ROWS_FROM
 ):
     """The support of the distinct pairs ``(features[j], labels[j])`` met ``counts[j]``
     times: those met at least ``min_count`` times, and the whole row of every feature that
     kept at least ``full_rows_from`` × K labels (and at least 2; 1.0 keeps the pairs only)."""
+    check_memory(
+        "the observed support",
+        support_memory_parts(n_features, n_labels, len(counts)),
+        SUPPORT_ADVICE,
+    )
     keep = np.asarray(counts) >= int(min_count)
     features = np.asarray(features, dtype=np.int64)[keep]
     labels = np.asarray(labels, dtype=np.int64)[keep]
