@@ -17,6 +17,7 @@ from .estimators import (  # noqa: E402
 )
 from .plotting import plot_history  # noqa: E402
 from .sequences import PackedSequences, pack_sequences  # noqa: E402
+from .solvers import CertificateError  # noqa: E402
 
 __all__ = [
     "StructuredSVM",
@@ -29,5 +30,6 @@ __all__ = [
     "PackedSequences",
     "pack_sequences",
     "plot_history",
+    "CertificateError",
     "__version__",
 ]

@@ -6,8 +6,13 @@ implementations leave compiled code for a Python callback (numba's object mode) 
 example and call. Each call is checked: ``joint_feature`` must return ``size_joint_feature``
 finite numbers; the oracles must return a labelling of the gold labelling's shape with integer
 entries; and ``loss_augmented_inference`` must find a labelling at least as good as the gold
-one (a method that is not a maximizer breaks the duality gap). A fault is raised as a
-``ValueError`` (or the method's own exception) naming the method and the example index.
+one (a method that is not a maximizer breaks the duality gap). Before its first use the loss
+and the oracle are probed on a few examples where the answer is known (``loss(y, y) = 0``;
+at ``w = 0`` the oracle maximizes the loss alone, which catches an oracle that ignores the
+loss), and on those examples the oracle's value is compared with inference's labelling at
+every call. A fault is raised as a ``ValueError`` (a
+:class:`~dualstruct.solvers.CertificateError` for an oracle that is no maximizer, or the
+method's own exception) naming the method and the example index.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import numpy as np
 from numba import objmode
 
 from ..data import BlockData
+from ..data.blocks import integer_labels
 from . import base
 
 #: the callbacks of live block data by handle; a kernel holds only the handle (compiled code
 #: cannot hold Python objects)
 _ADAPTERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _HANDLES = itertools.count(1)
+#: examples whose loss and loss-augmented oracle are probed (``check=True``)
+PROBED_EXAMPLES = 8
 
 
 class UserKernel(NamedTuple):
@@ -146,8 +154,9 @@ class UserModel(base.KernelModel):
     model : StructuredModel
     check : bool, default True
         Verify every value the model's methods return (shape, finiteness, that the
-        loss-augmented oracle is no worse than the gold labelling). About one extra
-        ``joint_feature`` call per oracle call.
+        loss-augmented oracle is no worse than the gold labelling), ``loss(y, y) = 0`` and
+        the oracle against known answers on ``PROBED_EXAMPLES`` examples (module docstring).
+        About one extra ``joint_feature`` call per oracle call.
 
     Examples
     --------
@@ -212,7 +221,7 @@ class UserModel(base.KernelModel):
                     f"int array), got {y!r:.80}"
                 )
             shapes.append(a.shape)
-            flat.append(a.ravel().astype(np.int32))
+            flat.append(integer_labels(a.ravel(), f"Y[{i}]").astype(np.int32))
         offsets = np.zeros(len(Y) + 1, dtype=np.int64)
         np.cumsum([f.size for f in flat], out=offsets[1:])
         callbacks = _Callbacks(self, X, shapes, flat)
@@ -249,6 +258,11 @@ class _Callbacks:
         self.error = None
         self._loss_scale = 1.0  # of the last oracle call
         self._last_difference = None  # (i, ya, yb, φ(ya) − φ(yb)): a step asks up to 3 times
+        # examples whose oracle is probed before its first use and compared with inference
+        # at every call (``check``)
+        n = len(X)
+        self._watched = set(np.linspace(0, n - 1, min(n, PROBED_EXAMPLES)).astype(int).tolist())
+        self._probed = False
         self.handle = next(_HANDLES)
         _ADAPTERS[self.handle] = self
 
@@ -265,7 +279,9 @@ class _Callbacks:
         if not self.failed[0]:
             try:
                 return getattr(self, "_" + what)(int(i), *args)
-            except Exception as exc:  # noqa: BLE001 - re-raised by raise_pending after the loop
+            # re-raised by raise_pending once the compiled loop has stopped at a consistent
+            # point (a KeyboardInterrupt too: the dual state stays in step with w)
+            except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001
                 self.error = exc
                 self.failed[0] = 1
         return np.zeros(self.size) if what == "difference" else 0.0
@@ -334,14 +350,99 @@ class _Callbacks:
         y = self._labelling(i, out)
         value = loss_scale * self._delta(i, y) + float(w @ self._phi(i, y))
         if self.check:
-            gold_value = float(w @ self._phi(i, gold))
-            if value < gold_value - 1e-9 * max(1.0, abs(gold_value)):
-                raise ValueError(
-                    f"{self._name('loss_augmented_inference')} is not a maximizer for example "
-                    f"{i}: its labelling scores {value:.6g} (loss + score), below the gold "
-                    f"labelling's {gold_value:.6g}"
+            if not self._probed:
+                self._probed = True
+                for j in self._watched:
+                    self._probe(j)
+            self._no_better(i, w, loss_scale, y, value, "the gold labelling", gold)
+            if i in self._watched:  # a few examples: inference's answer too
+                found = self._inference(i, w_model)
+                same = np.array_equal(np.asarray(found), np.asarray(y))
+                self._no_better(
+                    i,
+                    w,
+                    loss_scale,
+                    y,
+                    value,
+                    "inference's labelling",
+                    found,
+                    same_as_inference=same,
                 )
         return value
+
+    def _value(self, i, w, loss_scale, y):
+        return loss_scale * self._delta(i, y) + float(w @ self._phi(i, y))
+
+    def _no_better(
+        self,
+        i,
+        w,
+        loss_scale,
+        y,
+        value,
+        what,
+        other,
+        where="the current weights",
+        same_as_inference=False,
+    ):
+        """Raise unless ``value``, the loss-augmented oracle's at ``w`` (labelling ``y``), is
+        at least the value of the labelling ``other``."""
+        other_value = self._value(i, w, loss_scale, other)
+        if value >= other_value - 1e-9 * max(1.0, abs(other_value)):
+            return
+        from ..solvers.objective import CertificateError
+
+        hint = ""
+        if same_as_inference and self._delta(i, y) < self._delta(i, other):
+            hint = "; does it ignore the loss (as a fallback loss_augmented_inference = inference)?"
+        raise CertificateError(
+            f"{self._name('loss_augmented_inference')} is not a maximizer for example {i}: at "
+            f"{where} its labelling scores {value:.6g} (loss + score), below the "
+            f"{other_value:.6g} of {what}{hint}"
+        )
+
+    def _returned(self, i, method, y):
+        """The labelling ``y`` that ``method`` returned for example ``i``, checked."""
+        out = np.empty(np.size(self.golds[i]), dtype=np.int32)
+        self._from_model(i, method, y, out)
+        return self._labelling(i, out)
+
+    def _probe(self, i):
+        """Check the loss and the loss-augmented oracle of example ``i`` where their answers
+        are known: ``loss(y, y) = 0``; at ``w = 0`` the oracle maximizes the loss alone; and
+        at ``w = 0``, ``−φ(x, ȳ)`` and a small multiple of ``φ(x, ȳ)`` (where the gold
+        labelling scores best but the loss outweighs the scores) its value is at least that
+        of the gold labelling, of inference's labellings and of its own at the other ``w``."""
+        x, gold = self.X[i], self.golds[i]
+        self_loss = float(self.model.loss(gold, gold))
+        if not abs(self_loss) <= 1e-12:  # NaN too
+            raise ValueError(
+                f"{self._name('loss')}(y, y) returned {self_loss:g} for example {i}; the loss "
+                "of a labelling against itself must be 0"
+            )
+        phi = self._phi(i, gold)
+        points = {"w = 0": np.zeros(self.size), "w = -φ(x, y)": -phi}
+        found = {where: self._inference(i, w) for where, w in points.items()}
+        known = [("the gold labelling", gold)]
+        known += [(f"inference's labelling at {where}", y) for where, y in found.items()]
+        top = max(self._delta(i, y) for _, y in known)
+        norm = max(float(np.linalg.norm(self._phi(i, y))) for _, y in known)
+        if top > 0.0 and norm > 0.0:  # the loss outweighs the scores: ⟨w, φ⟩ <= top / 4
+            points["a small multiple of φ(x, y)"] = phi * (0.25 * top / norm**2)
+        for where, w in points.items():
+            if where not in found:
+                found[where] = self._inference(i, w)
+                known.append((f"inference's labelling at {where}", found[where]))
+            y = self.model.loss_augmented_inference(x, gold, w)
+            y = self._returned(i, "loss_augmented_inference", y)
+            value = self._value(i, w, 1.0, y)
+            same = np.array_equal(np.asarray(found[where]), np.asarray(y))
+            for what, other in known:
+                self._no_better(i, w, 1.0, y, value, what, other, where, same)
+            known.append((f"its own labelling at {where}", y))
+
+    def _inference(self, i, w):
+        return self._returned(i, "inference", self.model.inference(self.X[i], w))
 
     def _oracle_value(self, i, w, y):
         y = self._labelling(i, y)

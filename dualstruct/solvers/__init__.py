@@ -10,7 +10,7 @@ from .cutting_plane import CuttingPlane
 from .gdmm import GDMM
 from .history import History, Record
 from .multilabel import MultiLabelGDMM
-from .objective import dual_objective, duality_gap, primal_objective
+from .objective import CertificateError, dual_objective, duality_gap, primal_objective
 
 #: the public names of the block solvers
 BCFW, SSG = BlockBCFW, BlockSSG
@@ -60,6 +60,7 @@ __all__ = [
     "SOLVERS",
     "solver_class",
     "solver_names",
+    "CertificateError",
     "History",
     "Record",
     "primal_objective",

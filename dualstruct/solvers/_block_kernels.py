@@ -695,3 +695,51 @@ def _add_hinge_direction(k, i, ws, slack, gold, y, c, out):
         add_difference(k, i, gold, y, c * loss(k, i, y), out)
     else:
         add_oracle_difference(k, i, ws, y, c, out)
+
+
+@njit(cache=True)
+def oracle_checks(k, w, slack, blocks, atom_labels, atom_count, capacity, out):
+    """For each block ``i = blocks[j]`` at ``w``: ``out[j] = (H, A, scale, δ(ȳ_i, ȳ_i))``
+    with H the oracle's hinge (its bound minus the gold labelling's value, margin, or the
+    exact slack oracle's bound), A the largest hinge term ``v(y) − v(ȳ_i)`` of the block's
+    atoms (0, the gold's, without atoms: ``atom_count`` empty) and the magnitude of the
+    values compared. An exact (or relaxed) oracle has ``H >= A >= 0`` up to rounding, and
+    the gold labelling's loss is 0."""
+    ws = workspace(k)
+    offs = k.label_offsets
+    yhat = np.empty(_max_block(offs), dtype=np.int32)
+    for j in range(blocks.shape[0]):
+        i = blocks[j]
+        s0 = offs[i]
+        T = offs[i + 1] - s0
+        gold = k.labels[s0 : s0 + T]
+        y = yhat[:T]
+        prepare(k, i, w, ws)
+        gold_score = score(k, i, w, ws, gold)
+        if slack:
+            y[:] = gold
+            bound, _ = slack_oracle(k, i, w, ws, 1.0, EXACT_SEARCH, gold, y)
+            hinge = bound
+        else:
+            bound = oracle(k, i, w, ws, 1.0, y)
+            hinge = bound - gold_score
+        scale = abs(bound) + abs(gold_score)
+        top = 0.0
+        if atom_count.shape[0] > 0:
+            base = s0 * capacity
+            for a in range(atom_count[i]):
+                y_a = atom_labels[base + a * T : base + (a + 1) * T]
+                if slack:
+                    value = _slack_value(k, i, w, ws, gold_score, y_a)
+                    scale = max(scale, abs(value))
+                else:
+                    s_a = score(k, i, w, ws, y_a)
+                    value = loss(k, i, y_a) + s_a - gold_score
+                    scale = max(scale, abs(s_a) + abs(value))
+                top = max(top, value)
+        out[j, 0] = hinge
+        out[j, 1] = top
+        out[j, 2] = scale
+        out[j, 3] = loss(k, i, gold)
+        if status(k) != 0:
+            return

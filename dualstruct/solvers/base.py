@@ -20,20 +20,40 @@ import numpy as np
 
 from ..memory import check_memory
 from .history import History, Record, format_header, format_record
-from .objective import RESCALINGS, dual_objective, duality_gap, primal_objective, sampled_primal
+from .objective import (
+    RESCALINGS,
+    CertificateError,
+    dual_objective,
+    duality_gap,
+    gap_is_negative,
+    primal_objective,
+    sampled_primal,
+)
 
 #: Examples handed to one kernel call: a pass is split so that a second Ctrl-C (which stops
 #: training mid-pass) is honoured promptly.
 CHUNK_TOKENS = 200_000
+#: ... and further by cost, into kernel calls of about this many seconds at the measured
+#: rate (the first calls of a run by an estimate of an example's cost): then a Ctrl-C or
+#: SIGTERM is seen within about that long however costly one example is (a multi-label
+#: model's grows with its edges)
+CHUNK_SECONDS = 0.5
+#: the estimated cost (:meth:`PassSolver._example_cost` units, about a nanosecond each)
+#: of the first kernel call of a run, before a rate has been measured
+FIRST_CHUNK_COST = 2e7
+#: a first Ctrl-C or SIGTERM stops a pass part-way when the rest of it would take longer
+#: than this; shorter passes end first (then resuming repeats an uninterrupted run)
+INTERRUPT_WAIT = 2.0
 #: with check_every="auto", the exact checks take at most this share of the training time
 MONITORING_SHARE = 0.1
 
 
-#: what to change when a chain solver's memory estimate is refused (solvers of other models
-#: give their own ``memory_advice``)
+#: what to change when a solver's memory estimate is refused, in the terms of the model and
+#: the solver (an estimator replaces it with advice in its own options,
+#: :func:`~dualstruct.memory.memory_advice`)
 MEMORY_ADVICE = (
-    "Lower it with weights='observed' (sparse feature-label weights), a larger "
-    "feature min_count, feature hashing or a smaller window, or train a subset."
+    "Lower it with sparse feature-label weights (the model's support), fewer features or "
+    "labels, or a subset of the examples."
 )
 
 
@@ -114,7 +134,13 @@ class PassSolver:
         Maximum number of passes over the data.
     tol : float
         Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (solvers with a
-        dual only).
+        dual only). A gap below zero beyond rounding (``GAP_ROUNDING``) is no certificate:
+        training stops with a :class:`~dualstruct.solvers.CertificateError` naming the
+        oracle and example at fault, or the solver state. After every pass the solvers that
+        keep labellings also check the oracle on a few examples (its maximum is never below
+        the gold labelling's value nor below that of a labelling it returned before). A
+        fit that raises leaves ``history.stop_reason == "error"``; a KeyboardInterrupt before
+        the first whole pass is raised (there is no model to keep).
     check_every : int or "auto"
         Compute the exact primal, the gap and the validation score every this many passes
         (and after the last pass). Each check costs one loss-augmented decoding of every
@@ -317,6 +343,8 @@ class PassSolver:
 
     #: what to change when the memory estimate is refused
     memory_advice = MEMORY_ADVICE
+    #: ``(estimator parameter, what to set)`` pairs that lower this solver's own memory
+    memory_levers: tuple = ()
 
     def memory_parts(self, data) -> dict:
         """The large arrays training on ``data`` will hold, name -> bytes (an estimate made
@@ -328,12 +356,43 @@ class PassSolver:
         return {}
 
     def _converged(self, record) -> bool:
-        """Whether training stops at ``record``: the relative duality gap is at most ``tol``."""
-        return (
-            not math.isnan(record.relative_gap)
-            and self.has_dual
-            and record.relative_gap <= self.tol
+        """Whether training stops at ``record``: the relative duality gap is at most ``tol``.
+        A gap below zero beyond rounding is no certificate: :class:`CertificateError`."""
+        if math.isnan(record.relative_gap) or not self.has_dual:
+            return False
+        if gap_is_negative(record.primal, record.dual):
+            raise self._certificate_error(record)
+        return record.relative_gap <= self.tol
+
+    def _certificate_error(self, record) -> CertificateError:
+        """The error for a dual above the primal at ``record``: the oracle and example at
+        fault when :meth:`_inconsistency` finds them, else the solver state."""
+        what = None
+        try:
+            what = self._inconsistency()
+        except CertificateError as exc:
+            what = str(exc)
+        except Exception:  # noqa: BLE001 - the negative gap is the error to report
+            what = None
+        if what is None:
+            what = (
+                "the solver state is inconsistent (a checkpoint or model file edited, "
+                "or saved by other code?) or an oracle misses maxima"
+            )
+        return CertificateError(
+            f"[{self.name}] the dual {record.dual:.6g} exceeds the primal {record.primal:.6g} "
+            f"(relative gap {record.relative_gap:.3g}) after {self.passes} {self.step_plural}: "
+            f"{what}"
         )
+
+    def _check_oracles(self) -> None:
+        """After every pass: a cheap check of the oracle on a sample of examples
+        (:class:`CertificateError` if it misses a maximum); solvers that can, override it."""
+
+    def _inconsistency(self) -> str | None:
+        """What makes the dual exceed the primal, when the solver can tell (an oracle on an
+        example, at the returned weights); None otherwise."""
+        return None
 
     def current_dual(self) -> float:
         """The dual value of the current iterate only (cheap; NaN without a dual)."""
@@ -348,7 +407,7 @@ class PassSolver:
     # -- copies -------------------------------------------------------------------------------
     #: attributes that belong to the current fit call, not to the state: the callback and
     #: validation closures and the output stream, which cannot be pickled
-    _transient = ("callback", "validation", "out")
+    _transient = ("callback", "validation", "out", "_interrupt")
 
     def __getstate__(self):
         """For pickle, joblib and deepcopy of a fitted estimator (whose ``solver_`` this is);
@@ -388,7 +447,29 @@ class PassSolver:
         return meta, {k: getattr(self, k) for k in self.state_arrays}
 
     def load_state(self, data, meta, arrays):
-        """Restore a :meth:`state_dict` for training on ``data`` (which must be the same)."""
+        """Restore a :meth:`state_dict` for training on ``data`` (which must be the same).
+        Everything is checked before training can read it (the kernels index with the
+        state's labels and counts unchecked): the arrays' shapes and dtypes, finite values,
+        the scalars' types, label and index ranges. A file written by someone else is
+        refused with a ValueError naming the array or field at fault, and the solver is left
+        unstarted."""
+        try:
+            self._load_state(data, meta, arrays)
+        except BaseException as exc:
+            self.data = None
+            if isinstance(exc, (KeyError, TypeError, AttributeError, IndexError, OverflowError)):
+                raise ValueError(
+                    f"the saved solver state is missing or has invalid fields ({exc!r})"
+                ) from None
+            raise
+
+    #: float state arrays that may hold NaN (e.g. the blocks' gaps before the first pass
+    #: at a new C); every other float array of a loaded state must be finite
+    nan_state_arrays: tuple = ()
+
+    def _load_state(self, data, meta, arrays):
+        if not isinstance(meta, dict) or not isinstance(arrays, dict):
+            raise ValueError("the saved solver state must be a header dict and arrays")
         if meta.get("solver") != self.name:
             raise ValueError(
                 f"the saved state is of solver {meta.get('solver')!r}, not {self.name!r}"
@@ -404,7 +485,9 @@ class PassSolver:
                 if k in self.optional_state_arrays:  # absent from older files: the default
                     continue
                 raise ValueError(f"the saved solver state lacks the array {k!r}")
-            arr = arrays[k]
+            arr = np.asarray(arrays[k])
+            if arr.dtype.kind not in "biuf":
+                raise ValueError(f"saved solver array {k!r} has the non-numeric dtype {arr.dtype}")
             if cur is not None and (
                 cur.dtype != arr.dtype or (k not in self.growable_arrays and cur.shape != arr.shape)
             ):
@@ -412,21 +495,33 @@ class PassSolver:
                     f"saved solver array {k!r} has shape {arr.shape} "
                     f"{arr.dtype}, expected {cur.shape} {cur.dtype}"
                 )
+            if arr.dtype.kind == "f" and k not in self.nan_state_arrays:
+                if not np.isfinite(arr).all():
+                    raise ValueError(f"saved solver array {k!r} holds NaN or infinite values")
+            elif arr.dtype.kind == "f" and np.isinf(arr).any():
+                raise ValueError(f"saved solver array {k!r} holds infinite values")
             setattr(self, k, np.array(arr))
-        for k, v in meta["scalars"].items():
+        scalars = meta["scalars"]
+        if not isinstance(scalars, dict):
+            raise ValueError("the saved solver state's scalars must be a dict")
+        for k, v in scalars.items():
             if k not in self.state_scalars:
                 raise ValueError(f"unknown solver state field {k!r}")
-            setattr(self, k, v)
-        self.passes = int(meta["passes"])
-        self.oracle_calls = int(meta["oracle_calls"])
-        self.train_time = float(meta["train_time"])
-        self.eval_time = float(meta["eval_time"])
-        self._chosen = int(meta["chosen"])
-        self._final_choice = meta.get("final_choice")
+            setattr(self, k, _checked_scalar(k, v, getattr(self, k, None)))
+        self.passes = _count("passes", meta["passes"])
+        self.oracle_calls = _count("oracle_calls", meta["oracle_calls"])
+        self.train_time = _seconds("train_time", meta["train_time"])
+        self.eval_time = _seconds("eval_time", meta["eval_time"])
+        self._chosen = _count("chosen", meta["chosen"])
+        choice = meta.get("final_choice")
+        self._final_choice = None if choice is None else _count("final_choice", choice)
         self._pending_check = bool(meta.get("pending_check", False))
-        self._checks = int(meta.get("checks", 0))
-        self._next_check = int(meta.get("next_check", 1))
-        self.rng.bit_generator.state = meta["rng"]
+        self._checks = _count("checks", meta.get("checks", 0))
+        self._next_check = _count("next_check", meta.get("next_check", 1))
+        try:
+            self.rng.bit_generator.state = meta["rng"]
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"the saved random generator state is invalid ({exc!r})") from None
         self._after_load()
 
     growable_arrays: tuple = ()
@@ -435,8 +530,81 @@ class PassSolver:
         """Rebuild views into restored arrays (subclasses)."""
 
     def _one_pass(self, order, chunks) -> int:
-        """One pass over the examples, in kernel calls of about CHUNK_TOKENS tokens."""
-        return sum(self._run(part) for part in np.array_split(order, chunks))
+        """One pass over the examples in kernel calls (:meth:`_pass_parts`); part of one
+        when a pending Ctrl-C or SIGTERM stops it."""
+        return sum(self._run(part) for part in self._pass_parts(order, chunks))
+
+    #: the share of its examples the last pass made when a Ctrl-C or SIGTERM stopped it
+    #: part-way (recorded as ``extra["partial_pass"]``), else None
+    partial_pass = None
+    #: seconds per example measured over the last kernel calls (None: not yet)
+    _seconds_per_example = None
+    #: the pending-signal handler of the current fit (set by :meth:`fit`)
+    _interrupt = None
+
+    def _example_cost(self) -> float:
+        """The estimated cost of one example in a kernel call (about a nanosecond a unit):
+        a multi-label example's grows with the labels and the edges (the LP's sweeps over
+        them), a sequence's or a graph's with its tokens (nodes) times K², a Python model's
+        (:class:`~dualstruct.models.user.UserModel`) is about a millisecond an item."""
+        from ..models.user import UserModel
+
+        model, data = self.model, self.data
+        n = max(1, int(getattr(data, "n_sequences", 1)))
+        per = float(getattr(data, "n_tokens", n)) / n
+        if isinstance(model, UserModel):  # Python methods: a millisecond an item, say
+            return 1e6 * per
+        edges = getattr(model, "edges", None)
+        if getattr(model, "kind", None) == "multilabel" and edges is not None:
+            return 50.0 * (model.n_labels + 10.0 * len(edges))
+        K = float(getattr(model, "n_labels", None) or getattr(model, "n_states", None) or 2)
+        return 50.0 * per * (K * K + K)
+
+    def _pass_parts(self, order, chunks):
+        """The kernel calls of a pass over ``order``: ``chunks`` parts of about CHUNK_TOKENS
+        tokens, each cut into pieces of about CHUNK_SECONDS at the rate measured so far
+        (the first pieces of a run sized by :meth:`_example_cost`, growing at most 4× a
+        call). Between pieces a pending Ctrl-C or SIGTERM of this fit ends the pass early
+        when the rest would take longer than INTERRUPT_WAIT: the state is consistent (every
+        kernel call ends on a block boundary), the pass is recorded as partial and resuming
+        continues from there, but no longer exactly as an uninterrupted run."""
+        self.partial_pass = None
+        n, done = len(order), 0
+        size = None
+        for part in np.array_split(order, chunks):
+            pos = 0
+            while pos < len(part):
+                rate = self._seconds_per_example
+                if rate is None:
+                    want = FIRST_CHUNK_COST / max(self._example_cost(), 1.0)
+                else:
+                    want = CHUNK_SECONDS / max(rate, 1e-12)
+                if size is not None:
+                    want = min(want, 4 * size)
+                size = int(min(max(want, 1), len(part) - pos))
+                t0 = time.perf_counter()
+                yield part[pos : pos + size]
+                spent = time.perf_counter() - t0
+                pos += size
+                done += size
+                self._seconds_per_example = spent / size  # (calls grow at most 4× a time)
+                interrupt = self._interrupt
+                if (
+                    interrupt is not None
+                    and interrupt.requested
+                    and done < n
+                    and (n - done) * self._seconds_per_example > INTERRUPT_WAIT
+                ):
+                    self.partial_pass = done / n
+                    print(
+                        f"[{self.name}] stopped part-way through {self.step_name} "
+                        f"{self.passes + 1} ({done} of {n} examples): the model is "
+                        "consistent; resuming continues from here, not exactly as an "
+                        "uninterrupted run",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return
 
     # -- the loop -----------------------------------------------------------------------------
     def start(self, data):
@@ -475,6 +643,7 @@ class PassSolver:
         # "running" until the loop ends: what a checkpoint taken by a callback records
         self.history.stop_reason = "running"
         with _DeferredInterrupt(self.name, self.step_name) as interrupt:
+            self._interrupt = interrupt  # polled between kernel calls (_pass_parts)
             try:
                 if self._pending_check:  # finish the check a second Ctrl-C cut short
                     if self.history.last is not None and self.history.last.passes == self.passes:
@@ -487,8 +656,10 @@ class PassSolver:
                 self._loop(max_iter, n, chunks, with_val, interrupt)
                 if self.history.stop_reason == "running":
                     self.history.stop_reason = "max_iter"
-            except KeyboardInterrupt:  # a second Ctrl-C: stop mid-pass (or mid-check)
+            except KeyboardInterrupt:  # a second Ctrl-C (or one a user method raised)
                 self.history.stop_reason = "interrupted"
+                if not self.passes:  # no whole pass: there is no model to keep
+                    raise
                 last = self.history.last
                 if self.passes and (last is None or last.passes < self.passes):
                     self._record(check=False)  # the last whole pass, without a check
@@ -500,6 +671,9 @@ class PassSolver:
                         file=self.out,
                         flush=True,
                     )
+            except BaseException:
+                self.history.stop_reason = "error"  # what a model file saved now says
+                raise
         return self
 
     def _loop(self, max_iter, n, chunks, with_val, interrupt):
@@ -510,11 +684,16 @@ class PassSolver:
             self.oracle_calls += self._one_pass(order, chunks)
             self.train_time += time.perf_counter() - t0
             self.passes += 1
+            t0 = time.perf_counter()
+            self._check_oracles()
+            self.eval_time += time.perf_counter() - t0
             # the checks follow their own schedule; a pass that ends training is checked on
             # top of it (every candidate), so the last record describes the returned model
             # and a resumed run checks exactly what an uninterrupted one does
             checked = self._check_due()
             final = k == max_iter - 1 or interrupt.requested
+            if self.partial_pass is not None:  # stopped part-way: a check would cost a pass
+                checked = final = False
             record = self._record(check=checked, final=final)
             converged = self._converged(record)
             shown = self.verbose >= 2 or (self.verbose and (checked or final))
@@ -542,9 +721,10 @@ class PassSolver:
     def _end_on(self, record, final, with_val):
         """Training ends at ``record``: unless it was already a final record, check the
         returned model in place of it; show the last line once."""
-        if not final:
+        if not final and self.partial_pass is None:
             self.history.records.pop()
             record = self._record(check=False, final=True)
+            self._converged(record)  # its certificate too (raises if the gap is negative)
         if self.verbose:
             print(format_record(record, with_val), file=self.out, flush=True)
 
@@ -635,6 +815,8 @@ class PassSolver:
             if self.validation is not None:
                 rec.validation_score = float(self.validation(w))
         rec.extra = self.diagnostics(check or final)
+        if self.partial_pass is not None:  # a Ctrl-C or SIGTERM stopped the pass part-way
+            rec.extra["partial_pass"] = self.partial_pass
         if self._sample is not None:
             rec.extra.update(self._sampled_primal())
         cost = time.perf_counter() - t0
@@ -647,6 +829,41 @@ class PassSolver:
 
     def _primal(self, w):
         return primal_objective(self.model, self.data, w, self.C, self.rescaling)
+
+
+def _count(name, value) -> int:
+    """A saved counter: an integer >= 0 (ValueError naming the field otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"the saved solver field {name!r} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def _seconds(name, value) -> float:
+    """A saved duration: a finite number >= 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"the saved solver field {name!r} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _checked_scalar(name, value, default):
+    """A saved state scalar, of the kind of the value a fresh state holds (``default``):
+    an integer for an integer, a number (not NaN) for a float, anything JSON for None."""
+    if default is None or isinstance(default, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"the saved solver field {name!r} must be a number, got {value!r}")
+    if isinstance(default, (numbers.Integral, np.integer)) and not isinstance(default, bool):
+        if not isinstance(value, numbers.Integral):
+            raise ValueError(f"the saved solver field {name!r} must be an integer, got {value!r}")
+        return int(value)
+    if math.isnan(value):
+        raise ValueError(f"the saved solver field {name!r} is NaN")
+    return float(value)
 
 
 def model_size(model) -> int:
@@ -732,6 +949,10 @@ class SubgradientAverage:
         return math.nan
 
 
+#: how far a restored block's atom weights may sum from 1 (rounding over many steps)
+ATOM_WEIGHT_TOLERANCE = 1e-6
+
+
 class AtomPool:
     """The dual points of a pairwise Frank-Wolfe solver as atoms: block i keeps up to
     ``capacity`` weighted labellings, its atom a at
@@ -753,16 +974,52 @@ class AtomPool:
         self.atom_weights[:, 0] = 1.0
         self.atom_count = np.ones(n, dtype=np.int64)
 
-    def _check_atoms(self, offsets):
-        """Validate a restored pool against its capacity."""
-        self.capacity = int(self.capacity)
-        if (
-            self.atom_weights.shape != (len(offsets) - 1, self.capacity)
-            or self.atom_labels.shape != (int(offsets[-1]) * self.capacity,)
-            or self.atom_count.max() > self.capacity
-            or self.atom_count.min() < 1
-        ):
-            raise ValueError("saved atom pool is inconsistent with its capacity")
+    def _check_atoms(self, offsets, bound=None):
+        """Validate a restored pool (the kernels index with its labels and counts
+        unchecked): the arrays' shapes and dtypes against the capacity, counts in
+        1 … capacity, finite non-negative weights summing to 1 over each block's atoms,
+        labels in ``0 … bound − 1`` (``bound``: the values a labelling entry takes, None
+        when the model does not say)."""
+        cap = self.capacity
+        if isinstance(cap, (bool, np.bool_)) or not isinstance(cap, numbers.Integral) or cap < 1:
+            raise ValueError(f"saved atom pool: capacity must be an integer >= 1, got {cap!r}")
+        self.capacity = cap = int(cap)
+        n, total = len(offsets) - 1, int(offsets[-1])
+        labels, weights, count = self.atom_labels, self.atom_weights, self.atom_count
+        expected = (
+            ("atom_labels", labels, (total * cap,), np.int32),
+            ("atom_weights", weights, (n, cap), np.float64),
+            ("atom_count", count, (n,), np.int64),
+        )
+        for name, arr, shape, dtype in expected:
+            if arr.shape != shape or arr.dtype != dtype:
+                raise ValueError(
+                    f"saved atom pool: array {name!r} has shape {arr.shape} {arr.dtype}, "
+                    f"expected {shape} {np.dtype(dtype)} (capacity {cap})"
+                )
+        if n and (count.min() < 1 or count.max() > cap):
+            bad = count[(count < 1) | (count > cap)][0]
+            raise ValueError(
+                f"saved atom pool: array 'atom_count' holds {bad}, outside 1 … {cap} (capacity)"
+            )
+        if not np.isfinite(weights).all():
+            raise ValueError("saved atom pool: array 'atom_weights' holds NaN or infinite values")
+        used = np.arange(cap) < count[:, None]
+        if (weights[used] < 0).any():
+            raise ValueError("saved atom pool: array 'atom_weights' holds negative weights")
+        sums = np.where(used, weights, 0.0).sum(axis=1)
+        off = np.abs(sums - 1.0) > ATOM_WEIGHT_TOLERANCE
+        if off.any():
+            i = int(np.flatnonzero(off)[0])
+            raise ValueError(
+                f"saved atom pool: array 'atom_weights' of block {i} sums to {sums[i]!r}, not 1"
+            )
+        if bound is not None and labels.size and (labels.min() < 0 or labels.max() >= bound):
+            bad = labels[(labels < 0) | (labels >= bound)][0]
+            raise ValueError(
+                f"saved atom pool: array 'atom_labels' holds the label {bad}, outside "
+                f"0 … {bound - 1}"
+            )
 
     def pairwise_pass(
         self,

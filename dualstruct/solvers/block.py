@@ -15,8 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import BlockData
+from ..data.blocks import labelling_bound
 from . import _block_kernels as kern
 from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual, model_size
+from .objective import CertificateError, block_oracle_fault, oracle_sample
 
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
 CLASSIC_STEP_MAX_BYTES = 8 * 2**30
@@ -28,6 +30,16 @@ PROXIMAL_START = 100.0
 PROXIMAL_PATIENCE = 10
 #: ``proximal="auto"``: below this κ the passes are plain BCFW's (κ = 0)
 PROXIMAL_MIN = 1e-3
+
+
+def check_step_count(value, name):
+    """A restored state's step count (the averaging's m): a whole number in 0 … 2⁵³ (beyond
+    it the averaging weights overflow)."""
+    if not (0 <= value <= 2.0**53 and value == np.floor(value)):
+        raise ValueError(
+            f"saved solver array {name!r}: the step count {value!r} is not a whole number "
+            "in 0 … 2**53"
+        )
 
 
 def kernel_model(model):
@@ -212,6 +224,17 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             return self.step
         relaxed = getattr(kernel_model(self.model), "fractional_oracle", False)
         return "fw" if relaxed and self.rescaling != "slack" else "pairwise"
+
+    @property
+    def memory_levers(self):
+        levers = ()
+        if self.step == "fw":  # chosen: "auto" takes it only for a relaxed oracle
+            levers += (
+                ("solver_options", "the pairwise step (solver_options={'step': 'pairwise'})"),
+            )
+        if self._proximal_on:
+            levers += (("solver_options", "no proximal term (solver_options={'proximal': 0})"),)
+        return levers
 
     def memory_parts(self, data):
         parts = super().memory_parts(data)
@@ -402,10 +425,38 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
                 self._grow_atoms(offsets)
         self._avg_cache = None
 
+    #: the blocks' gaps are NaN until the first pass at a new C
+    nan_state_arrays = ("block_gaps",)
+
     def _after_load(self):
         self._avg_cache = None
+        check_step_count(self.scalars[1], "scalars")
+        if not (np.isfinite(self.kappa) and self.kappa >= 0):
+            raise ValueError(f"the saved solver field 'kappa' must be >= 0, got {self.kappa!r}")
+        if self.best_dual == np.inf:
+            raise ValueError("the saved solver field 'best_dual' is infinite")
         if self.resolved_step == "pairwise":
-            self._check_atoms(self.blocks.label_offsets)
+            self._check_atoms(self.blocks.label_offsets, labelling_bound(self.blocks.kernel))
+
+    def _oracle_fault(self, examples, w):
+        """:func:`~dualstruct.solvers.objective.block_oracle_fault` against this solver's
+        atoms or block shares."""
+        if self.resolved_step == "pairwise":
+            held = {"atoms": (self.atom_labels, self.atom_count, self.capacity)}
+        else:
+            held = {"shares": (self.block_weights, self.block_losses), "C": self.C}
+        return block_oracle_fault(self.model, self.blocks, w, examples, self._slack, **held)
+
+    def _check_oracles(self):
+        """After a pass: the oracle on a few examples at the scoring point."""
+        w = self.prox_w if self._proximal_on else self.w
+        fault = self._oracle_fault(oracle_sample(self.blocks.n_blocks, self.passes), w)
+        if fault is not None:
+            raise CertificateError(fault)
+
+    def _inconsistency(self):
+        """The oracle on every example at the returned weights."""
+        return self._oracle_fault(np.arange(self.blocks.n_blocks), self.weights())
 
     def _run(self, order):
         calls = np.zeros(1, dtype=np.int64)
@@ -492,6 +543,9 @@ class BlockSSG(SubgradientAverage, _BlockPasses):
         self.scalars = np.array([0.0, self.C * self.blocks.n_blocks])  # m, C n
 
     state_arrays = ("v", "R", "scalars")
+
+    def _after_load(self):
+        check_step_count(self.scalars[0], "scalars")
 
     def _run(self, order):
         calls = np.zeros(1, dtype=np.int64)

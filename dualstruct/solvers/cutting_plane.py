@@ -25,6 +25,14 @@ from numba import njit
 
 from .base import PassSolver
 from .block import KernelBlocks, kernel_model
+from .objective import (
+    ORACLE_ROUNDING,
+    CertificateError,
+    block_oracle_fault,
+    check_hinges,
+    oracle_name,
+    oracle_sample,
+)
 
 
 class CuttingPlane(KernelBlocks, PassSolver):
@@ -148,7 +156,15 @@ class CuttingPlane(KernelBlocks, PassSolver):
             or self.idle.shape != (m,)
             or self.gram.shape != (m, m)
         ):
-            raise ValueError("saved cutting-plane working set is inconsistent")
+            shapes = {k: getattr(self, k).shape for k in ("psi", "delta", "alpha", "idle", "gram")}
+            raise ValueError(
+                f"saved cutting-plane working set is inconsistent: {m} constraints of "
+                f"{self.w.size} weights, array shapes {shapes}"
+            )
+        if m and (self.alpha.min() < 0 or self.idle.min() < 0):
+            raise ValueError("saved cutting-plane working set: 'alpha' or 'idle' is negative")
+        if not np.array_equal(self.gram, self.gram.T):
+            raise ValueError("saved cutting-plane working set: 'gram' is not symmetric")
 
     def _one_pass(self, order, chunks):
         return self._iterate()
@@ -160,17 +176,47 @@ class CuttingPlane(KernelBlocks, PassSolver):
         hinge, psi, delta = self.kernel_model_.aggregate_constraint(
             self.w, self.blocks, self.rescaling
         )
+        check_hinges(self.model, hinge, self.rescaling)
         primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
-        if primal < self.best_primal:
-            self.best_primal, self.best_w = primal, self.w.copy()
         # ξ of the working set at w; the new constraint's violation is Σ_i H_i(w)
         xi = 0.0
         if len(self.delta):
-            xi = max(0.0, float(np.max(self.delta - self.psi @ self.w)))
+            values = self.delta - self.psi @ self.w
+            xi = max(0.0, float(np.max(values)))
+            self._check_oracle(hinge, values)
+        if primal < self.best_primal:
+            self.best_primal, self.best_w = primal, self.w.copy()
         if float(hinge.sum()) > xi + self.eps / C:
             self._add_constraint(psi, delta)
         self._solve()
         return self.blocks.n_blocks
+
+    def _check_oracles(self):
+        """After an iteration: the oracle on a few examples (its value against the gold
+        labelling's, whose loss must be 0)."""
+        sample = oracle_sample(self.blocks.n_blocks, self.passes)
+        slack = self.rescaling == "slack"
+        fault = block_oracle_fault(self.model, self.blocks, self.w, sample, slack)
+        if fault is not None:
+            raise CertificateError(fault)
+
+    def _check_oracle(self, hinge, values):
+        """Σ_i H_i(w) is the largest value of any aggregated constraint at w: never below
+        the working set's, made of labellings the oracle returned earlier."""
+        c = int(np.argmax(values))
+        total = float(hinge.sum())
+        scale = (
+            1.0
+            + float(np.abs(hinge).sum())
+            + abs(float(self.delta[c]))
+            + abs(float(values[c] - self.delta[c]))
+        )
+        if total < float(values[c]) - ORACLE_ROUNDING * scale:
+            raise CertificateError(
+                f"{oracle_name(self.model)} at {self.name} iteration {self.passes + 1}: the "
+                f"maxima over the examples sum to {total:.6g}, below {float(values[c]):.6g}, "
+                "the value of labellings it returned earlier (a maximum is never lower)"
+            )
 
     def _add_constraint(self, psi, delta):
         if len(self.delta) >= self.max_constraints:  # drop the longest-idle constraint

@@ -317,6 +317,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         model, data = self.model, self.data
         if model.kind != "chain":
             raise ValueError(f"GDMM supports chain models here, got {model.kind!r}")
+        model._check_data(data)  # widths and label codes, before any kernel indexes them
         K = model.n_labels
         n_tok, n_seq = data.n_tokens, data.n_sequences
         cap = min(K, 4)
@@ -385,9 +386,17 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             lam *= ratio
 
     def _after_load(self):
-        for group in (LABEL_SLOT_ARRAYS, PAIR_SLOT_ARRAYS):
-            widths = {name: getattr(self, name).shape[1] for name in group}
-            if len(set(widths.values())) != 1:
+        n_tok = self.data.n_tokens
+        rows = {LABEL_SLOT_ARRAYS: n_tok, PAIR_SLOT_ARRAYS: n_tok - self.data.n_sequences}
+        for group, n_rows in rows.items():
+            shapes = {name: getattr(self, name).shape for name in group}
+            if any(len(shape) != 2 or shape[0] != n_rows for shape in shapes.values()):
+                raise ValueError(
+                    f"inconsistent GDMM state: the arrays {group} must have {n_rows} rows, "
+                    f"got shapes {shapes}"
+                )
+            widths = {name: shape[1] for name, shape in shapes.items()}
+            if len(set(widths.values())) != 1 or min(widths.values()) < 1:
                 raise ValueError(
                     f"inconsistent GDMM state: the arrays {group} must have one width, got {widths}"
                 )
@@ -405,9 +414,44 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             or max(self.pair_a.max(initial=0), self.pair_b.max(initial=0)) >= slots
         ):
             raise ValueError("inconsistent GDMM state: active-set counts or labels out of range")
+        self._check_active_sets(used)
+        if not np.array_equal(np.sort(self.perm), np.arange(K)):
+            raise ValueError(f"inconsistent GDMM state: 'perm' is not a permutation of 0 … {K - 1}")
+        if self.idle.min(initial=0) < 0 or self.counters.min(initial=0) < 0:
+            raise ValueError("inconsistent GDMM state: 'idle' or 'counters' holds a negative count")
+        since = self.brute_unigram_since
+        if since is not None and (
+            isinstance(since, bool) or not isinstance(since, int) or since < 0
+        ):
+            raise ValueError(
+                f"the saved solver field 'brute_unigram_since' must be None or an integer "
+                f">= 0, got {since!r}"
+            )
         if self.auto_unigram and self.brute_unigram_since is not None:
             self.unigram_oracle = "brute"  # the state was saved after the switch
         self._prepare()  # (the residuals and the last pass's figures are not state)
+
+    def _check_active_sets(self, used):
+        """What the kernels assume of a restored state: slot 0 of a token holds its gold
+        label, a token's active labels are distinct, an edge's pairs are distinct and name
+        active slots of its two tokens."""
+        data, slots = self.data, self.act.shape[1]
+        if not np.array_equal(self.act[:, 0], data.labels):
+            raise ValueError("inconsistent GDMM state: slot 0 of a token is not its gold label")
+        masked = np.sort(np.where(used, self.act, -1 - np.arange(slots)), axis=1)
+        if np.any(masked[:, 1:] == masked[:, :-1]):
+            raise ValueError("inconsistent GDMM state: a token lists an active label twice")
+        pairs = self.q_b.shape[1]
+        live = np.arange(pairs) < self.n_pair[:, None]
+        left = np.delete(np.arange(data.n_tokens), data.offsets[1:] - 1)
+        if np.any(live & (self.pair_a >= self.n_act[left][:, None])) or np.any(
+            live & (self.pair_b >= self.n_act[left + 1][:, None])
+        ):
+            raise ValueError("inconsistent GDMM state: a pair names an inactive label slot")
+        keys = self.pair_a.astype(np.int64) * slots + self.pair_b
+        keys = np.sort(np.where(live, keys, -1 - np.arange(pairs)), axis=1)
+        if np.any(keys[:, 1:] == keys[:, :-1]):
+            raise ValueError("inconsistent GDMM state: an edge lists a pair twice")
 
     def _prepare(self):
         """Views and derived structures: the max-trees of W_B, the label lists, the fixed
@@ -596,7 +640,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         eta = self.eta if (self.passes + 1) % self.inner_passes == 0 else 0.0
         # A_{m-1} for pass m = passes + 1: the weight of this pass's changes in R
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
-        for part in np.array_split(order, chunks):
+        for part in self._pass_parts(order, chunks):  # polls a pending Ctrl-C between calls
             pos = 0
             while pos < len(part):
                 pos, need = kern.gdmm_pass(

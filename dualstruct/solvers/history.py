@@ -72,8 +72,10 @@ class History:
     records : list of Record
     stop_reason : str
         ``"tol"`` (the certified gap reached it), ``"max_iter"``, ``"callback"``,
-        ``"interrupted"`` (Ctrl-C or SIGTERM), or ``"running"`` while training goes on (a
-        checkpoint's record).
+        ``"interrupted"`` (Ctrl-C or SIGTERM, or a KeyboardInterrupt a method raised),
+        ``"error"`` (training raised an exception, e.g. a
+        :class:`~dualstruct.solvers.CertificateError`), or ``"running"`` while training goes
+        on (a checkpoint's record).
 
     Examples
     --------

