@@ -12,7 +12,6 @@ import json
 import os
 import tempfile
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -124,8 +123,9 @@ def _remove_stale_temporaries(path: Path) -> None:
 def load_arrays(path):
     """Read a file written by :func:`save_arrays`; returns ``(header, arrays)``.
 
-    Raises ``ValueError`` naming the file if it is not a model file, is truncated, has an
-    unsupported format version, or if any array differs from what the header records.
+    Raises ``ValueError`` naming the file if it is not a model file, is truncated or
+    corrupt (naming the member that cannot be read), has an unsupported format version, or
+    if any array differs from what the header records.
     """
     path = require_file(path, "model file")
     with open(path, "rb") as fh:
@@ -135,43 +135,42 @@ def load_arrays(path):
     try:
         with zipfile.ZipFile(path) as archive:
             sizes = {info.filename: info.file_size for info in archive.infolist()}
-        member = _HEADER_KEY + ".npy"
-        if member not in sizes:
-            raise ValueError(f"{path}: not a dualstruct model file (no header)")
-        if sizes[member] > MAX_HEADER_BYTES:
-            raise ValueError(
-                f"{path}: the header member claims {sizes[member]:,} bytes "
-                f"(at most {MAX_HEADER_BYTES:,})"
-            )
-        with np.load(path, allow_pickle=False) as npz:  # members are read one by one
-            header = json.loads(npz[_HEADER_KEY].tobytes().decode("utf-8"))
-            if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-                raise ValueError(f"{path}: not a dualstruct model file")
-            version = header.get("format_version")
-            if version != FORMAT_VERSION:
-                raise ValueError(
-                    f"{path}: model file format version {version} is not supported by this "
-                    f"version of dualstruct (supports {FORMAT_VERSION})"
-                )
-            # members, shapes and sizes against the header before any array is read
-            _check_members(header.get("arrays"), sizes)
-            arrays = {k: npz[k] for k in npz.files if k != _HEADER_KEY}
-    except RecursionError:
-        raise ValueError(f"{path}: the header's JSON is nested too deeply") from None
-    except ValueError as exc:
-        if str(exc).startswith(str(path)):
-            raise
-        raise ValueError(f"{path}: not a valid dualstruct model file ({exc})") from None
-    except (
-        zipfile.BadZipFile,
-        zlib.error,
-        OSError,
-        EOFError,
-        KeyError,
-        UnicodeDecodeError,
-        MemoryError,
-    ) as exc:
+    except Exception as exc:  # any failure of the zip directory: a corrupt file
         raise ValueError(f"{path}: corrupt or truncated model file ({exc!r})") from None
+    member = _HEADER_KEY + ".npy"
+    if member not in sizes:
+        raise ValueError(f"{path}: not a dualstruct model file (no header)")
+    if sizes[member] > MAX_HEADER_BYTES:
+        raise ValueError(
+            f"{path}: the header member claims {sizes[member]:,} bytes "
+            f"(at most {MAX_HEADER_BYTES:,})"
+        )
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"{path}: corrupt or truncated model file ({exc!r})") from None
+    with npz:  # members are read one by one
+        blob = _read_member(path, npz, _HEADER_KEY)
+        try:
+            header = json.loads(blob.tobytes().decode("utf-8"))
+        except RecursionError:
+            raise ValueError(f"{path}: the header's JSON is nested too deeply") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: the header is not valid JSON ({exc})") from None
+        if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+            raise ValueError(f"{path}: not a dualstruct model file")
+        version = header.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: model file format version {version} is not supported by this "
+                f"version of dualstruct (supports {FORMAT_VERSION})"
+            )
+        # members, shapes and sizes against the header before any array is read
+        try:
+            _check_members(header.get("arrays"), sizes)
+        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(f"{path}: not a valid dualstruct model file ({exc})") from None
+        arrays = {k: _read_member(path, npz, k) for k in npz.files if k != _HEADER_KEY}
     try:
         _check_arrays(header["arrays"], arrays)
     except (KeyError, TypeError, AttributeError) as exc:
@@ -179,6 +178,19 @@ def load_arrays(path):
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return header, arrays
+
+
+def _read_member(path, npz, name) -> np.ndarray:
+    """The array ``name`` of the open archive ``npz``; any failure to read it (a corrupt
+    zip entry or ``.npy`` header, an unsupported compression, a short member) is a
+    ``ValueError`` naming the file and the member."""
+    try:
+        return npz[name]
+    except Exception as exc:
+        raise ValueError(
+            f"{path}: corrupt or truncated model file: cannot read the member "
+            f"{name + '.npy'!r} ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 #: the JSON header of a model file is small (tens of KB; the arrays hold everything large)

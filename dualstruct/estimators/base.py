@@ -16,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .. import io
 from ..memory import memory_advice
 from ..solvers import solver_class
-from ..solvers.base import checked_setting
+from ..solvers.base import MAX_C, checked_setting
 
 
 def frozen_params(est, names) -> dict:
@@ -81,14 +81,48 @@ def check_integer(name, value, low):
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+def check_bool(name, value):
+    """Raise ValueError unless ``value`` is True or False (a NumPy bool too)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def check_choice(name, value, choices):
+    """Raise ValueError unless ``value`` is one of the strings ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def check_random_state(value):
+    """Raise ValueError unless ``value`` is a seed NumPy's ``default_rng`` takes: None, an
+    integer >= 0, or a Generator, BitGenerator or SeedSequence."""
+    if value is None or isinstance(
+        value, (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence)
+    ):
+        return
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
+        return
+    raise ValueError(
+        f"random_state must be None, an integer >= 0 or a numpy Generator, got {value!r}"
+    )
+
+
 def check_training_params(est):
-    """The parameters every estimator shares: C, tol, max_iter, check_every, verbose,
-    callback and solver_options."""
+    """The parameters every estimator shares: C, tol, max_iter, check_every, averaging,
+    random_state, verbose, warm_start, callback and solver_options."""
     check_real("C", est.C, 0, False)
+    if est.C > MAX_C:
+        raise ValueError(
+            f"C must be at most {MAX_C:g} (the objective would overflow), got {est.C!r}"
+        )
     check_real("tol", est.tol, 0, True)
     check_integer("max_iter", est.max_iter, 1)  # 0 passes would return an untrained model
     checked_setting("check_every", est.check_every, "auto")
+    check_bool("averaging", est.averaging)
+    check_random_state(est.random_state)
     check_integer("verbose", est.verbose, 0)
+    if hasattr(est, "warm_start"):
+        check_bool("warm_start", est.warm_start)
     if est.callback is not None and not callable(est.callback):
         raise ValueError(f"callback must be callable, got {est.callback!r}")
     if est.solver_options is not None and not isinstance(est.solver_options, dict):
@@ -272,6 +306,27 @@ def _classes_from_json(values, kind):
     if dtype is None:
         raise ValueError(f"unknown label type {kind!r} in model file")
     return np.array(values, dtype=dtype)
+
+
+def header_integer(header, key, low=0):
+    """The header field ``key`` of a model file, checked: an integer >= ``low``."""
+    value = header[key]
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"the field {key!r} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def check_loaded_array(arrays, name, expected):
+    """Refuse a model file whose array ``name`` differs from ``expected``, what the
+    estimator's parameters in the header give (an edited array the header does not
+    describe)."""
+    arr = np.asarray(arrays[name])
+    expected = np.asarray(expected)
+    if arr.shape != expected.shape or not np.array_equal(arr, expected):
+        raise ValueError(
+            f"the array {name!r} (shape {arr.shape}) does not match the estimator's "
+            f"parameters in the header, which give {np.array2string(expected, threshold=8)}"
+        )
 
 
 def read_coef(arrays, size):

@@ -3,8 +3,6 @@ by the block solvers over :class:`~dualstruct.models.multiclass.MultiClassModel`
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
@@ -18,9 +16,11 @@ from .base import (
     _classes_from_json,
     _classes_to_json,
     add_training_record,
+    check_bool,
     check_real,
     check_training_params,
     final_summary,
+    header_integer,
     model_file_errors,
     read_coef,
     read_history,
@@ -115,11 +115,14 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
         check_training_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
+        check_bool("fit_intercept", self.fit_intercept)
         if self.loss_weights is not None and not isinstance(self.loss_weights, dict):
             raise ValueError(
                 f"loss_weights must be a dict class -> weight, got "
                 f"{type(self.loss_weights).__name__}"
             )
+        for label, value in (self.loss_weights or {}).items():
+            check_real(f"loss_weights[{label!r}]", value, 0, False)
 
     def _class_loss_weights(self):
         weights = np.ones(len(self.classes_))
@@ -262,16 +265,17 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             if header.get("model_type") != "multiclass":
                 raise ValueError(f"not a multi-class model ({header.get('model_type')!r})")
             est = cls(**header["estimator_params"])
-            seed = est.random_state
-            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-                raise ValueError(f"random_state must be an integer or None, got {seed!r}")
             est._validate_params()
             est.classes_ = _classes_from_json(header["classes"], header["class_kind"])
-            n_features = header["n_features_in"]
-            if not isinstance(n_features, numbers.Integral) or n_features < 1:
-                raise ValueError(f"invalid n_features_in {n_features!r}")
-            est.n_features_in_ = int(n_features)
+            est.n_features_in_ = header_integer(header, "n_features_in", 1)
             loss_weights = np.asarray(arrays["loss_weights"], dtype=np.float64)
+            if loss_weights.shape != est.classes_.shape or not np.all(
+                np.isfinite(loss_weights) & (loss_weights > 0)
+            ):
+                raise ValueError(
+                    f"the array 'loss_weights' must hold {len(est.classes_)} finite positive "
+                    f"numbers (one per class), got {np.array2string(loss_weights, threshold=8)}"
+                )
             est.loss_weights = {
                 c.item(): float(v) for c, v in zip(est.classes_, loss_weights) if v != 1.0
             } or None
@@ -282,5 +286,5 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             )
             est._set_coef(read_coef(arrays, est.model_.size))
             est.history_ = read_history(header, arrays)
-            est.n_iter_ = int(header["n_iter"])
+            est.n_iter_ = header_integer(header, "n_iter")
         return est

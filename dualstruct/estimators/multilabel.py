@@ -34,6 +34,7 @@ from .base import (
     carry_over,
     changed_params,
     check_backend_params,
+    check_bool,
     check_integer,
     check_real,
     check_training_params,
@@ -43,6 +44,7 @@ from .base import (
     continues_training,
     final_summary,
     frozen_params,
+    header_integer,
     make_solver,
     model_file_errors,
     read_coef,
@@ -237,6 +239,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         effective_n_jobs(self.n_jobs)
         check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
+        check_bool("fit_intercept", self.fit_intercept)
 
     # -- input handling -----------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -550,16 +553,37 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 raise ValueError(f"not a multi-label model ({header['model_type']!r})")
             params = dict(header["estimator_params"])
             edges = arrays["edges"]
+            kinds = (*EDGE_KINDS, "explicit")
+            if not isinstance(params["edges"], str) or params["edges"] not in kinds:
+                raise ValueError(
+                    f"the field 'edges' must be one of {kinds}, got {params['edges']!r}"
+                )
             if params["edges"] == "explicit":
                 params["edges"] = edges
+            if params.get("loss_weights") is not None:  # the array holds them
+                raise ValueError(
+                    f"the field 'loss_weights' must be null (the weights are the array "
+                    f"'loss_weights'), got {params['loss_weights']!r}"
+                )
             params["loss_weights"] = arrays["loss_weights"]
             est = cls(**params)
             est._validate_params()
-            est.n_labels_ = int(header["n_labels"])
-            est.n_features_in_ = int(header["n_features_in"])
-            est.outputs_2d_ = bool(header.get("outputs_2d", True))
+            est.n_labels_ = header_integer(header, "n_labels", 1)
+            est.n_features_in_ = header_integer(header, "n_features_in", 1)
+            outputs_2d = header.get("outputs_2d", True)
+            if not isinstance(outputs_2d, bool) or (not outputs_2d and est.n_labels_ != 1):
+                raise ValueError(
+                    f"the field 'outputs_2d' must be true, or false for one label only (a 1-D "
+                    f"Y); got {outputs_2d!r} with {est.n_labels_} labels"
+                )
+            est.outputs_2d_ = outputs_2d
             if "label_values" in header:
                 values = _classes_from_json(header["label_values"], header["label_kind"])
+                if values.shape != (2 * est.n_labels_,):
+                    raise ValueError(
+                        f"the field 'label_values' must hold 2 values for each of the "
+                        f"{est.n_labels_} labels, got {values.size}"
+                    )
                 est.label_values_ = values.reshape(est.n_labels_, 2)
             else:  # files written before the label values were stored: 0/1 indicators
                 est.label_values_ = np.tile(np.array([0, 1], dtype=np.int64), (est.n_labels_, 1))
@@ -583,7 +607,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             est.edges_ = est.model_.edges
             coef = read_coef(arrays, est.model_.size)
             est.coef_ = coef
-            est.n_iter_ = int(header["n_iter"])
+            est.n_iter_ = header_integer(header, "n_iter")
             est.history_ = read_history(header, arrays)
             if "solver_state" in header:
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}

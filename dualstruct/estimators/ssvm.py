@@ -21,6 +21,7 @@ from .base import (
     add_training_record,
     check_training_params,
     final_summary,
+    header_integer,
     model_file_errors,
     read_coef,
     read_history,
@@ -247,13 +248,10 @@ class SSVM(SolverResults, BaseEstimator):
             else:
                 raise ValueError(f"unknown model kind {described['kind']!r}")
             est = cls(user_model, **header["estimator_params"])
-            seed = est.random_state
-            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-                raise ValueError(f"random_state must be an integer or None, got {seed!r}")
             est._validate_params()
             coef = read_coef(arrays, kernel_model.size)
             est.model_, est.coef_ = kernel_model, coef
-            est.n_iter_ = int(header["n_iter"])
+            est.n_iter_ = header_integer(header, "n_iter")
             est.history_ = read_history(header, arrays)
         return est
 

@@ -25,7 +25,10 @@ from .base import (
     carry_over,
     changed_params,
     check_backend_params,
+    check_bool,
+    check_choice,
     check_integer,
+    check_loaded_array,
     check_real,
     check_training_params,
     check_weights_params,
@@ -34,6 +37,7 @@ from .base import (
     continues_training,
     final_summary,
     frozen_params,
+    header_integer,
     make_solver,
     model_file_errors,
     read_coef,
@@ -220,8 +224,20 @@ class StructuredSVM(SolverResults, BaseEstimator):
         effective_n_jobs(self.n_jobs)
         check_backend_params(self)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
-        if self.rescaling not in ("margin", "slack"):
-            raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
+        check_bool("fit_intercept", self.fit_intercept)
+        check_bool("start_end", self.start_end)
+        check_choice("rescaling", self.rescaling, ("margin", "slack"))
+        from ..inference.slack_search import SEARCHES
+
+        check_choice("slack_search", self.slack_search, tuple(SEARCHES))
+        if self.loss_weights is not None:
+            if not hasattr(self.loss_weights, "items"):
+                raise ValueError(
+                    f"loss_weights must be a dict label -> weight or None, got "
+                    f"{self.loss_weights!r}"
+                )
+            for label, weight in self.loss_weights.items():
+                check_real(f"loss_weights[{label!r}]", weight, 0, True)
         check_weights_params(self)
 
     #: parameters that define the optimization problem and the solver state; a warm start
@@ -321,15 +337,21 @@ class StructuredSVM(SolverResults, BaseEstimator):
 
     def _make_model(self, n_features, support=None):
         K = len(self.classes_)
-        lw = None
-        if self.loss_weights is not None:
-            lw = np.ones(K)
-            for label, weight in dict(self.loss_weights).items():
-                pos = np.flatnonzero(self.classes_ == label)
-                if len(pos) == 0:
-                    raise ValueError(f"loss_weights names label {label!r}, not in the data")
-                lw[pos[0]] = float(weight)
+        lw = self._loss_weight_array()
         return ChainModel(K, n_features, start_end=self.start_end, loss_weights=lw, support=support)
+
+    def _loss_weight_array(self):
+        """The per-class weights of the Hamming loss that ``loss_weights`` gives (None:
+        all 1)."""
+        if self.loss_weights is None:
+            return None
+        lw = np.ones(len(self.classes_))
+        for label, weight in dict(self.loss_weights).items():
+            pos = np.flatnonzero(self.classes_ == label)
+            if len(pos) == 0:
+                raise ValueError(f"loss_weights names label {label!r}, not in the data")
+            lw[pos[0]] = float(weight)
+        return lw
 
     # -- training -----------------------------------------------------------------------------
     @restore_on_error
@@ -541,14 +563,20 @@ class StructuredSVM(SolverResults, BaseEstimator):
             if header["model_type"] not in MODELS:
                 raise ValueError(f"unknown model type {header['model_type']!r}")
             params = dict(header["estimator_params"])
-            if params.get("loss_weights") is not None:
-                params["loss_weights"] = {k: v for k, v in params["loss_weights"]}
+            pairs = params.get("loss_weights")
+            if pairs is not None:
+                if not isinstance(pairs, list) or not all(
+                    isinstance(p, list) and len(p) == 2 for p in pairs
+                ):
+                    raise ValueError(
+                        f"the field 'loss_weights' must be None or a list of [label, weight] "
+                        f"pairs, got {pairs!r}"
+                    )
+                params["loss_weights"] = {k: v for k, v in pairs}
             est = cls(**params)
-            seed = est.random_state
-            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-                raise ValueError(f"random_state must be an integer or None, got {seed!r}")
+            est._validate_params()
             est.classes_ = _classes_from_json(header["classes"], header["classes_type"])
-            est.n_features_in_ = int(header["n_features_in"])
+            est.n_features_in_ = header_integer(header, "n_features_in", 1)
             m = header["model"]
             support = None
             if m.get("sparse", False):
@@ -564,12 +592,14 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 raise ValueError("the number of classes does not match the model")
             if est.model_.n_features != est.n_features_in_ + int(bool(est.fit_intercept)):
                 raise ValueError("the feature count does not match the model")
-            est._validate_params()
             if est.classes_.ndim != 1 or not np.array_equal(est.classes_, np.unique(est.classes_)):
                 raise ValueError("classes must be distinct and sorted")
+            lw = est._loss_weight_array()
+            lw = np.ones(len(est.classes_)) if lw is None else lw
+            check_loaded_array(arrays, "loss_weights", lw)
             coef = read_coef(arrays, est.model_.size)
             est.coef_ = coef
-            est.n_iter_ = int(header["n_iter"])
+            est.n_iter_ = header_integer(header, "n_iter")
             est.history_ = read_history(header, arrays)
             if "solver_state" in header:
                 state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}

@@ -415,6 +415,10 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         ):
             raise ValueError("inconsistent GDMM state: active-set counts or labels out of range")
         self._check_active_sets(used)
+        live = np.arange(pairs) < self.n_pair[:, None]
+        check_distributions("q_u", self.q_u, used)
+        check_distributions("q_b", self.q_b, live)
+        self._check_weights(used, live)
         if not np.array_equal(np.sort(self.perm), np.arange(K)):
             raise ValueError(f"inconsistent GDMM state: 'perm' is not a permutation of 0 … {K - 1}")
         if self.idle.min(initial=0) < 0 or self.counters.min(initial=0) < 0:
@@ -430,6 +434,45 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         if self.auto_unigram and self.brute_unigram_since is not None:
             self.unigram_oracle = "brute"  # the state was saved after the switch
         self._prepare()  # (the residuals and the last pass's figures are not state)
+
+    def _check_weights(self, used, live):
+        """A restored w is w(q) = C Σ_i (φ(x_i, ȳ_i) − E_q φ(x_i, ·)) up to rounding (the
+        kernels keep it so), else the certified dual would not be the dual value of any
+        point."""
+        import scipy.sparse as sp
+
+        model, data, C = self.model, self.data, self.C
+        K, n_tok = model.n_labels, data.n_tokens
+        rows = np.broadcast_to(np.arange(n_tok)[:, None], used.shape)[used]
+        gold = sp.csr_matrix((np.ones(n_tok), (np.arange(n_tok), data.labels)), shape=(n_tok, K))
+        Q = sp.csr_matrix((self.q_u[used], (rows, self.act[used])), shape=(n_tok, K))
+        expected = model.init_weights()
+        W = model.unpack(expected)
+        U = (data.X.T @ (gold - Q)).tocsr()
+        if model.support is None:
+            W.unigram[:] = C * U.toarray()
+        else:
+            indptr, labels = model.support
+            feats = np.repeat(np.arange(model.n_features), np.diff(indptr))
+            W.unigram[:] = C * np.asarray(U[feats, labels]).ravel()
+        left = np.delete(np.arange(n_tok), data.offsets[1:] - 1)
+        np.add.at(W.transition, (data.labels[left], data.labels[left + 1]), C)
+        edge = np.broadcast_to(np.arange(len(left))[:, None], live.shape)[live]
+        a = self.act[left[edge], self.pair_a[live]]
+        b = self.act[left[edge] + 1, self.pair_b[live]]
+        np.add.at(W.transition, (a, b), -C * self.q_b[live])
+        if model.start_end:
+            for where, part in ((data.offsets[:-1], W.start), (data.offsets[1:] - 1, W.end)):
+                part[:] = C * np.asarray((gold[where] - Q[where]).sum(axis=0)).ravel()
+        diff = np.abs(self.w - expected)
+        scale = 1.0 + C * n_tok + float(np.abs(expected).max(initial=0.0))
+        if diff.max(initial=0.0) > SUM_ROUNDING * scale:
+            j = int(np.argmax(diff))
+            raise ValueError(
+                f"inconsistent GDMM state: the array 'w' differs from the weights its "
+                f"marginals 'q_u' and 'q_b' give by {diff[j]:.6g} (entry {j}): the state "
+                "does not describe a dual point"
+            )
 
     def _check_active_sets(self, used):
         """What the kernels assume of a restored state: slot 0 of a token holds its gold
@@ -811,6 +854,31 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
 
     def candidates(self):
         return [self.averaged_weights(), self.w] if self.averaging else [self.w]
+
+
+#: how far a restored marginal may stray from [0, 1], and a distribution's sum from 1
+MARGINAL_ROUNDING = 1e-9
+SUM_ROUNDING = 1e-6
+
+
+def check_distributions(name, q, live):
+    """Refuse a restored state whose rows of ``q`` (entries where ``live``) are not
+    distributions: entries in [0, 1] and sums 1, up to rounding. The certified dual is a
+    dual point only when they are."""
+    held = np.where(live, q, 0.0)
+    low, high = held.min(initial=0.0), held.max(initial=0.0)
+    if low < -MARGINAL_ROUNDING or high > 1.0 + MARGINAL_ROUNDING:
+        raise ValueError(
+            f"inconsistent GDMM state: the array {name!r} holds marginals outside [0, 1] "
+            f"(from {low:.6g} to {high:.6g})"
+        )
+    sums = held.sum(axis=1)
+    bad = np.flatnonzero(np.abs(sums - 1.0) > SUM_ROUNDING)
+    if bad.size:
+        raise ValueError(
+            f"inconsistent GDMM state: row {int(bad[0])} of the array {name!r} sums to "
+            f"{sums[bad[0]]:.9g}, not 1 (its rows are distributions)"
+        )
 
 
 def _schedule(name, value):

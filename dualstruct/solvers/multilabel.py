@@ -7,7 +7,14 @@ import numpy as np
 
 from ..models.support import kernel_support
 from .base import PassSolver
-from .gdmm import BestCertifiedDual, ScaleFreePenalty, penalty_unit
+from .gdmm import (
+    MARGINAL_ROUNDING,
+    SUM_ROUNDING,
+    BestCertifiedDual,
+    ScaleFreePenalty,
+    check_distributions,
+    penalty_unit,
+)
 from .objective import scaled_dual
 
 
@@ -346,6 +353,62 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
             if getattr(self, k).shape != self.slot_label.shape:
                 setattr(self, k, np.zeros(self.slot_label.shape, dtype=np.int64))
         self._rebuild()
+        self._check_marginals()
+
+    def _check_marginals(self):
+        """A restored μ lies in [0, 1] and is 0 outside each example's active labels; the
+        active pairs' q are distributions (the certified dual is a dual point only then)."""
+        n = self.data.n_sequences
+        mu = self.mu
+        low, high = mu.min(initial=0.0), mu.max(initial=0.0)
+        if low < -MARGINAL_ROUNDING or high > 1.0 + MARGINAL_ROUNDING:
+            raise ValueError(
+                f"inconsistent GDMM state: the array 'mu' holds marginals outside [0, 1] "
+                f"(from {low:.6g} to {high:.6g})"
+            )
+        active = np.zeros(mu.shape, dtype=bool)
+        slots = np.arange(self.slot_label.shape[1]) < self.n_slots[:, None]
+        rows = np.broadcast_to(np.arange(n)[:, None], slots.shape)
+        active[rows[slots], self.slot_label[slots]] = True
+        if np.any(mu[~active] != 0.0):
+            i, l = np.argwhere((mu != 0.0) & ~active)[0]
+            raise ValueError(
+                f"inconsistent GDMM state: 'mu' of example {i} is {mu[i, l]:g} on label {l}, "
+                "which is not in its active set (inactive labels have mu = 0)"
+            )
+        count = self.n_pairs
+        live = np.zeros(len(self.q), dtype=bool)
+        owner = np.repeat(np.arange(n), count)
+        offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        rows = self.pair_base[owner] + offset
+        live[rows] = True
+        check_distributions("q", self.q[live], np.ones((int(live.sum()), 4), dtype=bool))
+        self._check_weights(owner, rows)
+
+    def _check_weights(self, owner, rows):
+        """A restored w is w(μ, q): ``w_U[:, l] = C Σ_i x_i (ȳ_il − μ_il)`` and
+        ``w_V[e] = C Σ_i (ȳ_il ȳ_ik − q_ie(11))`` (up to rounding), else the certified dual
+        would not be the dual value of any point."""
+        model, data, C = self.model, self.data, self.C
+        Y = data.Y.astype(np.float64)
+        U = C * np.asarray(data.X.T @ (Y - self.mu))
+        if model.support is not None:
+            indptr, labels = model.support
+            U = U[np.repeat(np.arange(model.n_features), np.diff(indptr)), labels]
+        edges = model.edges
+        V = C * (Y[:, edges[:, 0]] * Y[:, edges[:, 1]]).sum(axis=0)
+        np.subtract.at(V, self.pair_edge[rows], C * self.q[rows, 3])
+        expected = np.concatenate([np.ravel(U), V])
+        scale = 1.0 + C * data.n_sequences + float(np.abs(expected).max(initial=0.0))
+        for name, w in (("w", self.w),):
+            diff = np.abs(w - expected)
+            if diff.max(initial=0.0) > SUM_ROUNDING * scale:
+                j = int(np.argmax(diff))
+                raise ValueError(
+                    f"inconsistent GDMM state: the array {name!r} differs from the weights "
+                    f"its marginals 'mu' and 'q' give by {diff[j]:.6g} (entry {j}): the state "
+                    "does not describe a dual point"
+                )
 
     def _rebuild(self):
         """Check the restored state and rebuild what is derived from it: the views into w,

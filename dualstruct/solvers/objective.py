@@ -183,12 +183,19 @@ def scaled_dual(loss_term: float, sq_norm: float) -> float:
     q. The gold labelling is feasible with w = 0 and D = 0, and w(q) and the loss term are
     linear in q − ȳ, so every point of the segment is feasible with these values. The
     maximum is at ``s = min(1, L / ‖w‖²)`` and never below ``D(q)``; at the optimum
-    ``L = ‖w‖²`` and s = 1."""
-    if loss_term <= 0.0:
+    ``L = ‖w‖²`` and s = 1.
+
+    Computed without overflow (``½ L (L / ‖w‖²)``, not ``½ L² / ‖w‖²``); a value that is not
+    finite (a loss term or norm that overflowed, or NaN) gives the gold labelling's 0, a
+    bound that always holds, never an infinite certificate."""
+    L, sq = float(loss_term), float(sq_norm)
+    if not L > 0.0:  # also NaN
         return 0.0
-    if sq_norm <= loss_term:  # s = 1
-        return float(loss_term) - 0.5 * float(sq_norm)
-    return 0.5 * float(loss_term) ** 2 / float(sq_norm)
+    if sq <= L:  # s = 1
+        value = L - 0.5 * sq
+    else:
+        value = 0.5 * L * (L / sq)
+    return value if math.isfinite(value) else 0.0
 
 
 #: examples whose oracle a block solver checks after every pass (another sample each pass):
