@@ -299,7 +299,15 @@ class _DistributedSolver(PassSolver):
         self.seed = int(meta["scalars"]["seed"])  # the partitions depend on it
         own = {k: v for k, v in arrays.items() if "/" not in k}
         super().load_state(data, meta, own)
-        self.engine.load_state_arrays({k: v for k, v in arrays.items() if "/" in k})
+        try:
+            self.engine.load_state_arrays({k: v for k, v in arrays.items() if "/" in k})
+            self._check_restored()
+        except BaseException:
+            self.data = None  # left unstarted, as PassSolver.load_state leaves a bad state
+            raise
+
+    def _check_restored(self):
+        """Checks of the restored state beyond shapes and ranges (subclasses)."""
 
 
 class CoCoA(WeightedAverageDual, _DistributedSolver):
@@ -424,6 +432,47 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
 
     def _after_load(self):
         self._avg_cache = None
+
+    def _check_restored(self):
+        """The round count ``scalars[1]`` is at most the rounds made (with none the
+        averaging accumulators hold nothing); in this process (the engine holds the
+        partitions) ``w`` and the loss term are recomputed from the partitions' atoms or
+        block shares and must agree to a relative 1e-6. The weighted average and the
+        partitions' states on Spark's executors are not verifiable here (trusted as saved;
+        a gross lie gives a negative gap, which stops training)."""
+        from ..solvers import _block_kernels as kern
+        from ..solvers.block import check_agrees, check_step_bound, check_step_count
+
+        m = float(self.scalars[1])
+        check_step_count(m, "scalars")
+        check_step_bound(m, "scalars", self.passes, "(rounds)")
+        if m == 0 and (self.scalars[2] != 0 or np.any(self.R)):
+            raise ValueError(
+                "saved solver arrays 'R' and 'scalars': the averaging accumulators are not "
+                "zero although no round was made (scalars[1] = 0)"
+            )
+        partitions = getattr(self.engine, "partitions", None)
+        if not isinstance(partitions, list):
+            return
+        w, loss_term = np.zeros_like(self.w), 0.0
+        for p in partitions:
+            st = p.state
+            if self.resolved_step == "pairwise":
+                loss_term += kern.atoms_dual_point(
+                    p.blocks.kernel, self.C, self.rescaling == "slack", st.atom_labels,
+                    st.atom_weights, st.atom_count, st.capacity, w,
+                )  # fmt: skip
+                p.blocks.raise_status()
+            else:
+                w += st.block_weights.sum(axis=0)
+                loss_term += float(st.block_losses.sum())
+        check_agrees("'w' and the partitions' states ('p<k>/…')", self.w, w, self.C)
+        check_agrees(
+            "'scalars' (the loss term) and the partitions' states ('p<k>/…')",
+            self.scalars[0],
+            loss_term,
+            self.C,
+        )
 
     def _one_pass(self, order, chunks):
         results = self._timed_round(

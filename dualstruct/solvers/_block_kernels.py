@@ -87,14 +87,16 @@ def decode_range(k, w, start, stop, out, scores):
 
 
 @njit(cache=True)
-def aggregate_constraint_all(k, w, slack, hinge, out, psi):
-    """The 1-slack cutting plane's constraint at ``w`` (Joachims et al. 2009, eq. 4): the
-    per-block hinge as :func:`hinge_all`, and ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i))``
-    over the oracles' points μ̂_i (``g_i = δ_i`` for slack, else 1); returns ``Σ_i δ_i``."""
+def aggregate_constraint(k, w, slack, order, hinge, out, psi, total):
+    """The 1-slack cutting plane's constraint at ``w`` (Joachims et al. 2009, eq. 4) over the
+    blocks ``order``: ``hinge[i]`` as :func:`hinge_all`, the maximizers μ̂_i into ``out``,
+    ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i))`` (``g_i = δ_i`` for slack, else 1) and
+    ``total[0] += Σ_i δ_i``, accumulated in place (a pass may be split into calls); stops at
+    a Python model's failed callback."""
     ws = workspace(k)
     offs = k.label_offsets
-    total = 0.0
-    for i in range(offs.shape[0] - 1):
+    for j in range(order.shape[0]):
+        i = order[j]
         y = out[offs[i] : offs[i + 1]]
         gold_labels = k.labels[offs[i] : offs[i + 1]]
         prepare(k, i, w, ws)
@@ -103,15 +105,14 @@ def aggregate_constraint_all(k, w, slack, hinge, out, psi):
             hinge[i], _ = slack_oracle(k, i, w, ws, 1.0, EXACT_SEARCH, gold_labels, y)
             d = loss(k, i, y)
             add_difference(k, i, gold_labels, y, d, psi)
-            total += d
+            total[0] += d
         else:
             best = oracle(k, i, w, ws, 1.0, y)
             hinge[i] = best - score(k, i, w, ws, gold_labels)
             add_oracle_difference(k, i, ws, y, 1.0, psi)
-            total += oracle_loss(k, i, ws, y)
+            total[0] += oracle_loss(k, i, ws, y)
         if status(k) != 0:
             break
-    return total
 
 
 @njit(cache=True)
@@ -743,3 +744,28 @@ def oracle_checks(k, w, slack, blocks, atom_labels, atom_count, capacity, out):
         out[j, 3] = loss(k, i, gold)
         if status(k) != 0:
             return
+
+
+@njit(cache=True)
+def atoms_dual_point(k, C, slack, atom_labels, atom_weights, atom_count, capacity, w):
+    """The dual point the atoms determine: ``w += Σ_i Σ_a α_a C g(y^a) (φ(x_i, ȳ_i) −
+    φ(x_i, y^a))`` (``g`` of the module docstring) and returns the loss term
+    ``Σ_i Σ_a α_a C δ(ȳ_i, y^a)``; stops at a Python model's failed callback."""
+    offs = k.label_offsets
+    total = 0.0
+    for i in range(offs.shape[0] - 1):
+        s0 = offs[i]
+        T = offs[i + 1] - s0
+        base = s0 * capacity
+        gold = k.labels[s0 : s0 + T]
+        for a in range(atom_count[i]):
+            weight = atom_weights[i, a]
+            if weight == 0.0:
+                continue
+            y_a = atom_labels[base + a * T : base + (a + 1) * T]
+            d = loss(k, i, y_a)
+            add_difference(k, i, gold, y_a, C * weight * (d if slack else 1.0), w)
+            total += C * weight * d
+        if status(k) != 0:
+            break
+    return total

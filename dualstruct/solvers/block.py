@@ -42,6 +42,68 @@ def check_step_count(value, name):
         )
 
 
+def check_step_bound(value, name, steps, what):
+    """A restored step count cannot exceed the steps the passes made so far (``steps``)."""
+    if value > steps:
+        raise ValueError(
+            f"saved solver array {name!r}: the step count {value:.17g} exceeds the {steps} "
+            f"steps {what} made so far"
+        )
+
+
+#: how far restored weights and loss terms may lie from what the dual variables determine
+#: (relative to the larger of the two, or C; rounding over many steps)
+STATE_ROUNDING = 1e-6
+
+
+def check_agrees(names, saved, determined, floor):
+    """Refuse a restored array (or value) ``saved`` that differs from ``determined``, what
+    the state's dual variables make of it, beyond ``STATE_ROUNDING`` relative to the larger
+    of the two (at least ``floor``). ``names``: the saved arrays that disagree."""
+    saved = np.asarray(saved, dtype=float)
+    determined = np.asarray(determined, dtype=float)
+    diffs = np.abs(saved - determined)
+    diff = float(np.max(diffs, initial=0.0))
+    scale = max(
+        float(np.max(np.abs(saved), initial=0.0)),
+        float(np.max(np.abs(determined), initial=0.0)),
+        floor,
+    )
+    if not diff <= STATE_ROUNDING * scale:
+        count = int(np.count_nonzero(~(diffs <= STATE_ROUNDING * scale)))
+        raise ValueError(
+            f"saved solver arrays {names} disagree: {count} of {determined.size} value(s) "
+            f"differ from what the dual variables determine by up to {diff:.6g} (relative "
+            f"{diff / scale:.3g}, beyond rounding {STATE_ROUNDING:g}); the state does not "
+            "describe a dual point (a checkpoint or model file edited, or saved by other code?)"
+        )
+
+
+def check_finite_state(solver, names):
+    """After a pass: the arrays ``names`` and the candidate models (O(dim w) each) must be
+    finite, else training stops rather than return NaN weights silently."""
+    arrays = [(repr(name), getattr(solver, name, None)) for name in names]
+    with np.errstate(over="ignore", invalid="ignore"):
+        arrays += [(f"candidate model {j}", w) for j, w in enumerate(solver.candidates())]
+    for what, arr in arrays:
+        if arr is not None and not np.isfinite(arr).all():
+            raise ValueError(
+                f"[{solver.name}] the solver's {what} is not finite after "
+                f"{solver.step_name} {solver.passes + 1}: the state overflowed (a restored "
+                "counter or accumulator out of range?)"
+            )
+
+
+def segment_dual(loss, sq_norm):
+    """``max_{0 ≤ s ≤ 1} s ℓ − ½ s² ‖u‖²``: the best dual value on the segment from the gold
+    labellings (weights 0, loss term 0, every block's mass on its gold labelling) to a dual
+    point with loss term ``loss`` = ℓ and ``sq_norm`` = ‖u‖². Every point of the segment is
+    feasible, so the value is a lower bound, at least ``max(0, ℓ − ½‖u‖²)``."""
+    if not loss < sq_norm:  # s = 1 (NaN stays NaN)
+        return loss - 0.5 * sq_norm
+    return 0.5 * loss * loss / sq_norm if loss > 0.0 else 0.0
+
+
 def kernel_model(model):
     """The kernel model that trains ``model``: the model itself when it has a kernel, else
     what its ``kernel_model()`` returns (the chain and multi-label models)."""
@@ -87,6 +149,22 @@ class _BlockPasses(KernelBlocks, PassSolver):
         self._make_blocks(kernel_model(self.model))
         self._slack = self.rescaling == "slack"
 
+    #: the arrays of dim w checked for finite values after every pass
+    finite_arrays: tuple = ()
+
+    def _one_pass(self, order, chunks):
+        calls = super()._one_pass(order, chunks)
+        check_finite_state(self, self.finite_arrays)
+        return calls
+
+    def _load_state(self, data, meta, arrays):
+        super()._load_state(data, meta, arrays)
+        self._check_restored()
+
+    def _check_restored(self):
+        """Checks of a restored state beyond shapes and ranges (subclasses): what the dual
+        variables determine, the counters against the passes made."""
+
 
 class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     """Block-coordinate Frank–Wolfe on the structural SVM dual with exact line search and the
@@ -117,6 +195,11 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     the inner problem's duality gap (the sum of the blocks' Frank–Wolfe gaps, which every
     pass measures) plus a proximal term ``½ (κ/(1+κ))² ‖u − z‖²``. Both vanish at the
     optimum (``x = u = z = w*``): the gap closes, and it certifies the original problem.
+    The steps are taken for ``D_κ``, about (1+κ) times too long for ``D``: while κ is large
+    ``D(u)`` falls far below zero (−7e5 after the first pass at κ = 100 on a full graph of
+    120 labels, n = 240). The reported bound is therefore the best dual point on the segment
+    from the gold labellings to α (``s α + (1 − s) e_gold``, value ``s ℓ − ½ s² ‖u‖²``, at
+    best ``ℓ² / (2‖u‖²)`` when ``ℓ < ‖u‖²``), never below 0, and ``D(u)`` near the optimum.
 
     **Choosing κ.** A large κ makes the inner problem easy and the centre slow; a small one
     the reverse, and κ = 0 is plain BCFW. ``proximal="auto"`` starts at κ =
@@ -298,6 +381,22 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
     optional_state_arrays = ("prox_w", "prox_center")
 
     def load_state(self, data, meta, arrays):
+        """Restore a :meth:`state_dict` (:meth:`PassSolver.load_state
+        <dualstruct.solvers.base.PassSolver.load_state>` checks shapes, dtypes, finite values
+        and label ranges). What the dual variables determine is recomputed once and must
+        agree to a relative ``STATE_ROUNDING`` (1e-6): with the pairwise step ``w`` and the
+        loss term ``scalars[0]`` from the atoms and their weights; with the classic step from
+        the blocks' shares (``block_weights``, ``block_losses``), each of which must also lie
+        below the block's hinge at ``w`` (one oracle pass). The step count
+        ``scalars[1]`` is at most the passes × examples made, and with no step made the
+        accumulators ``R`` and ``scalars[2]`` hold nothing.
+
+        Not verifiable, and trusted as saved: the accumulators of the weighted average (the
+        averaged point ``ū`` of the iterates), ``best_dual`` (the best dual of earlier
+        iterates: above the current one is legitimate), the proximal iterate and centre
+        (primal points, whose primal is measured exactly) and the blocks' gaps and κ's
+        patience (they steer κ only). A gross lie among them gives a dual above a primal:
+        the negative-gap check of every check stops training with a CertificateError."""
         if self.step == "auto" and "block_weights" in arrays and "atom_labels" not in arrays:
             self.step = "fw"  # saved by a run whose "auto" took the classic step
         super().load_state(data, meta, arrays)
@@ -337,9 +436,16 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
 
     def dual(self):
         """The best dual value certified so far: with the proximal scheme ``D(u)`` need not
-        grow from pass to pass (u moves with the centre), and every value is a lower bound."""
-        if self._proximal_on:  # D(u) and D(ū), as plain BCFW's, and the best of them so far
-            self.best_dual = max(self.best_dual, super().dual())
+        grow from pass to pass (u moves with the centre), and every value is a lower bound.
+        The proximal scheme's bound is the best point between the gold labelling and u, and
+        between it and ū (the class docstring's Certificate)."""
+        if self._proximal_on:
+            points = [(self.scalars[0], self.w)]
+            if self.averaging:
+                w_avg, loss_avg = self._averaged()
+                points.append((loss_avg, w_avg))
+            for loss, w in points:
+                self.best_dual = max(self.best_dual, segment_dual(float(loss), float(w @ w)))
             return self.best_dual
         return super().dual()
 
@@ -437,6 +543,70 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
             raise ValueError("the saved solver field 'best_dual' is infinite")
         if self.resolved_step == "pairwise":
             self._check_atoms(self.blocks.label_offsets, labelling_bound(self.blocks.kernel))
+
+    finite_arrays = ("w", "R", "scalars", "prox_w", "prox_center")
+
+    def _check_restored(self):
+        """The step count against the passes, and the dual point (``w``, the loss term)
+        against the atoms or the blocks' shares (:meth:`load_state`)."""
+        m = float(self.scalars[1])
+        check_step_bound(m, "scalars", self.passes * self.blocks.n_blocks, "(block visits)")
+        if m == 0 and (self.scalars[2] != 0 or np.any(self.R)):
+            raise ValueError(
+                "saved solver arrays 'R' and 'scalars': the averaging accumulators are not "
+                "zero although no step was made (scalars[1] = 0)"
+            )
+        for name, top in (("centred_at", self.passes), ("stalled", PROXIMAL_PATIENCE)):
+            if not 0 <= getattr(self, name) <= top:
+                raise ValueError(
+                    f"the saved solver field {name!r} must lie in 0 … {top}, got "
+                    f"{getattr(self, name)!r}"
+                )
+        C = self.C
+        if self.resolved_step == "pairwise":
+            w = np.zeros_like(self.w)
+            loss_term = kern.atoms_dual_point(
+                self.blocks.kernel, C, self._slack, self.atom_labels, self.atom_weights,
+                self.atom_count, self.capacity, w,
+            )  # fmt: skip
+            self.blocks.raise_status()
+            held = "'atom_labels', 'atom_weights'"
+        else:
+            w = self.block_weights.sum(axis=0)
+            loss_term = float(self.block_losses.sum())
+            held = None
+        check_agrees(f"'w' and {held or repr('block_weights')}", self.w, w, C)
+        check_agrees(
+            f"'scalars' (the loss term) and {held or repr('block_losses')}",
+            self.scalars[0],
+            loss_term,
+            C,
+        )
+        if self.resolved_step == "fw":
+            self._check_shares()
+
+    def _check_shares(self):
+        """Every block's share ``(w_i, ℓ_i)`` is a mean of the block's corners, whose values
+        ``ℓ_s − ⟨w_s, w⟩`` never exceed ``C H_i(w)`` (the oracle's bound): checked at the
+        restored ``w`` (one oracle pass)."""
+        blocks = self.blocks
+        hinge = np.zeros(blocks.n_blocks)
+        kern.hinge_all(
+            blocks.kernel, self.w, self._slack, hinge, np.empty_like(blocks.kernel.labels)
+        )
+        blocks.raise_status()
+        scores = self.block_weights @ self.w
+        values = self.block_losses - scores
+        bound = self.C * hinge
+        scale = 1.0 + np.abs(bound) + np.abs(self.block_losses) + np.abs(scores)
+        bad = np.flatnonzero(values > bound + STATE_ROUNDING * scale)
+        if len(bad):
+            i = int(bad[0])
+            raise ValueError(
+                f"saved solver arrays 'block_weights' and 'block_losses': the share of block "
+                f"{i} has the value {values[i]:.6g} at 'w', above C times its hinge "
+                f"({bound[i]:.6g}); a mean of the block's corners never exceeds it"
+            )
 
     def _oracle_fault(self, examples, w):
         """:func:`~dualstruct.solvers.objective.block_oracle_fault` against this solver's
@@ -543,9 +713,28 @@ class BlockSSG(SubgradientAverage, _BlockPasses):
         self.scalars = np.array([0.0, self.C * self.blocks.n_blocks])  # m, C n
 
     state_arrays = ("v", "R", "scalars")
+    finite_arrays = state_arrays
 
     def _after_load(self):
         check_step_count(self.scalars[0], "scalars")
+
+    def _check_restored(self):
+        """``scalars = [m, C n]``: ``C n`` is this solver's, the step count m at most the
+        passes × examples made, and with m = 0 the sums ``v`` and ``R`` hold nothing (the
+        iterate is ``C n v / m``)."""
+        m, Cn = (float(x) for x in self.scalars)
+        expected = self.C * self.blocks.n_blocks
+        if not abs(Cn - expected) <= 1e-12 * expected:
+            raise ValueError(
+                f"saved solver array 'scalars': C n is {Cn!r}, not {expected!r} "
+                f"(C = {self.C!r}, n = {self.blocks.n_blocks})"
+            )
+        check_step_bound(m, "scalars", self.passes * self.blocks.n_blocks, "(block visits)")
+        if m == 0 and (np.any(self.v) or np.any(self.R)):
+            raise ValueError(
+                "saved solver arrays 'v', 'R' and 'scalars': the sums are not zero although "
+                "no step was made (scalars[0] = 0)"
+            )
 
     def _run(self, order):
         calls = np.zeros(1, dtype=np.int64)

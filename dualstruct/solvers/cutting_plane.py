@@ -23,6 +23,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ._block_kernels import aggregate_constraint
 from .base import PassSolver
 from .block import KernelBlocks, kernel_model
 from .objective import (
@@ -37,7 +38,10 @@ from .objective import (
 
 class CuttingPlane(KernelBlocks, PassSolver):
     """1-slack cutting plane (Joachims, Finley and Yu 2009) for every model; one "pass" is one
-    iteration (n oracle calls, one aggregated constraint, one working-set QP).
+    iteration (n oracle calls, one aggregated constraint, one working-set QP). Its oracle calls
+    are split into kernel calls as a pass's are: a Ctrl-C or SIGTERM that stops a long one
+    part-way adds the constraint of the examples reached (a valid one: the others at their
+    gold labellings) and re-solves the QP.
 
     Parameters
     ----------
@@ -166,30 +170,118 @@ class CuttingPlane(KernelBlocks, PassSolver):
         if not np.array_equal(self.gram, self.gram.T):
             raise ValueError("saved cutting-plane working set: 'gram' is not symmetric")
 
-    def _one_pass(self, order, chunks):
-        return self._iterate()
+    def load_state(self, data, meta, arrays):
+        """Restore a :meth:`state_dict` (:meth:`PassSolver.load_state
+        <dualstruct.solvers.base.PassSolver.load_state>` checks shapes, dtypes and finite
+        values). Recomputed once and checked to a relative 1e-6: ``w = α Ψ`` from ``alpha``
+        and ``psi``, ``Σ α <= C``, ``gram = Ψ Ψᵀ`` (along a random direction), and the
+        primal of ``best_w`` (one oracle pass), which must equal ``best_primal``; no
+        constraint of the working set may exceed the hinge sum at ``best_w``, and
+        ``best_dual`` may not exceed ``best_primal``.
 
-    def _iterate(self):
+        Not verifiable beyond that, and trusted as saved: that each constraint
+        ``(psi[c], delta[c])`` is an aggregate of labellings (checked at ``best_w`` here and
+        at every iterate in training), and ``best_dual`` below ``best_primal`` (the best dual
+        of earlier working sets: above the current one is legitimate)."""
+        super().load_state(data, meta, arrays)
+        try:
+            self._check_restored()
+        except BaseException:
+            self.data = None
+            raise
+
+    def _check_restored(self):
+        from .block import STATE_ROUNDING, check_agrees
+
+        C = self.C
+        check_agrees("'w' and 'alpha', 'psi'", self.w, self.alpha @ self.psi, C)
+        total = float(self.alpha.sum())
+        if total > C * (1.0 + STATE_ROUNDING):
+            raise ValueError(
+                f"saved solver array 'alpha' sums to {total!r}, above C = {C!r} (the "
+                "1-slack dual has Σ α <= C)"
+            )
+        if not self.eps >= 0:
+            raise ValueError(f"the saved solver field 'eps' must be >= 0, got {self.eps!r}")
+        if len(self.delta):
+            r = np.random.default_rng(0).standard_normal(len(self.delta))
+            check_agrees("'gram' and 'psi'", self.gram @ r, self.psi @ (self.psi.T @ r), 0.0)
+        if math.isinf(self.best_primal):
+            if self.best_primal < 0:
+                raise ValueError("the saved solver field 'best_primal' is -inf")
+            return  # no whole iteration at this C yet: no primal is claimed
+        primal = self._primal(self.best_w)
+        check_agrees("'best_primal' and 'best_w'", self.best_primal, primal, 0.0)
+        if len(self.delta):
+            w = self.best_w
+            hinge_sum = (primal - 0.5 * float(w @ w)) / C
+            values = self.delta - self.psi @ w
+            c = int(np.argmax(values))
+            scale = 1.0 + abs(hinge_sum) + abs(float(self.delta[c]))
+            if float(values[c]) > hinge_sum + STATE_ROUNDING * scale:
+                raise ValueError(
+                    f"saved solver arrays 'psi' and 'delta': constraint {c} has the value "
+                    f"{float(values[c]):.6g} at 'best_w', above the hinge sum {hinge_sum:.6g} "
+                    "there (an aggregate of labellings never exceeds it)"
+                )
+        if self.best_dual > primal + STATE_ROUNDING * max(abs(primal), 1.0):
+            raise ValueError(
+                f"the saved solver field 'best_dual' ({self.best_dual!r}) exceeds the primal "
+                f"{primal!r} of 'best_w': no dual value is above a primal"
+            )
+
+    def _one_pass(self, order, chunks):
+        return self._iterate(chunks)
+
+    def _aggregate(self, chunks):
+        """The oracle on the examples at ``w`` in kernel calls (:meth:`_pass_parts`, in the
+        examples' own order and summed in place, so the result does not depend on how the
+        calls are cut): the per-example hinge, ``(ψ_c, δ_c)`` and how many examples it
+        covers, fewer than all when a pending Ctrl-C or SIGTERM stopped it."""
+        kmodel, blocks = self.kernel_model_, self.blocks
+        slack = self.rescaling != "margin"
+        if slack:
+            kmodel.check_slack()
+        k = blocks.kernel
+        n = blocks.n_blocks
+        w = np.ascontiguousarray(self.w, dtype=np.float64)
+        hinge = np.zeros(n)
+        out = np.empty_like(k.labels)
+        psi = kmodel.init_weights()
+        total = np.zeros(1)
+        done = 0
+        for part in self._pass_parts(np.arange(n, dtype=np.int64), chunks):
+            aggregate_constraint(k, w, slack, part, hinge, out, psi, total)
+            blocks.raise_status()
+            done += len(part)
+        return hinge[:done], psi, float(total[0]), done
+
+    def _iterate(self, chunks=1):
+        """One iteration. Stopped part-way by a Ctrl-C or SIGTERM (:meth:`_pass_parts`), it
+        adds the constraint of the examples it reached (the others at their gold labellings,
+        δ = 0 and ψ = 0: a constraint of the 1-slack problem all the same), so the working
+        set, ``w`` and the dual stay consistent; only the primal of that ``w`` is unknown."""
         C = self.C
         # the oracle at w gives the exact primal P(w) and the aggregated constraint at once
         # (with slack rescaling the exact slack oracle, whatever the search of the BCFW steps)
-        hinge, psi, delta = self.kernel_model_.aggregate_constraint(
-            self.w, self.blocks, self.rescaling
-        )
+        hinge, psi, delta, done = self._aggregate(chunks)
+        whole = done == self.blocks.n_blocks
         check_hinges(self.model, hinge, self.rescaling)
-        primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
         # ξ of the working set at w; the new constraint's violation is Σ_i H_i(w)
         xi = 0.0
         if len(self.delta):
             values = self.delta - self.psi @ self.w
             xi = max(0.0, float(np.max(values)))
-            self._check_oracle(hinge, values)
-        if primal < self.best_primal:
-            self.best_primal, self.best_w = primal, self.w.copy()
+            if whole:
+                self._check_oracle(hinge, values)
+        if whole:
+            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
+            if primal < self.best_primal:
+                self.best_primal, self.best_w = primal, self.w.copy()
         if float(hinge.sum()) > xi + self.eps / C:
             self._add_constraint(psi, delta)
         self._solve()
-        return self.blocks.n_blocks
+        return done
 
     def _check_oracles(self):
         """After an iteration: the oracle on a few examples (its value against the gold
@@ -282,6 +374,8 @@ class CuttingPlane(KernelBlocks, PassSolver):
             t0 = time.perf_counter()
             rec.validation_score = float(self.validation(self.best_w))
             self.eval_time += time.perf_counter() - t0
+        if self.partial_pass is not None:  # a Ctrl-C or SIGTERM stopped the iteration part-way
+            rec.extra["partial_pass"] = self.partial_pass
         rec.eval_time = self.eval_time
         self.history.append(rec)
         return rec
