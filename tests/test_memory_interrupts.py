@@ -4,7 +4,6 @@
 import math
 import signal
 import threading
-import time
 import tracemalloc
 
 import numpy as np
@@ -17,9 +16,9 @@ from dualstruct.datasets import load_libsvm_multilabel
 from dualstruct.distributed import CoCoA, InProcessEngine
 from dualstruct.distributed.spark import MANIFEST
 from dualstruct.estimators import SSVM
-from dualstruct.models import GraphCRF, MultiLabelModel
+from dualstruct.models import GraphCRF, MultiClassModel, MultiLabelModel
 from dualstruct.models.multilabel import MultiLabelDataset, label_graph, observed_support
-from dualstruct.solvers import BCFW
+from dualstruct.solvers import BCFW, CuttingPlane
 from dualstruct.solvers.objective import primal_objective
 
 
@@ -107,42 +106,117 @@ def test_memory_advice_names_only_the_estimators_options(monkeypatch, make, abse
         assert word in advice
 
 
-def _interrupt_after(seconds):
-    """A Ctrl-C to this process after ``seconds`` (from a timer thread)."""
-    timer = threading.Timer(seconds, lambda: signal.raise_signal(signal.SIGINT))
-    timer.start()
-    return timer
+def _signal_after_first_call(monkeypatch, at_pass, signals=1):
+    """Send this process ``signals`` Ctrl-Cs right after the first kernel call of pass
+    ``at_pass`` (1-based), every call one example; returns the examples each pass's kernel
+    calls covered."""
+    parts = solver_base.PassSolver._pass_parts
+    covered = []
+
+    def pass_parts(self, order, chunks):
+        covered.append(0)
+        for part in parts(self, order, chunks):
+            yield part
+            covered[-1] += len(part)
+            if len(covered) == at_pass and covered[-1] == len(part):
+                for _ in range(signals):
+                    signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(solver_base.PassSolver, "_pass_parts", pass_parts)
+    monkeypatch.setattr(solver_base, "FIRST_CHUNK_COST", 1.0)  # kernel calls of one example
+    monkeypatch.setattr(solver_base, "CHUNK_SECONDS", 0.0)
+    return covered
 
 
-@pytest.mark.skipif(
-    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
-)
-def test_first_interrupt_stops_a_long_pass_between_kernel_calls(monkeypatch):
-    monkeypatch.setattr(solver_base, "CHUNK_SECONDS", 0.02)
-    monkeypatch.setattr(solver_base, "INTERRUPT_WAIT", 0.1)
+def _multilabel_problem(n=60, L=8, d=5):
     rng = np.random.default_rng(0)
-    n, L, d = 240, 80, 10
     X = rng.normal(size=(n, d))
     Y = (X @ rng.normal(size=(d, L)) + rng.normal(size=(n, L)) > 0).astype(int)
-    data = MultiLabelDataset(X, Y)
-    model = MultiLabelModel(L, d, edges="full", inference="lp")
-    warm = BCFW(model, C=1.0, max_iter=1, random_state=0, check_every=1)
-    t0 = time.perf_counter()
-    warm.fit(data.take(np.arange(40)))  # compiles; times a sixth of the examples
-    per_pass = 6 * (time.perf_counter() - t0)
-    solver = BCFW(model, C=1.0, max_iter=3, random_state=0, check_every=1)
-    timer = _interrupt_after(0.3)
-    try:
-        solver.fit(data)
-    finally:
-        timer.cancel()
+    return MultiLabelModel(L, d, edges="full", inference="lp"), MultiLabelDataset(X, Y)
+
+
+_main_thread = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
+)
+
+
+@_main_thread
+@pytest.mark.parametrize("solver_class, at_pass", [(BCFW, 1), (CuttingPlane, 2)])
+def test_first_interrupt_stops_a_long_pass_between_kernel_calls(monkeypatch, solver_class, at_pass):
+    monkeypatch.setattr(solver_base, "INTERRUPT_WAIT", -1.0)  # the rest is always "long"
+    model, data = _multilabel_problem()
+    n = data.n_sequences
+    covered = _signal_after_first_call(monkeypatch, at_pass)
+    solver = solver_class(model, C=1.0, max_iter=4, random_state=0, check_every=1)
+    solver.fit(data)
     assert solver.history.stop_reason == "interrupted"
-    assert solver.passes == 1 and solver.train_time < 0.3 + 0.5 * per_pass
+    assert covered == [n] * (at_pass - 1) + [1]  # nothing after the first call
+    assert solver.passes == at_pass and solver.oracle_calls == n * (at_pass - 1) + 1
     last = solver.history.last
-    assert 0 < last.extra["partial_pass"] < 1
-    assert math.isnan(last.primal)  # no check after it: that would cost a pass too
+    assert last.extra["partial_pass"] == 1 / n
+    if solver_class is BCFW:
+        assert math.isnan(last.primal)  # no check after it: that would cost a pass too
+    else:  # the primal of the best weights of the whole iterations
+        assert last.primal == solver.history.records[-2].primal
+        assert last.dual >= solver.history.records[-2].dual
     # a consistent state: its dual is a lower bound on the primal of the returned weights
     assert solver.dual() <= primal_objective(model, data, solver.weights(), 1.0) + 1e-9
+
+
+@_main_thread
+@pytest.mark.parametrize("solver_class", [BCFW, CuttingPlane])
+def test_first_interrupt_lets_a_short_pass_end(monkeypatch, solver_class):
+    monkeypatch.setattr(solver_base, "INTERRUPT_WAIT", math.inf)  # the rest is always "short"
+    model, data = _multilabel_problem()
+    covered = _signal_after_first_call(monkeypatch, 2)
+    solver = solver_class(model, C=1.0, max_iter=4, random_state=0, check_every=1)
+    solver.fit(data)
+    n = data.n_sequences
+    assert solver.history.stop_reason == "interrupted" and covered == [n, n]
+    assert solver.passes == 2 and "partial_pass" not in solver.history.last.extra
+    assert not math.isnan(solver.history.last.primal)
+
+
+@_main_thread
+def test_second_interrupt_stops_a_cutting_plane_iteration_between_kernel_calls(monkeypatch):
+    monkeypatch.setattr(solver_base, "INTERRUPT_WAIT", math.inf)  # no part-way stop by one
+    model, data = _multilabel_problem()
+    once = CuttingPlane(model, C=1.0, max_iter=1, random_state=0).fit(data)
+    covered = _signal_after_first_call(monkeypatch, 2, signals=2)
+    solver = CuttingPlane(model, C=1.0, max_iter=4, random_state=0, check_every=1)
+    solver.fit(data)
+    assert covered == [data.n_sequences, 1]  # the second iteration stopped after one call
+    assert solver.history.stop_reason == "interrupted" and solver.passes == 1
+    # the state of one whole iteration: the cut one changed nothing
+    assert np.array_equal(solver.w, once.w) and np.array_equal(solver.psi, once.psi)
+    assert solver.dual() == once.dual()
+
+
+def test_example_cost_is_the_models_estimate(monkeypatch):
+    from dualstruct import pack_sequences
+    from dualstruct.datasets import make_chain
+    from dualstruct.models import ChainModel
+
+    X, y = make_chain(30, 5, 3, 8, random_state=0)
+    solver = BCFW(ChainModel(3, 8), C=1.0)
+    solver.data = data = pack_sequences(X, y)
+    per = data.n_tokens / data.n_sequences
+    assert solver._example_cost() == 50.0 * per * (9 + 3)
+    model, ml_data = _multilabel_problem()
+    solver = BCFW(model, C=1.0)
+    solver.data = ml_data
+    assert solver._example_cost() == 50.0 * (8 + 10 * 28)  # 28 edges of the full graph
+    monkeypatch.setattr(MultiLabelModel, "example_cost", lambda self, data: float("nan"))
+    with pytest.raises(ValueError, match="MultiLabelModel.example_cost must return a positive"):
+        solver._example_cost()
+    monkeypatch.delattr(MultiLabelModel, "example_cost")
+    assert solver._example_cost() == solver_base.DEFAULT_EXAMPLE_COST  # one entry a row
+    # a multi-class point costs its nonzero features times the classes (at 954 classes and
+    # 300 features about a millisecond, not a constant few hundred nanoseconds)
+    mc = MultiClassModel(954, 300)
+    solver = BCFW(mc, C=1.0)
+    solver.data = mc.block_data(np.ones((4, 300)), np.arange(4))
+    assert solver._example_cost() > 3 * 954 * 300
 
 
 class _InterruptedSetUp(InProcessEngine):
@@ -153,9 +227,7 @@ class _InterruptedSetUp(InProcessEngine):
         return super().start(job, sources, states)
 
 
-@pytest.mark.skipif(
-    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
-)
+@_main_thread
 def test_interrupt_while_a_distributed_run_starts_lets_the_first_round_finish():
     from dualstruct import pack_sequences
     from dualstruct.datasets import make_chain

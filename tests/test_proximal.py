@@ -30,7 +30,9 @@ def test_the_gap_is_the_inner_gap_plus_the_proximal_term(step, rescaling):
     """x = (u + κ z) / (1 + κ) holds through the passes, and P(x) − D(u) splits into the
     inner problem's duality gap and ½‖u − x‖²."""
     data, model = _problem()
-    s = BCFW(model, 1.0, step=step, rescaling=rescaling, proximal=5.0, max_iter=7, tol=0)
+    s = BCFW(
+        model, 1.0, step=step, rescaling=rescaling, proximal=5.0, max_iter=7, tol=0, random_state=0
+    )
     s.fit(data)
     u, x, z, k = s.w, s.prox_w, s.prox_center, s.kappa
     assert np.abs(x - (u + k * z) / (1 + k)).max() < 1e-12

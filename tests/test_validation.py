@@ -443,3 +443,190 @@ def test_model_file_fields_are_checked(multilabel_problem, tmp_path):
     path = _edit(tmp_path / "chain.npz", tmp_path / "seed.npz", header=seed)
     with pytest.raises(ValueError, match="seed.npz.*random_state"):
         dualstruct.load(path)
+
+
+# -- corrupt archives, overflowing states, header fields ------------------------------------------
+def _small_multiclass_file(path):
+    from dualstruct import MultiClassSVM
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4))
+    MultiClassSVM(max_iter=4).fit(X, np.arange(30) % 3).save(path)
+    return path
+
+
+def _rewrite_zip(path, change):
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    change(members)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_corrupt_archive_members_name_the_file_and_member(tmp_path):
+    path = _small_multiclass_file(tmp_path / "m.npz")
+    data = bytearray(path.read_bytes())
+    data[data.rfind(b"PK\x01\x02") + 10] = 99  # an unknown compression method
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"m\.npz: corrupt .*member '.*\.npy'"):
+        dualstruct.load(path)
+    path = _small_multiclass_file(tmp_path / "n.npz")
+
+    def break_npy_header(members):
+        members["coef.npy"] = members["coef.npy"].replace(b"}", b" ", 1)
+
+    _rewrite_zip(path, break_npy_header)
+    with pytest.raises(ValueError, match=r"n\.npz: corrupt .*member 'coef\.npy'"):
+        dualstruct.load(path)
+
+
+def test_scaled_dual_does_not_overflow():
+    from dualstruct.solvers.objective import scaled_dual
+
+    assert scaled_dual(1e300, 1e301) == pytest.approx(5e298)
+    assert scaled_dual(float("inf"), 1.0) == 0.0  # never an infinite certificate
+    assert scaled_dual(float("nan"), 1.0) == 0.0
+
+
+def _chain_problem():
+    return make_chain(8, 4, 3, 6, random_state=0)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_chain_gdmm_checkpoint_with_huge_loss_weights(tmp_path):
+    X, y = _chain_problem()
+    svm = StructuredSVM(solver="gdmm", max_iter=3, random_state=0).fit(X, y)
+    svm.save(tmp_path / "ck.npz", include_solver_state=True)
+    _, arrays = io.load_arrays(tmp_path / "ck.npz")
+    for value in (1e300, -1.0, np.nan):
+        weights = arrays["loss_weights"].copy()
+        weights[:2] = value
+        path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", loss_weights=weights)
+        with pytest.raises(ValueError, match=r"bad\.npz.*loss_weights"):
+            dualstruct.load(path)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_chain_gdmm_checkpoint_marginals_are_distributions(tmp_path):
+    X, y = _chain_problem()
+    svm = StructuredSVM(solver="gdmm", max_iter=3, random_state=0).fit(X, y)
+    svm.save(tmp_path / "ck.npz", include_solver_state=True)
+    _, arrays = io.load_arrays(tmp_path / "ck.npz")
+    for name, factor in (("state.q_u", 1e300), ("state.q_b", 2.0)):
+        path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", **{name: arrays[name] * factor})
+        est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
+        with pytest.raises(ValueError, match=rf"bad\.npz.*'{name[6:]}'"):
+            est.fit(X, y)
+
+
+def _multilabel_small():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(24, 5))
+    return X, (X @ rng.normal(size=(5, 4)) > 0).astype(int)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_multilabel_gdmm_checkpoint_with_huge_mu(tmp_path):
+    X, Y = _multilabel_small()
+    svm = MultiLabelSVM(solver="gdmm", max_iter=3, random_state=0).fit(X, Y)
+    svm.save(tmp_path / "ck.npz", include_solver_state=True)
+    _, arrays = io.load_arrays(tmp_path / "ck.npz")
+    path = _edit(
+        tmp_path / "ck.npz", tmp_path / "bad.npz", **{"state.mu": arrays["state.mu"] + 1e300}
+    )
+    est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
+    with pytest.raises(ValueError, match=r"bad\.npz.*'mu'"):
+        est.fit(X, Y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_multilabel_file_outputs_2d_must_match_the_labels(tmp_path):
+    X, Y = _multilabel_small()
+    MultiLabelSVM(max_iter=3).fit(X, Y).save(tmp_path / "ml.npz")
+
+    def one_dimensional(header):
+        header["outputs_2d"] = False
+
+    path = _edit(tmp_path / "ml.npz", tmp_path / "bad.npz", header=one_dimensional)
+    with pytest.raises(ValueError, match=r"bad\.npz.*'outputs_2d'"):
+        dualstruct.load(path)
+
+
+#: (estimator parameter, edited value) of a model file, refused at load naming the parameter
+PARAM_EDITS = [
+    ("random_state", {}),
+    ("random_state", "x"),
+    ("random_state", -1),
+    ("slack_search", []),
+    ("averaging", "x"),
+    ("fit_intercept", "x"),
+    ("start_end", 1),
+    ("warm_start", "x"),
+    ("loss_weights", "x"),
+    ("C", 1e300),
+]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("kind", ["chain", "multilabel", "multiclass"])
+def test_model_file_hyperparameters_are_checked_at_load(tmp_path, kind):
+
+    if kind == "chain":
+        X, y = _chain_problem()
+        StructuredSVM(max_iter=2).fit(X, y).save(tmp_path / "m.npz")
+    elif kind == "multilabel":
+        X, Y = _multilabel_small()
+        MultiLabelSVM(max_iter=2).fit(X, Y).save(tmp_path / "m.npz")
+    else:
+        _small_multiclass_file(tmp_path / "m.npz")
+    params = io.load_arrays(tmp_path / "m.npz")[0]["estimator_params"]
+    for name, value in PARAM_EDITS:
+        if name not in params:
+            continue
+
+        def change(header, name=name, value=value):
+            header["estimator_params"][name] = value
+
+        path = _edit(tmp_path / "m.npz", tmp_path / "bad.npz", header=change)
+        with pytest.raises(ValueError, match=rf"bad\.npz.*{name}"):
+            dualstruct.load(path)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_chain_file_loss_weights_array_must_match_the_parameter(tmp_path):
+    X, y = _chain_problem()
+    StructuredSVM(max_iter=2).fit(X, y).save(tmp_path / "m.npz")
+    path = _edit(tmp_path / "m.npz", tmp_path / "bad.npz", loss_weights=np.array([2.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match=r"bad\.npz.*'loss_weights'"):
+        dualstruct.load(path)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gdmm_checkpoint_weights_must_be_those_of_the_marginals(tmp_path):
+    X, y = _chain_problem()
+    StructuredSVM(solver="gdmm", max_iter=3, random_state=0).fit(X, y).save(
+        tmp_path / "ck.npz", include_solver_state=True
+    )
+    _, arrays = io.load_arrays(tmp_path / "ck.npz")
+    q_u = arrays["state.q_u"].copy()
+    row = int(np.flatnonzero((arrays["state.n_act"] >= 2) & (q_u[:, 0] != q_u[:, 1]))[0])
+    q_u[row, [0, 1]] = q_u[row, [1, 0]]  # still a distribution, no longer w's
+    path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", **{"state.q_u": q_u})
+    est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
+    with pytest.raises(ValueError, match=r"bad\.npz.*'w' differs from the weights"):
+        est.fit(X, y)
+    X, Y = _multilabel_small()
+    MultiLabelSVM(solver="gdmm", edges="tree", max_iter=3, random_state=0).fit(X, Y).save(
+        tmp_path / "ml.npz", include_solver_state=True
+    )
+    _, arrays = io.load_arrays(tmp_path / "ml.npz")
+    mu = arrays["state.mu"].copy()
+    mu[Y == 1] = 0.5  # inside [0, 1] and on active labels, but not what w was built from
+    path = _edit(tmp_path / "ml.npz", tmp_path / "bad_ml.npz", **{"state.mu": mu})
+    est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
+    with pytest.raises(ValueError, match=r"bad_ml\.npz.*'w' differs from the weights"):
+        est.fit(X, Y)

@@ -277,6 +277,14 @@ class ChainModel:
         )
         return phi, calls, out
 
+    def example_cost(self, data) -> float:
+        """The estimated cost of one sequence of ``data`` in a compiled pass, about a
+        nanosecond a unit: its tokens times K² + K (Viterbi)."""
+        n = max(1, int(getattr(data, "n_sequences", 1)))
+        per = float(getattr(data, "n_tokens", n)) / n
+        K = float(self.n_labels)
+        return 50.0 * per * (K * K + K)
+
     def kernel_model(self):
         """This model's kernel for the block solvers
         (:class:`~dualstruct.models.chain_kernels.ChainKernelModel`)."""

@@ -477,6 +477,11 @@ class MultiLabelModel:
         self.last_integral_ = integral
         return best, out
 
+    def example_cost(self, data) -> float:
+        """The estimated cost of one example in a compiled pass, about a nanosecond a
+        unit: it grows with the labels and the edges (the LP's sweeps over them)."""
+        return 50.0 * (self.n_labels + 10.0 * len(self.edges))
+
     def kernel_model(self):
         """This model's kernel for the block solvers
         (:class:`~dualstruct.models.multilabel_kernels.MultiLabelKernelModel`)."""

@@ -203,6 +203,13 @@ class UserModel(base.KernelModel):
         self.check = bool(check)
         self.size = int(size)
 
+    def example_cost(self, data) -> float:
+        """The estimated cost of one example of ``data`` in a pass, about a nanosecond a
+        unit: its methods run in Python, a millisecond a labelling entry, say."""
+        n = max(1, int(getattr(data, "n_sequences", 1)))
+        per = float(getattr(data, "n_tokens", n)) / n
+        return 1e6 * per
+
     def block_data(self, X, Y) -> BlockData:
         """The training set ``(X, Y)`` (sequences of inputs and gold labellings) as block
         data. Each call has callbacks of its own, which keep ``X``: block data made later

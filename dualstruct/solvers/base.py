@@ -41,9 +41,13 @@ CHUNK_SECONDS = 0.5
 #: the estimated cost (:meth:`PassSolver._example_cost` units, about a nanosecond each)
 #: of the first kernel call of a run, before a rate has been measured
 FIRST_CHUNK_COST = 2e7
+#: the cost of a labelling entry of a model without ``example_cost`` (a two-state table's)
+DEFAULT_EXAMPLE_COST = 300.0
 #: a first Ctrl-C or SIGTERM stops a pass part-way when the rest of it would take longer
 #: than this; shorter passes end first (then resuming repeats an uninterrupted run)
 INTERRUPT_WAIT = 2.0
+#: the largest C: the objective's terms grow like C² and would overflow far beyond it
+MAX_C = 1e100
 #: with check_every="auto", the exact checks take at most this share of the training time
 MONITORING_SHARE = 0.1
 
@@ -202,8 +206,8 @@ class PassSolver:
         slack_search="exact",
         primal_sample=None,
     ):
-        if not C > 0:
-            raise ValueError(f"C must be positive, got {C}")
+        if not 0 < C <= MAX_C:
+            raise ValueError(f"C must be positive and at most {MAX_C:g}, got {C}")
         if int(max_iter) < 0:
             raise ValueError(f"max_iter must be >= 0, got {max_iter}")
         check_every = checked_setting("check_every", check_every, "auto")
@@ -310,8 +314,8 @@ class PassSolver:
         1.0
         """
         C = float(C)
-        if not C > 0:
-            raise ValueError(f"C must be positive, got {C}")
+        if not 0 < C <= MAX_C:
+            raise ValueError(f"C must be positive and at most {MAX_C:g}, got {C}")
         if self.data is not None and C != self.C:
             if not self.carries_dual:
                 raise ValueError(
@@ -543,22 +547,20 @@ class PassSolver:
     _interrupt = None
 
     def _example_cost(self) -> float:
-        """The estimated cost of one example in a kernel call (about a nanosecond a unit):
-        a multi-label example's grows with the labels and the edges (the LP's sweeps over
-        them), a sequence's or a graph's with its tokens (nodes) times K², a Python model's
-        (:class:`~dualstruct.models.user.UserModel`) is about a millisecond an item."""
-        from ..models.user import UserModel
-
+        """The model's estimate of one example's cost in a kernel call, about a nanosecond a
+        unit (its ``example_cost(data)``; DEFAULT_EXAMPLE_COST a labelling entry without one)."""
         model, data = self.model, self.data
-        n = max(1, int(getattr(data, "n_sequences", 1)))
-        per = float(getattr(data, "n_tokens", n)) / n
-        if isinstance(model, UserModel):  # Python methods: a millisecond an item, say
-            return 1e6 * per
-        edges = getattr(model, "edges", None)
-        if getattr(model, "kind", None) == "multilabel" and edges is not None:
-            return 50.0 * (model.n_labels + 10.0 * len(edges))
-        K = float(getattr(model, "n_labels", None) or getattr(model, "n_states", None) or 2)
-        return 50.0 * per * (K * K + K)
+        estimate = getattr(model, "example_cost", None)
+        if estimate is None:
+            n = max(1, int(getattr(data, "n_sequences", 1)))
+            return DEFAULT_EXAMPLE_COST * float(getattr(data, "n_tokens", n)) / n
+        cost = estimate(data)
+        if isinstance(cost, bool) or not isinstance(cost, numbers.Real) or not cost > 0:
+            raise ValueError(
+                f"{type(model).__name__}.example_cost must return a positive number, "
+                f"got {cost!r:.80}"
+            )
+        return float(cost)
 
     def _pass_parts(self, order, chunks):
         """The kernel calls of a pass over ``order``: ``chunks`` parts of about CHUNK_TOKENS
