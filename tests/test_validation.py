@@ -617,7 +617,7 @@ def test_gdmm_checkpoint_weights_must_be_those_of_the_marginals(tmp_path):
     q_u[row, [0, 1]] = q_u[row, [1, 0]]  # still a distribution, no longer w's
     path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", **{"state.q_u": q_u})
     est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
-    with pytest.raises(ValueError, match=r"bad\.npz.*'w' differs from the weights"):
+    with pytest.raises(ValueError, match=r"bad\.npz.*'w', 'q_u' and 'q_b' disagree"):
         est.fit(X, y)
     X, Y = _multilabel_small()
     MultiLabelSVM(solver="gdmm", edges="tree", max_iter=3, random_state=0).fit(X, Y).save(
@@ -628,5 +628,5 @@ def test_gdmm_checkpoint_weights_must_be_those_of_the_marginals(tmp_path):
     mu[Y == 1] = 0.5  # inside [0, 1] and on active labels, but not what w was built from
     path = _edit(tmp_path / "ml.npz", tmp_path / "bad_ml.npz", **{"state.mu": mu})
     est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
-    with pytest.raises(ValueError, match=r"bad_ml\.npz.*'w' differs from the weights"):
+    with pytest.raises(ValueError, match=r"bad_ml\.npz.*'w', 'mu' and 'q' disagree"):
         est.fit(X, Y)

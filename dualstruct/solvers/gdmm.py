@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _gdmm_kernels as kern
 from .base import PassSolver
+from .block import check_agrees
 from .objective import scaled_dual
 
 UNIGRAM_ORACLES = {
@@ -464,15 +465,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         if model.start_end:
             for where, part in ((data.offsets[:-1], W.start), (data.offsets[1:] - 1, W.end)):
                 part[:] = C * np.asarray((gold[where] - Q[where]).sum(axis=0)).ravel()
-        diff = np.abs(self.w - expected)
-        scale = 1.0 + C * n_tok + float(np.abs(expected).max(initial=0.0))
-        if diff.max(initial=0.0) > SUM_ROUNDING * scale:
-            j = int(np.argmax(diff))
-            raise ValueError(
-                f"inconsistent GDMM state: the array 'w' differs from the weights its "
-                f"marginals 'q_u' and 'q_b' give by {diff[j]:.6g} (entry {j}): the state "
-                "does not describe a dual point"
-            )
+        check_agrees("'w', 'q_u' and 'q_b'", self.w, expected, 1.0 + C * n_tok)
 
     def _check_active_sets(self, used):
         """What the kernels assume of a restored state: slot 0 of a token holds its gold

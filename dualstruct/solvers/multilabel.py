@@ -7,9 +7,9 @@ import numpy as np
 
 from ..models.support import kernel_support
 from .base import PassSolver
+from .block import check_agrees
 from .gdmm import (
     MARGINAL_ROUNDING,
-    SUM_ROUNDING,
     BestCertifiedDual,
     ScaleFreePenalty,
     check_distributions,
@@ -399,16 +399,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         V = C * (Y[:, edges[:, 0]] * Y[:, edges[:, 1]]).sum(axis=0)
         np.subtract.at(V, self.pair_edge[rows], C * self.q[rows, 3])
         expected = np.concatenate([np.ravel(U), V])
-        scale = 1.0 + C * data.n_sequences + float(np.abs(expected).max(initial=0.0))
-        for name, w in (("w", self.w),):
-            diff = np.abs(w - expected)
-            if diff.max(initial=0.0) > SUM_ROUNDING * scale:
-                j = int(np.argmax(diff))
-                raise ValueError(
-                    f"inconsistent GDMM state: the array {name!r} differs from the weights "
-                    f"its marginals 'mu' and 'q' give by {diff[j]:.6g} (entry {j}): the state "
-                    "does not describe a dual point"
-                )
+        check_agrees("'w', 'mu' and 'q'", self.w, expected, 1.0 + C * data.n_sequences)
 
     def _rebuild(self):
         """Check the restored state and rebuild what is derived from it: the views into w,
