@@ -727,6 +727,10 @@ class PassSolver:
             self.history.records.pop()
             record = self._record(check=False, final=True)
             self._converged(record)  # its certificate too (raises if the gap is negative)
+        elif self.partial_pass is not None:  # no check after a partial pass: finite at least
+            w = self.weights()
+            with np.errstate(all="ignore"):
+                self._require_finite(float(w @ w) if np.isfinite(w).all() else math.nan)
         if self.verbose:
             print(format_record(record, with_val), file=self.out, flush=True)
 
@@ -793,19 +797,19 @@ class PassSolver:
             cands = self.candidates()
             checks = self._checks + 1
             if len(cands) == 1 or checks % 3 == 1:
-                primals = [self._primal(w) for w in cands]
+                primals = [self._finite_primal(w) for w in cands]
                 chosen = int(np.argmin(primals))
                 rec.primal = primals[chosen]
             else:
                 chosen = min(self._chosen, len(cands) - 1)
-                rec.primal = self._primal(cands[chosen])
+                rec.primal = self._finite_primal(cands[chosen])
                 if final:  # the final evaluation below reuses this one
                     primals = [rec.primal if i == chosen else None for i in range(len(cands))]
             self.__dict__.update(_checks=checks, _chosen=chosen, _pending_check=False)
         if final:
             cands = self.candidates()
             primals = [
-                self._primal(w) if p is None else p
+                self._finite_primal(w) if p is None else p
                 for w, p in zip(cands, primals or [None] * len(cands))
             ]
             self._final_choice = int(np.argmin(primals))
@@ -831,6 +835,22 @@ class PassSolver:
 
     def _primal(self, w):
         return primal_objective(self.model, self.data, w, self.C, self.rescaling)
+
+    def _finite_primal(self, w):
+        """The primal of a candidate model at a check (:meth:`_require_finite`)."""
+        value = self._primal(w)
+        self._require_finite(value)
+        return value
+
+    def _require_finite(self, value):
+        """A model with a NaN or infinite weight (``value``, its primal or ``‖w‖²``, is not
+        finite) stops training with an error instead of being returned."""
+        if not math.isfinite(value):
+            raise ValueError(
+                f"[{self.name}] the model is not finite after {self.step_name} {self.passes} "
+                f"({value}): the state overflowed (a restored counter or accumulator out of "
+                "range?)"
+            )
 
 
 def _count(name, value) -> int:

@@ -79,21 +79,6 @@ def check_agrees(names, saved, determined, floor):
         )
 
 
-def check_finite_state(solver, names):
-    """After a pass: the arrays ``names`` and the candidate models (O(dim w) each) must be
-    finite, else training stops rather than return NaN weights silently."""
-    arrays = [(repr(name), getattr(solver, name, None)) for name in names]
-    with np.errstate(over="ignore", invalid="ignore"):
-        arrays += [(f"candidate model {j}", w) for j, w in enumerate(solver.candidates())]
-    for what, arr in arrays:
-        if arr is not None and not np.isfinite(arr).all():
-            raise ValueError(
-                f"[{solver.name}] the solver's {what} is not finite after "
-                f"{solver.step_name} {solver.passes + 1}: the state overflowed (a restored "
-                "counter or accumulator out of range?)"
-            )
-
-
 def segment_dual(loss, sq_norm):
     """``max_{0 ≤ s ≤ 1} s ℓ − ½ s² ‖u‖²``: the best dual value on the segment from the gold
     labellings (weights 0, loss term 0, every block's mass on its gold labelling) to a dual
@@ -148,14 +133,6 @@ class _BlockPasses(KernelBlocks, PassSolver):
     def _init_blocks(self):
         self._make_blocks(kernel_model(self.model))
         self._slack = self.rescaling == "slack"
-
-    #: the arrays of dim w checked for finite values after every pass
-    finite_arrays: tuple = ()
-
-    def _one_pass(self, order, chunks):
-        calls = super()._one_pass(order, chunks)
-        check_finite_state(self, self.finite_arrays)
-        return calls
 
     def _load_state(self, data, meta, arrays):
         super()._load_state(data, meta, arrays)
@@ -544,8 +521,6 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         if self.resolved_step == "pairwise":
             self._check_atoms(self.blocks.label_offsets, labelling_bound(self.blocks.kernel))
 
-    finite_arrays = ("w", "R", "scalars", "prox_w", "prox_center")
-
     def _check_restored(self):
         """The step count against the passes, and the dual point (``w``, the loss term)
         against the atoms or the blocks' shares (:meth:`load_state`)."""
@@ -713,7 +688,6 @@ class BlockSSG(SubgradientAverage, _BlockPasses):
         self.scalars = np.array([0.0, self.C * self.blocks.n_blocks])  # m, C n
 
     state_arrays = ("v", "R", "scalars")
-    finite_arrays = state_arrays
 
     def _after_load(self):
         check_step_count(self.scalars[0], "scalars")
