@@ -1498,7 +1498,7 @@ def _run_worker(cases, fixture_dir, folder, name):
         while next_start is None:
             left = deadline - time.monotonic()
             events = sel.select(timeout=max(left, 0)) if left > 0 else []
-            if not events:  # a hang: kill the worker (its own session) and go on
+            if not events:  # a hang: kill the worker (and its process group) and go on
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 if first and current is None:
