@@ -393,23 +393,3 @@ class KernelModel:
                     d.result()
         data.raise_status()
         return (out, scores) if return_scores else out
-
-    def aggregate_constraint(self, w, data, rescaling="margin"):
-        """The 1-slack cutting plane's constraint at ``w``: the per-block hinge and
-        ``(Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i)), Σ_i δ(ȳ_i, μ̂_i))`` of the maximizers μ̂_i
-        (``g_i = 1``, or ``δ_i`` with slack rescaling)."""
-        slack = rescaling != "margin"
-        if slack:
-            self.check_slack()
-        from ..solvers._block_kernels import aggregate_constraint
-
-        k = data.kernel
-        hinge = np.empty(data.n_blocks)
-        out = np.empty_like(k.labels)
-        psi = self.init_weights()
-        total_loss = np.zeros(1)
-        every = np.arange(data.n_blocks, dtype=np.int64)
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        aggregate_constraint(k, w, slack, every, hinge, out, psi, total_loss)
-        data.raise_status()
-        return hinge, psi, float(total_loss[0])

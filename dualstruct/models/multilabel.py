@@ -45,7 +45,6 @@ from .support import (
     SUPPORT_ADVICE,
     check_support,
     support_from_pairs,
-    support_gather,
     support_matrix,
     support_memory_parts,
 )
@@ -378,23 +377,6 @@ class MultiLabelModel:
             return np.asarray(X @ self.unpack(w).unary)
         return (sp.csr_matrix(X) @ self.unary_matrix(w)).toarray()
 
-    def _set_unary_sums(self, unary, X, D):
-        """``unary = Xᵀ D`` (the unary part of a sum of φ differences, D n × L), on the
-        support's pairs when the model has one."""
-        if self.support is None:
-            unary[:] = np.asarray(X.T @ D)
-            return
-        X = sp.csr_matrix(X)
-        unary[:] = 0.0
-        support_gather(
-            X.indptr.astype(np.int64),
-            X.indices.astype(np.int64),
-            X.data,
-            np.ascontiguousarray(D, dtype=np.float64),
-            *self.support,
-            unary,
-        )
-
     def _check_labels(self, Y):
         Y = np.asarray(Y)
         if Y.ndim != 2 or Y.shape[1] != self.n_labels:
@@ -432,18 +414,6 @@ class MultiLabelModel:
         if len(keep) == len(V):
             return self.edges, V
         return self.edges[keep], np.ascontiguousarray(V[keep])
-
-    def _pair_psi(self, d_unary, d_pair):
-        """Pair part of a sum of ``φ(ȳ_i) − φ(μ_i)`` from the per-example unary differences
-        ``d_unary`` (n × L) and (1, 1) differences ``d_pair`` (n × E or its column sums)."""
-        e0, e1 = self.edges[:, 0], self.edges[:, 1]
-        d_lk = d_pair if np.ndim(d_pair) == 1 else d_pair.sum(axis=0)
-        return pair_features(
-            d_unary[:, e0].sum(axis=0),
-            d_unary[:, e1].sum(axis=0),
-            d_lk,
-            self.interactions == "table",
-        )
 
     @property
     def inference_code(self) -> int:
@@ -588,45 +558,6 @@ class MultiLabelModel:
         )
         gold = kernels.score_all(kernels.unary_tables(theta), edges, V, Y)
         return best - gold, out
-
-    def aggregate_constraint(self, w, data, rescaling="margin"):
-        """For the 1-slack cutting plane: the per-example (relaxed) hinge and the aggregated
-        constraint ``(ψ_c, δ_c) = (Σ_i φ(x_i, ȳ_i) − φ(x_i, μ̂_i), Σ_i δ(ȳ_i, μ̂_i))`` of the
-        loss-augmented maximizers μ̂_i at ``w``; with slack rescaling the maximizers of the
-        slack hinge and ``(Σ_i δ_i ψ_i, Σ_i δ_i)``."""
-        if rescaling == "slack":
-            hinge, yhat = self.slack_hinge(w, data)
-            loss = (yhat != data.Y).sum(axis=1).astype(np.float64)
-            psi = self.init_weights()
-            P = self.unpack(psi)
-            d_unary = loss[:, None] * (data.Y - yhat)
-            self._set_unary_sums(P.unary, data.X, d_unary)
-            e0, e1 = self.edges[:, 0], self.edges[:, 1]
-            P.pairwise[:] = self._pair_psi(
-                d_unary, loss @ (data.Y[:, e0] * data.Y[:, e1] - yhat[:, e0] * yhat[:, e1])
-            )
-            return hinge, psi, float(loss.sum())
-        X, Y = self._check_X(data.X), self._check_labels(data.Y)
-        V = self._pair_tables(w)
-        theta = self.label_scores_of(w, X)
-        mu = np.zeros(Y.shape)
-        psi = self.init_weights()
-        P = self.unpack(psi)
-        pair_sum = np.zeros(len(self.edges))  # Σ_i ȳ_il ȳ_ik − μ̂^pair_ie
-        best, losses = kernels.relaxed_sums(
-            kernels.unary_tables(theta, Y, self.loss_weights),
-            self.edges,
-            V,
-            self.inference_code,
-            Y,
-            self.loss_weights,
-            mu,
-            pair_sum,
-        )
-        self._set_unary_sums(P.unary, X, Y - mu)
-        P.pairwise[:] = self._pair_psi(Y - mu, pair_sum)
-        gold = kernels.score_all(kernels.unary_tables(theta), self.edges, V, Y)
-        return best - gold, psi, float(losses.sum())
 
     def loss(self, y_true, y_pred) -> float:
         y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
