@@ -26,7 +26,13 @@ BACKEND_OPTIONS = (
 
 #: solver options that shape how a distributed run gets to the optimum, not the optimum: a
 #: run continued on one machine may drop them
-DISTRIBUTED_ONLY_OPTIONS = ("local_passes", "aggregation", "sigma", "batch_fraction")
+DISTRIBUTED_ONLY_OPTIONS = (
+    "local_passes",
+    "aggregation",
+    "sigma",
+    "acceleration",
+    "batch_fraction",
+)
 
 
 def check_backend(backend, n_partitions, backend_options, solver):

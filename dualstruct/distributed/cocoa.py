@@ -14,9 +14,24 @@ subproblem
 then the driver sets ``w ← w + γ Σ_k Δw_k`` and ``ℓ ← ℓ + γ Σ_k Δℓ_k``, and each partition
 keeps ``q_[k] + γ Δq_[k]``. Adding (γ = 1, σ' = K) and averaging (γ = 1/K, σ' = 1) both
 satisfy the safe bound σ' ≥ γ K under which the dual never decreases (Ma et al., Lemma 4);
-γ = 1 with σ' < K can diverge and is refused. Every round's point is dual feasible, so
-``D = ℓ − ½‖w‖²`` and the exact primal give the duality-gap certificate of the
-single-machine solvers. With K = 1 (σ' = 1) a round is H passes of plain BCFW.
+γ = 1 with σ' < K can diverge and is refused.
+
+**Proximal scheme.** As the single-machine :class:`~dualstruct.solvers.BCFW`, CoCoA+ trains
+by default on ``P(w) + (κ_K/2) ‖w − z‖²`` (:class:`~dualstruct.solvers.block.ProximalPoint`):
+the partitions score at ``x = (u + κ_K z) / (1 + κ_K)`` and their line search scales the
+quadratic by σ'/(1 + κ_K); ``u`` (``w`` here) accumulates the dual's weights. The
+driver alone moves the centre z once per round; the proximal term's κ_K = σ' (1 + κ) − 1
+makes every partition's local steps exactly as long as one machine's at κ, and the
+subproblem is still safe for σ' = K. With several partitions κ_K starts at
+``PROXIMAL_START`` and halves only when the rounds stop making progress: a large κ_K keeps
+the centre, not σ', as what holds the partitions' correlated steps together, and the rounds
+to a given gap then grow about as √K instead of K. ``acceleration="catalyst"``
+extrapolates the centre (Lin, Mairal, Harchaoui 2015). Every round's point is dual feasible;
+the certificate is BCFW's (the best point between the gold labellings and u, or ū), against
+the exact primal of x or ū. The weighted average numbers every block visit (weights 1, 2,
+3, …), the partitions' visits of a round on from the same count: each block's averaged
+point stays a convex combination of its iterates. With K = 1 a round is a pass of BCFW
+with its defaults over the driver's order, onto the driver's state: the same ``w``.
 """
 
 from __future__ import annotations
@@ -29,7 +44,15 @@ import numpy as np
 
 from ..data.blocks import labelling_bound
 from ..solvers.base import PassSolver, WeightedAverageDual, _DeferredInterrupt, model_size
-from ..solvers.block import kernel_model
+from ..solvers.block import (
+    PROXIMAL_PATIENCE,
+    PROXIMAL_START,
+    ProximalPoint,
+    check_agrees,
+    check_step_bound,
+    check_step_count,
+    kernel_model,
+)
 from ..solvers.history import History
 from ..solvers.objective import primal_value
 from .partition import (
@@ -41,6 +64,7 @@ from .partition import (
 )
 
 AGGREGATIONS = ("adding", "averaging")
+ACCELERATIONS = ("auto", "catalyst", "none")
 
 
 class Job(NamedTuple):
@@ -92,7 +116,10 @@ class InProcessEngine:
         self._torn = False
         return out
 
-    def cocoa_round(self, w, round_index, local_passes, sigma, gamma, atom_steps=0):
+    def cocoa_round(self, w, round_index, local_passes, sigma, gamma, atom_steps=0, **local):
+        """A round on every partition; ``local``: further keyword arguments of
+        :meth:`Partition.cocoa_round <dualstruct.distributed.partition.Partition.cocoa_round>`
+        (the first pass's ``order``, the averaging's ``average_from``)."""
         j = self.job
         return self._each(
             lambda p: p.cocoa_round(
@@ -106,6 +133,7 @@ class InProcessEngine:
                 j.slack,
                 j.search,
                 atom_steps,
+                **local,
             )
         )
 
@@ -145,6 +173,16 @@ class InProcessEngine:
         pass
 
 
+def _partition_seed(rng) -> int:
+    """The seed of the partitions' random choices, from a child of ``rng``: the parent's
+    stream (the orders of the passes) stays as it would be without partitions."""
+    try:
+        child = rng.spawn(1)[0]
+    except (TypeError, ValueError, AttributeError):  # a generator without a seed sequence
+        child = rng
+    return int(child.integers(2**62))
+
+
 class _DistributedSolver(PassSolver):
     """The loop of :class:`PassSolver` with a round of the engine as the unit (``passes``
     counts rounds) and the primal from the partitions' hinge sums."""
@@ -161,7 +199,7 @@ class _DistributedSolver(PassSolver):
             raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
         self.n_partitions = int(n_partitions)
         self.engine = engine if engine is not None else InProcessEngine()
-        self.seed = int(self.rng.integers(2**62))
+        self.seed = _partition_seed(self.rng)
         self.round_log = []  # (wall seconds, slowest partition's compute seconds) per round
 
     _transient = PassSolver._transient + ("engine", "_stop_requested")
@@ -310,11 +348,13 @@ class _DistributedSolver(PassSolver):
         """Checks of the restored state beyond shapes and ranges (subclasses)."""
 
 
-class CoCoA(WeightedAverageDual, _DistributedSolver):
-    """CoCoA+ with the BCFW local solver (the module docstring gives the algorithm).
+class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
+    """CoCoA+ with the single-machine BCFW as the local solver, inside its proximal scheme
+    (the module docstring gives the algorithm).
 
-    Weighted averaging (``averaging=True``) averages the rounds' points with weights 1, 2, 3, …
-    on the driver, as BCFW averages its steps.
+    With one partition a round is a pass of :class:`~dualstruct.solvers.BCFW` with its
+    defaults (the proximal scheme, the pairwise step with atom steps, weighted averaging),
+    over the driver's order: the same ``w`` as BCFW's.
 
     Parameters
     ----------
@@ -338,9 +378,19 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         ``(1 − γ) α_old + γ α_new``: with atoms, every atom a block ever had stays with a weight
         that shrinks by γ each round, and the pairwise step, whose away atom is the worst one
         however light, then stalls on them; the pairwise step is refused there.
-    atom_steps : int, default 0
+    atom_steps : int, default 3
         The local BCFW's steps among each block's atoms after every oracle step, as
         :class:`~dualstruct.solvers.BCFW`'s.
+    proximal : "auto" or float >= 0, default "auto"
+        κ of the proximal scheme, as :class:`~dualstruct.solvers.BCFW`'s (``"auto"`` adapts
+        it) for one machine's local steps; the proximal term's is σ' (1 + κ) − 1 (module
+        docstring). 0: plain CoCoA+.
+    acceleration : {"auto", "catalyst", "none"}, default "auto"
+        How the centre moves after a round: ``"catalyst"`` extrapolates it,
+        ``z ← x_t + β (x_t − x_{t−1})`` with ``β = (1 − √q) / (1 + √q)``, ``q = 1/(1+κ_K)``
+        (Lin, Mairal, Harchaoui 2015); ``"none"`` moves it to ``x_t`` as BCFW does.
+        ``"auto"``: ``"none"`` (with the large κ_K of several partitions the extrapolation
+        measured no gain: BENCHMARKS.md, "Distributed training on Spark").
     engine : engine object, optional
         Where the partitions run: :class:`InProcessEngine` (default) or
         :class:`~dualstruct.distributed.spark.SparkEngine`.
@@ -373,7 +423,9 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         aggregation="adding",
         sigma=None,
         step="auto",
-        atom_steps=0,
+        atom_steps=3,
+        proximal="auto",
+        acceleration="auto",
         engine=None,
         **kwargs,
     ):
@@ -391,6 +443,18 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
         if step not in ("auto", "pairwise", "fw"):
             raise ValueError(f"step must be 'auto', 'pairwise' or 'fw', got {step!r}")
+        if proximal != "auto" and (
+            isinstance(proximal, (bool, str))
+            or not isinstance(proximal, (int, float, np.integer, np.floating))
+            or not proximal >= 0
+            or not np.isfinite(proximal)
+        ):
+            raise ValueError(f"proximal must be 'auto' or a number >= 0, got {proximal!r}")
+        if acceleration not in ACCELERATIONS:
+            raise ValueError(f"acceleration must be one of {ACCELERATIONS}, got {acceleration!r}")
+        self.proximal = proximal if proximal == "auto" else float(proximal)
+        self.acceleration = acceleration
+        self.kappa = 0.0  # set when training starts
         K = self.n_partitions
         self.local_passes = int(local_passes)
         self.aggregation = aggregation
@@ -422,35 +486,105 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
         relaxed = relaxed and self.rescaling != "slack"  # the slack oracle is exact
         return "fw" if relaxed or self.gamma < 1.0 else "pairwise"
 
+    @property
+    def resolved_acceleration(self):
+        return "none" if self.acceleration == "auto" else self.acceleration
+
+    def _effective_kappa(self):
+        """The proximal term's κ_K = σ' (1 + κ) − 1 for the one-machine κ (``kappa``): the
+        local steps, whose quadratic is scaled by σ' / (1 + κ_K) = 1 / (1 + κ), are then as
+        long as one machine's at κ."""
+        if self.sigma == 1.0:
+            return self.kappa
+        return self.sigma * (1.0 + self.kappa) - 1.0
+
+    def _restart_proximal(self):
+        """One machine's start (``proximal="auto"``: κ = ``PROXIMAL_START``); with several
+        partitions the proximal term's κ_K starts there instead (the one-machine κ of the
+        local steps is then smaller; never below 0, i.e. κ_K ≥ σ' − 1)."""
+        super()._restart_proximal()
+        if self.proximal == "auto" and self.sigma != 1.0:
+            self.kappa = max(0.0, (PROXIMAL_START + 1.0) / self.sigma - 1.0)
+
+    def _adapt_kappa(self):
+        """One partition: BCFW's rule. Several: κ_K halves only when the sum of the block
+        gaps has not reached a new low for ``PROXIMAL_PATIENCE`` rounds (never below
+        σ' − 1). BCFW's two other triggers (the proximal term above the gaps, the average
+        winning a check) fire within a few rounds when K partitions step together and
+        leave κ_K at σ' − 1, where the partitions' correlated steps are damped as in plain
+        CoCoA+ and the rounds grow about linearly with K (BENCHMARKS.md, "Distributed
+        training on Spark")."""
+        if self.sigma == 1.0:
+            return super()._adapt_kappa()
+        gaps = self._gap_sum()
+        if not np.isfinite(gaps):
+            return
+        if gaps < self.lowest_gaps:
+            self.lowest_gaps, self.stalled = gaps, 0
+            return
+        self.stalled += 1
+        if self.stalled >= PROXIMAL_PATIENCE:
+            halved = 0.5 * self._effective_kappa()
+            self.kappa = max(0.0, (halved + 1.0) / self.sigma - 1.0)
+            self.stalled = 0
+
     def _init_state(self):
         kmodel = self._start_engine(self.resolved_step)
-        self.w = kmodel.init_weights()
+        self.w = kmodel.init_weights()  # u, the dual's weights
         self.R = np.zeros_like(self.w)
-        self.scalars = np.zeros(3)  # ℓ, rounds, R_ℓ
+        self.scalars = np.zeros(3)  # ℓ, averaging steps (block visits), R_ℓ
+        self.kappa = 0.0
+        self.lowest_gaps, self.stalled = np.inf, 0
+        self.best_dual = -np.inf
+        self.gap_sum = 0.0
+        if self._proximal_on:
+            self._restart_proximal()
+            # x (scores, is returned), z, and x after the previous round (extrapolation)
+            self.prox_w = self.w.copy()
+            self.prox_center = self.w.copy()
+            self.prox_last = self.w.copy()
+        self.centred_at = 0
 
-    state_arrays = ("w", "R", "scalars")
+    state_scalars = ("seed", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual",
+                     "gap_sum")  # fmt: skip
+
+    @property
+    def state_arrays(self):
+        if self._proximal_on:
+            return ("w", "R", "scalars", "prox_w", "prox_center", "prox_last")
+        return ("w", "R", "scalars")
 
     def _after_load(self):
         self._avg_cache = None
+        check_step_count(self.scalars[1], "scalars")
+        if not (np.isfinite(self.kappa) and self.kappa >= 0):
+            raise ValueError(f"the saved solver field 'kappa' must be >= 0, got {self.kappa!r}")
+        if self.best_dual == np.inf:
+            raise ValueError("the saved solver field 'best_dual' is infinite")
 
     def _check_restored(self):
-        """The round count ``scalars[1]`` is at most the rounds made (with none the
+        """The step count ``scalars[1]`` is at most the block visits made (with none the
         averaging accumulators hold nothing); in this process (the engine holds the
         partitions) ``w`` and the loss term are recomputed from the partitions' atoms or
-        block shares and must agree to a relative 1e-6. The weighted average and the
-        partitions' states on Spark's executors are not verifiable here (trusted as saved;
-        a gross lie gives a negative gap, which stops training)."""
+        block shares and must agree to a relative 1e-6. The weighted average, the proximal
+        iterates and the partitions' states on Spark's executors are not verifiable here
+        (trusted as saved; a gross lie gives a negative gap, which stops training)."""
         from ..solvers import _block_kernels as kern
-        from ..solvers.block import check_agrees, check_step_bound, check_step_count
 
         m = float(self.scalars[1])
-        check_step_count(m, "scalars")
-        check_step_bound(m, "scalars", self.passes, "(rounds)")
+        visits = self.passes * self.local_passes * self.data.n_sequences
+        check_step_bound(m, "scalars", visits, "(block visits)")
         if m == 0 and (self.scalars[2] != 0 or np.any(self.R)):
             raise ValueError(
                 "saved solver arrays 'R' and 'scalars': the averaging accumulators are not "
                 "zero although no round was made (scalars[1] = 0)"
             )
+        for name, top in (("centred_at", self.passes), ("stalled", PROXIMAL_PATIENCE)):
+            if not 0 <= getattr(self, name) <= top:
+                raise ValueError(
+                    f"the saved solver field {name!r} must lie in 0 … {top}, got "
+                    f"{getattr(self, name)!r}"
+                )
         partitions = getattr(self.engine, "partitions", None)
         if not isinstance(partitions, list):
             return
@@ -474,41 +608,93 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
             self.C,
         )
 
+    def _gap_sum(self):
+        return self.gap_sum
+
+    def _move_centre(self):
+        """``"catalyst"``: ``z ← x_t + β (x_t − x_{t−1})``; else ``z ← x_t``."""
+        x = self.prox_w
+        kappa = self._effective_kappa()
+        if self.resolved_acceleration == "catalyst" and kappa > 0:
+            root = math.sqrt(1.0 / (1.0 + kappa))
+            beta = (1.0 - root) / (1.0 + root)
+            self.prox_center[:] = x + beta * (x - self.prox_last)
+        else:
+            self.prox_center[:] = x
+        self.prox_last[:] = x
+
     def _one_pass(self, order, chunks):
+        proximal = self._proximal_on
+        if proximal and self.passes > self.centred_at:  # once per round
+            self._centre()
+        if proximal:  # score at x, the quadratic scaled by σ'/(1+κ), u accumulates
+            kappa = self._effective_kappa()
+            point, sigma = self.prox_w, self.sigma / (1.0 + kappa)
+        else:
+            point, sigma = self.w, self.sigma
+        local = {}
+        if self.averaging:
+            local["average_from"] = float(self.scalars[1])
+        if self.n_partitions == 1:  # BCFW's pass: its order, its state updated in place
+            local["order"] = order
+            local["onto"] = (self.w, self.R, self.scalars)
         results = self._timed_round(
             lambda: self.engine.cocoa_round(
-                self.w, self.passes, self.local_passes, self.sigma, self.gamma, self.atom_steps
+                point, self.passes, self.local_passes, sigma, self.gamma, self.atom_steps, **local
             )
         )
+        if results[0].absolute:
+            return self._take_state(results[0])
         change = np.zeros_like(self.w)
-        loss_change = 0.0
+        loss_change = average_loss = gap_sum = visits = 0.0
         for r in results:  # in partition order: the same sums wherever the partitions ran
             r.add_to(change)
             loss_change += r.loss_change
+            gap_sum += r.gap_sum
+            visits = max(visits, r.visits)
+            if self.averaging:
+                r.add_average_to(self.R)
+                average_loss += r.average_loss
         self.w += change
-        m = self.scalars[1] + 1.0
-        A_prev = 0.5 * (m - 1.0) * m
+        if proximal:  # x = (u + κ z) / (1 + κ)
+            self.prox_w += change / (1.0 + kappa)
         self.scalars[0] += loss_change
-        self.scalars[1] = m
-        if self.averaging:
-            self.R += A_prev * change
-            self.scalars[2] += A_prev * loss_change
+        self.scalars[1] += visits  # the partitions number their steps on from the same m
+        self.scalars[2] += average_loss
+        self.gap_sum = gap_sum
         self._avg_cache = None
         return sum(r.oracle_calls for r in results)
+
+    def _take_state(self, r):
+        """The driver's state after a round made onto it (one partition)."""
+        self.w[:] = r.delta_values
+        if self.averaging:
+            self.R[:] = r.average_values
+        self.scalars[:] = (r.loss_change, r.visits, r.average_loss)
+        if self._proximal_on:
+            self.prox_w[:] = r.point
+        self.gap_sum = r.gap_sum
+        self._avg_cache = None
+        return r.oracle_calls
 
     def diagnostics(self, check):
         out = super().diagnostics(check)
         out["data_passes"] = float(self.passes * self.local_passes)
+        if self._proximal_on:
+            out.update(
+                kappa=self.kappa, proximal_term=self._proximal_term(), block_gap_sum=self.gap_sum
+            )
         return out
 
     def single_machine_solver(self):
         """A single-machine :class:`~dualstruct.solvers.BCFW` that continues this run: the
         partitions' dual states joined into one (each example keeps its atoms, or its share
-        of ``w``), with the same ``w``, loss term and weighted average. Under CoCoA+ ``w``
-        stays ``A α`` for the joined dual point α (eq. 2 of Ma et al. 2015 with γ-scaled
-        local updates), so the new solver's dual and gap equal this one's. This brings every
-        partition's dual state to the driver: call it once training is over. Its ``passes``
-        and history go on from this run's rounds."""
+        of ``w``), with the same ``w``, loss term, weighted average and proximal state (κ,
+        x, z; the last round's sum of block gaps spread evenly over the blocks). Under
+        CoCoA+ ``w`` stays ``A α`` for the joined dual point α (eq. 2 of Ma et al. 2015 with
+        γ-scaled local updates), so the new solver's dual and gap equal this one's. This
+        brings every partition's dual state to the driver: call it once training is over.
+        Its ``passes`` and history go on from this run's rounds."""
         from ..solvers import BCFW
 
         if self.data is None or self.passes == 0:
@@ -518,7 +704,7 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
             self.C,
             step=self.resolved_step,
             atom_steps=self.atom_steps,
-            proximal=0.0,
+            proximal=self.proximal,
             max_iter=self.max_iter,
             tol=self.tol,
             check_every=self.check_every,
@@ -559,9 +745,21 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
                 bcfw.block_weights[blocks] = states[k]["block_weights"]
                 bcfw.block_losses[blocks] = states[k]["block_losses"]
         bcfw.w, bcfw.R, bcfw.scalars = self.w.copy(), self.R.copy(), self.scalars.copy()
+        m, top = self.scalars[1], float(self.passes * self.data.n_sequences)
+        if m > top:  # one machine makes at most n steps a pass: the same average, renumbered
+            scale = top * (top + 1.0) / (m * (m + 1.0))  # A_top / A_m
+            bcfw.R *= scale
+            bcfw.scalars[1:] = top, self.scalars[2] * scale
+        if self._proximal_on:
+            bcfw.kappa, bcfw.best_dual = self.kappa, self.best_dual
+            bcfw.lowest_gaps, bcfw.stalled = self.lowest_gaps, self.stalled
+            bcfw.prox_w, bcfw.prox_center = self.prox_w.copy(), self.prox_center.copy()
+            bcfw.block_gaps[:] = self.gap_sum / self.data.n_sequences
         bcfw._after_load()
         # the count and the history go on: the rounds made here, then passes on one machine
         bcfw.passes, bcfw.oracle_calls = self.passes, self.oracle_calls
+        bcfw.centred_at = self.centred_at
+        bcfw._chosen, bcfw._final_choice = self._chosen, self._final_choice
         bcfw.train_time, bcfw.eval_time = self.train_time, self.eval_time
         bcfw.history = History(list(self.history.records), self.history.stop_reason)
         return bcfw
@@ -573,6 +771,9 @@ class CoCoA(WeightedAverageDual, _DistributedSolver):
             aggregation=self.aggregation,
             sigma=self.sigma,
             step=self.resolved_step,
+            atom_steps=self.atom_steps,
+            proximal=self.proximal,
+            acceleration=self.resolved_acceleration,
         )
 
 

@@ -87,14 +87,32 @@ class RoundResult(NamedTuple):
     gap_sum: float
     n_blocks: int
     seconds: float
+    #: the weighted average's accumulators: the change of ``R`` (as ``delta``), of ``R_ℓ``,
+    #: and the averaging steps made (block visits)
+    average_index: np.ndarray | None = None
+    average_values: np.ndarray | None = None
+    average_loss: float = 0.0
+    visits: float = 0.0
+    #: a round made ``onto`` the driver's state: the values are its new ``w``, ``R``, ``ℓ``,
+    #: ``R_ℓ`` and step count (not changes), and ``point`` the scoring point's
+    absolute: bool = False
+    point: np.ndarray | None = None
 
     @staticmethod
-    def pack(delta, **fields):
-        """Ship only the nonzeros of a change that touches under a third of ``w``."""
+    def _sparse(delta):
         nz = np.flatnonzero(delta)
         if 3 * nz.size < delta.size:
-            return RoundResult(nz.astype(np.int64), delta[nz], **fields)
-        return RoundResult(None, delta, **fields)
+            return nz.astype(np.int64), delta[nz]
+        return None, delta
+
+    @staticmethod
+    def pack(delta, average=None, **fields):
+        """Ship only the nonzeros of a change (of ``w``, of ``R``) that touches under a
+        third of ``w``."""
+        index, values = RoundResult._sparse(delta)
+        if average is not None:
+            fields["average_index"], fields["average_values"] = RoundResult._sparse(average)
+        return RoundResult(index, values, **fields)
 
     def add_to(self, w):
         """``w += Δw`` (adding exact zeros where Δw is zero leaves ``w`` as it is)."""
@@ -102,6 +120,15 @@ class RoundResult(NamedTuple):
             w += self.delta_values
         else:
             w[self.delta_index] += self.delta_values
+
+    def add_average_to(self, R):
+        """``R += ΔR`` (nothing without averaging)."""
+        if self.average_values is None:
+            return
+        if self.average_index is None:
+            R += self.average_values
+        else:
+            R[self.average_index] += self.average_values
 
 
 class PartitionState(AtomPool):
@@ -160,12 +187,33 @@ class Partition:
         self.index = index
 
     def cocoa_round(
-        self, w, round_index, seed, C, local_passes, sigma, gamma, slack, search, atom_steps=0
+        self,
+        w,
+        round_index,
+        seed,
+        C,
+        local_passes,
+        sigma,
+        gamma,
+        slack,
+        search,
+        atom_steps=0,
+        *,
+        order=None,
+        average_from=None,
+        onto=None,
     ) -> RoundResult:
-        """``local_passes`` BCFW passes on the local subproblem G_k^{σ'} at ``w`` (CoCoA+, Ma
-        et al. 2015, Alg. 1 with σ' = ``sigma``; :func:`~dualstruct.solvers._block_kernels.
-        pairwise_bcfw_pass`); the state moves by ``gamma`` times its change (γ < 1 when the
-        driver averages). ``w`` is not changed."""
+        """``local_passes`` BCFW passes on the local subproblem G_k^{σ'} scored at ``w``
+        (CoCoA+, Ma et al. 2015, Alg. 1 with σ' = ``sigma``, which also carries the proximal
+        scheme's 1/(1+κ); :func:`~dualstruct.solvers._block_kernels.pairwise_bcfw_pass`);
+        the state moves by ``gamma`` times its change (γ < 1 when the driver averages).
+        ``order``: the blocks' order in the first local pass (default :func:`local_order`).
+        ``average_from``: with the weighted average, the driver's step count m; the steps
+        are numbered on from it and the result carries the change of the accumulators.
+        ``onto``: ``(u, R, [ℓ, m, R_ℓ])``, the driver's dual state, which the steps then
+        update (copies of it) in place as one machine's BCFW does, with the same rounding;
+        the result carries the new values (:attr:`RoundResult.absolute`; one partition).
+        ``w`` is not changed."""
         t0 = time.perf_counter()
         k = self.blocks.kernel
         n = self.blocks.n_blocks
@@ -173,22 +221,35 @@ class Partition:
         before = st.copy() if gamma != 1.0 else None
         local_w = np.array(w, dtype=np.float64)
         delta = np.zeros_like(local_w)
-        scalars = np.zeros(3)
+        averaging = average_from is not None
+        m0 = float(average_from) if averaging else 0.0
+        scalars = np.array([0.0, m0, 0.0])
+        R = np.zeros_like(local_w) if averaging else np.zeros(0)
+        if onto is not None:
+            if gamma != 1.0:
+                raise ValueError("a round onto the driver's state needs gamma = 1")
+            delta, R = (np.array(a, dtype=np.float64) for a in onto[:2])
+            scalars = np.array(onto[2], dtype=np.float64)
+            R = R if averaging else np.zeros(0)
         gaps = np.zeros(n)
         calls = np.zeros(1, dtype=np.int64)
-        unused = np.zeros(0)
         if st.step == "fw":
             corner = np.zeros_like(local_w)
+        if order is not None:
+            order = np.asarray(order, dtype=np.int64)
+            if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+                raise ValueError(f"order must be a permutation of the partition's {n} blocks")
         for h in range(local_passes):
-            order = local_order(seed, round_index, self.index, h, n)
+            if h > 0 or order is None:
+                order = local_order(seed, round_index, self.index, h, n)
             if st.step == "fw":
                 kern.classic_bcfw_pass(
                     k,
                     order,
                     C,
                     local_w,
-                    unused,
-                    False,
+                    R,
+                    averaging,
                     st.block_weights,
                     st.block_losses,
                     corner,
@@ -207,8 +268,8 @@ class Partition:
                 order,
                 C,
                 local_w,
-                unused,
-                False,
+                R,
+                averaging,
                 scalars,
                 gaps,
                 slack,
@@ -218,18 +279,39 @@ class Partition:
                 delta,
                 atom_steps,
             )
-        loss_change = float(scalars[0])
+        if onto is not None:
+            return RoundResult(
+                None,
+                delta,
+                float(scalars[0]),
+                int(calls[0]),
+                float(gaps.sum()),
+                n,
+                time.perf_counter() - t0,
+                None,
+                R if averaging else None,
+                float(scalars[2]),
+                float(scalars[1]),
+                True,
+                local_w,
+            )
+        loss_change, average_loss = float(scalars[0]), float(scalars[2])
         if gamma != 1.0:
             self._mix(before, gamma)
             delta *= gamma
             loss_change *= gamma
+            R *= gamma
+            average_loss *= gamma
         return RoundResult.pack(
             delta,
+            R if averaging else None,
             loss_change=loss_change,
             oracle_calls=int(calls[0]),
             gap_sum=float(gaps.sum()),
             n_blocks=n,
             seconds=time.perf_counter() - t0,
+            average_loss=average_loss,
+            visits=float(scalars[1] - m0),
         )
 
     def _mix(self, before, gamma):

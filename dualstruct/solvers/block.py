@@ -143,7 +143,96 @@ class _BlockPasses(KernelBlocks, PassSolver):
         variables determine, the counters against the passes made."""
 
 
-class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
+class ProximalPoint:
+    """The inexact proximal-point scheme of :class:`BlockBCFW` (its class docstring), on a
+    state with the dual's weights u (``w``), the iterate x (``prox_w``), the centre z
+    (``prox_center``), κ and its patience: the centre's move, κ's adaptation, the
+    candidates and the certified dual. The distributed CoCoA+
+    (:mod:`dualstruct.distributed`) runs it with its rounds as the passes."""
+
+    @property
+    def _proximal_on(self):
+        """Whether the proximal scheme runs: ``proximal`` "auto" or positive (under "auto"
+        κ may reach 0, when the scheme runs on as plain BCFW)."""
+        return self.proximal == "auto" or self.proximal > 0
+
+    def _restart_proximal(self):
+        """κ and its patience from the start (``proximal="auto"``) or the fixed κ."""
+        self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
+        self.lowest_gaps, self.stalled = np.inf, 0
+
+    def candidates(self):
+        if self._proximal_on:
+            if self.averaging:
+                return [self.prox_w, self._averaged()[0]]
+            return [self.prox_w]
+        return super().candidates()
+
+    def dual(self):
+        """The best dual value certified so far: with the proximal scheme ``D(u)`` need not
+        grow from pass to pass (u moves with the centre), and every value is a lower bound.
+        The proximal scheme's bound is the best point between the gold labelling and u, and
+        between it and ū (the class docstring's Certificate)."""
+        if self._proximal_on:
+            points = [(self.scalars[0], self.w)]
+            if self.averaging:
+                w_avg, loss_avg = self._averaged()
+                points.append((loss_avg, w_avg))
+            for loss, w in points:
+                self.best_dual = max(self.best_dual, segment_dual(float(loss), float(w @ w)))
+            return self.best_dual
+        return super().dual()
+
+    def _gap_sum(self):
+        """The sum of the block gaps the last pass measured (each at its own visit)."""
+        return float(self.block_gaps.sum())
+
+    def _adapt_kappa(self):
+        """``proximal="auto"``: halve κ when the proximal term exceeds the last pass's sum
+        of block gaps (the centre holds the gap up), or when that sum has not reached a new
+        low for ``PROXIMAL_PATIENCE`` passes (the inner problem stalls: as κ → 0 the
+        passes become plain BCFW's, which converge). κ = 0 for good once the average ``ū``
+        has won a check (the class docstring's Averaging)."""
+        if self.averaging and self._chosen == 1:
+            self.kappa = 0.0  # ū won the last check: plain BCFW from here (docstring)
+            return
+        gaps = self._gap_sum()
+        if not np.isfinite(gaps):
+            return  # no pass since a new C: nothing to judge κ by
+        if gaps < self.lowest_gaps:
+            self.lowest_gaps, self.stalled = gaps, 0
+        else:
+            self.stalled += 1
+        if self._proximal_term() > gaps or self.stalled >= PROXIMAL_PATIENCE:
+            self.kappa = 0.5 * self.kappa if self.kappa >= 2 * PROXIMAL_MIN else 0.0
+            self.stalled = 0
+
+    def _proximal_term(self):
+        """``½ ‖u − x‖²``, the part of the duality gap that the centre holds up."""
+        d = self.w - self.prox_w
+        return 0.5 * float(d @ d)
+
+    def _centre(self):
+        """Before a pass: κ adapts (``proximal="auto"``), the centre moves
+        (:meth:`_move_centre`) and x follows, ``x = (u + κ z) / (1 + κ)`` with κ the
+        :meth:`_effective_kappa`."""
+        if self.proximal == "auto":
+            self._adapt_kappa()
+        self._move_centre()
+        kappa = self._effective_kappa()
+        self.prox_w[:] = (self.w + kappa * self.prox_center) / (1.0 + kappa)
+        self.centred_at = self.passes
+
+    def _effective_kappa(self):
+        """The κ of the proximal term (``kappa`` here; CoCoA+ scales it to its partitions)."""
+        return self.kappa
+
+    def _move_centre(self):
+        """The centre moves to the last iterate, ``z ← x``."""
+        self.prox_center[:] = self.prox_w
+
+
+class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
     """Block-coordinate Frank–Wolfe on the structural SVM dual with exact line search and the
     duality gap as certificate, for every kernel model, run as an inexact proximal-point
     method by default.
@@ -271,12 +360,6 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         self.kappa = 0.0  # set when training starts
 
     @property
-    def _proximal_on(self):
-        """Whether the proximal scheme runs: ``proximal`` "auto" or positive (under "auto"
-        κ may reach 0, when the scheme runs on as plain BCFW)."""
-        return self.proximal == "auto" or self.proximal > 0
-
-    @property
     def resolved_step(self):
         """The step in use: ``step``, with ``"auto"`` decided by the model's oracle (slack
         rescaling's oracle returns labellings even where the margin oracle is relaxed)."""
@@ -399,33 +482,6 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         elif self.proximal != "auto":
             self.kappa = float(self.proximal)  # a fixed κ is the constructor's
 
-    def _restart_proximal(self):
-        """κ and its patience from the start (``proximal="auto"``) or the fixed κ."""
-        self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
-        self.lowest_gaps, self.stalled = np.inf, 0
-
-    def candidates(self):
-        if self._proximal_on:
-            if self.averaging:
-                return [self.prox_w, self._averaged()[0]]
-            return [self.prox_w]
-        return super().candidates()
-
-    def dual(self):
-        """The best dual value certified so far: with the proximal scheme ``D(u)`` need not
-        grow from pass to pass (u moves with the centre), and every value is a lower bound.
-        The proximal scheme's bound is the best point between the gold labelling and u, and
-        between it and ū (the class docstring's Certificate)."""
-        if self._proximal_on:
-            points = [(self.scalars[0], self.w)]
-            if self.averaging:
-                w_avg, loss_avg = self._averaged()
-                points.append((loss_avg, w_avg))
-            for loss, w in points:
-                self.best_dual = max(self.best_dual, segment_dual(float(loss), float(w @ w)))
-            return self.best_dual
-        return super().dual()
-
     def diagnostics(self, check):
         """κ, the proximal term ``½‖u − x‖²`` and the sum of the block gaps the last pass
         measured (each at its own visit; NaN before the first pass at a new C)."""
@@ -434,43 +490,14 @@ class BlockBCFW(AtomPool, WeightedAverageDual, _BlockPasses):
         return {
             "kappa": self.kappa,
             "proximal_term": self._proximal_term(),
-            "block_gap_sum": float(self.block_gaps.sum()),
+            "block_gap_sum": self._gap_sum(),
         }
-
-    def _adapt_kappa(self):
-        """``proximal="auto"``: halve κ when the proximal term exceeds the last pass's sum
-        of block gaps (the centre holds the gap up), or when that sum has not reached a new
-        low for ``PROXIMAL_PATIENCE`` passes (the inner problem stalls: as κ → 0 the
-        passes become plain BCFW's, which converge). κ = 0 for good once the average ``ū``
-        has won a check (the class docstring's Averaging)."""
-        if self.averaging and self._chosen == 1:
-            self.kappa = 0.0  # ū won the last check: plain BCFW from here (docstring)
-            return
-        gaps = float(self.block_gaps.sum())
-        if not np.isfinite(gaps):
-            return  # no pass since a new C: nothing to judge κ by
-        if gaps < self.lowest_gaps:
-            self.lowest_gaps, self.stalled = gaps, 0
-        else:
-            self.stalled += 1
-        if self._proximal_term() > gaps or self.stalled >= PROXIMAL_PATIENCE:
-            self.kappa = 0.5 * self.kappa if self.kappa >= 2 * PROXIMAL_MIN else 0.0
-            self.stalled = 0
-
-    def _proximal_term(self):
-        """``½ ‖u − x‖²``, the part of the duality gap that the centre holds up."""
-        d = self.w - self.prox_w
-        return 0.5 * float(d @ d)
 
     def _one_pass(self, order, chunks):
         """A pass; with the proximal scheme first the centre moves to the last iterate
         (and κ halves if the proximal term exceeded the last pass's block gaps)."""
         if self._proximal_on and self.passes > self.centred_at:  # once per pass
-            if self.proximal == "auto":
-                self._adapt_kappa()
-            self.prox_center[:] = self.prox_w
-            self.prox_w[:] = (self.w + self.kappa * self.prox_center) / (1.0 + self.kappa)
-            self.centred_at = self.passes
+            self._centre()
         return super()._one_pass(order, chunks)
 
     carries_dual = True
