@@ -17,6 +17,7 @@ from dualstruct.sequences import pack_sequences
 pytestmark = pytest.mark.spark
 
 KILL_SPEC = ("DUALSTRUCT_TEST_KILL_WORKER", "{folder}:2:1")
+BUILD_LOG = "DUALSTRUCT_TEST_BUILD_LOG"
 
 
 def digest(w):
@@ -31,6 +32,8 @@ def spark(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("faults") / "armed"
     os.environ[KILL_SPEC[0]] = KILL_SPEC[1].format(folder=folder)
+    build_log = tmp_path_factory.mktemp("builds") / "builds.txt"
+    os.environ[BUILD_LOG] = str(build_log)
     session = (
         SparkSession.builder.master("local[2,4]")
         .appName("dualstruct-tests")
@@ -41,6 +44,7 @@ def spark(tmp_path_factory):
     )
     session.sparkContext.setLogLevel("ERROR")
     session.fault_folder = folder
+    session.build_log = build_log
     yield session
     session.stop()
 
@@ -49,6 +53,22 @@ def engine(spark, **kwargs):
     from dualstruct.distributed.spark import SparkEngine
 
     return SparkEngine(session=spark, **kwargs)
+
+
+@pytest.fixture
+def broadcast_sources(monkeypatch):
+    """Every partition's examples go into a broadcast (however small the test data)."""
+    from dualstruct.distributed import spark as spark_module
+
+    monkeypatch.setattr(spark_module, "INLINE_SOURCE_BYTES", 0)
+
+
+def builds(spark, run_id):
+    """(worker pid, partition) of every build of a partition's block data in the run."""
+    if not spark.build_log.exists():
+        return []
+    lines = [line.split() for line in spark.build_log.read_text().splitlines()]
+    return [(int(pid), int(k)) for pid, run, k in lines if run == run_id]
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +90,13 @@ def run(model, data, eng=None, **kwargs):
     return solver
 
 
-@pytest.mark.parametrize("K,H", [(2, 1), (4, 2)])
-def test_spark_equals_the_in_process_run(spark, chain_problem, K, H):
+@pytest.mark.parametrize("K,H,inline", [(2, 1, True), (4, 2, False)])
+def test_spark_equals_the_in_process_run(spark, chain_problem, monkeypatch, K, H, inline):
+    """Sources that travel with the tasks, and sources broadcast once, give the same w."""
+    from dualstruct.distributed import spark as spark_module
+
+    if not inline:
+        monkeypatch.setattr(spark_module, "INLINE_SOURCE_BYTES", 0)
     model, data = chain_problem
     local = run(model, data, n_partitions=K, local_passes=H)
     remote = run(model, data, engine(spark, checkpoint_every=2), n_partitions=K, local_passes=H)
@@ -92,18 +117,70 @@ def test_minibatch_ssg_on_spark_equals_in_process(spark, chain_problem):
     assert digest(remote.w) == digest(local.w)
 
 
-def test_a_dying_python_worker_leaves_w_identical(spark, chain_problem):
-    """Round 2's task of partition 1 kills its Python worker on its first attempt; Spark
-    retries it (local[2,4]) and the result is the same."""
+def test_a_dying_python_worker_leaves_w_identical(spark, chain_problem, broadcast_sources):
+    """Round 2's task of partition 1 kills its Python worker, and the block data it had
+    built, on its first attempt; Spark retries it (local[2,4]), a worker builds the data
+    from the broadcast when it lacks it, and the result is the same."""
     model, data = chain_problem
     reference = run(model, data)
     spark.fault_folder.mkdir()
+    eng = engine(spark, checkpoint_every=2)
     try:
-        faulty = run(model, data, engine(spark, checkpoint_every=2))
+        faulty = run(model, data, eng)
     finally:
         armed = list(spark.fault_folder.iterdir())
     assert [p.name for p in armed] == ["killed-2-1"]  # the worker did die
     assert digest(faulty.w) == digest(reference.w)
+    built = builds(spark, eng.run_id)
+    assert len(built) == len(set(built))  # a worker builds a partition once
+
+
+def task_input_bytes(spark, group):
+    """The bytes each task of the jobs of ``group`` read from Spark's storage (cached RDD
+    blocks)."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    out = []
+    for job in sc.statusTracker().getJobIdsForGroup(group):
+        for stage in sc.statusTracker().getJobInfo(job).stageIds:
+            tasks = store.taskList(stage, 0, 1000).iterator()
+            while tasks.hasNext():
+                out.append(tasks.next().taskMetrics().get().inputMetrics().bytesRead())
+    return out
+
+
+def test_rounds_do_not_ship_the_examples(spark, broadcast_sources):
+    """No task of a run reads a partition's examples from Spark's storage: they come from
+    a broadcast, once per Python worker, which keeps the block data built from them for the
+    rest of the run (the rounds read only the state); w is the in-process run's."""
+    from pyspark import cloudpickle
+
+    from dualstruct.distributed.partition import assign_examples, split_sources
+    from dualstruct.solvers.block import kernel_model
+
+    rng = np.random.default_rng(3)
+    X, Y = random_chain_problem(rng, 40, 4, 6)
+    X = [np.hstack([x, rng.normal(size=(len(x), 200))]) for x in X]  # big examples
+    model, data = ChainModel(4, 206), pack_sequences(X, Y)
+    local = run(model, data)
+    sc = spark.sparkContext
+    sc.setJobGroup("dualstruct-rounds", "the rounds of a run")
+    try:
+        eng = engine(spark, checkpoint_every=2)
+        remote = run(model, data, eng)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert digest(remote.w) == digest(local.w)
+    sources = split_sources(
+        kernel_model(model), data, assign_examples(data.n_sequences, 2, remote.seed)
+    )
+    smallest = min(len(cloudpickle.dumps(s)) for s in sources)
+    read = task_input_bytes(spark, "dualstruct-rounds")
+    assert len(read) >= 2 * 6  # every round's tasks, the checkpoints and the checks
+    assert max(read) < smallest / 4, (max(read), smallest)
+    built = builds(spark, eng.run_id)
+    assert sorted({k for _, k in built}) == [0, 1]
+    assert len(built) == len(set(built))  # a worker builds a partition once
 
 
 def test_resume_from_the_checkpoint_directory(spark, chain_problem, tmp_path):

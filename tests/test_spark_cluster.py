@@ -1,5 +1,6 @@
 """An executor lost mid-run on a local cluster (separate JVMs): the cached partitions it held
-are rebuilt from the last checkpoint and the lineage after it, and w is identical."""
+are rebuilt from the last checkpoint and the lineage after it, the new executor's Python
+worker builds the examples from their broadcast, and w is identical."""
 
 import hashlib
 import os
@@ -28,11 +29,11 @@ def executor_pids():
     return [int(p) for p in out.split()]
 
 
-def test_a_killed_executor_leaves_w_identical():
+def test_a_killed_executor_leaves_w_identical(monkeypatch, tmp_path):
     require_spark()
     from pyspark.sql import SparkSession
 
-    from dualstruct.distributed.spark import SparkEngine
+    from dualstruct.distributed import spark as spark_module
 
     active = SparkSession.getActiveSession()
     if active is not None:  # the engine would run on it instead of the local cluster
@@ -44,15 +45,24 @@ def test_a_killed_executor_leaves_w_identical():
     opts = dict(C=1.0, n_partitions=2, max_iter=7, tol=0, check_every=3, random_state=0)
     reference = CoCoA(model, **opts).fit(data)
     killed = []
+    log = tmp_path / "builds.txt"
+
+    def built():  # (worker pid, partition) of every build of a partition's block data
+        return [tuple(line.split()[::2]) for line in log.read_text().splitlines()]
 
     def kill_one_executor(record):
         if record.passes == 3 and not killed:
             pids = executor_pids()
             assert len(pids) == 2
             os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
+            killed.append(built())
 
-    engine = SparkEngine(master="local-cluster[2,1,1024]", checkpoint_every=2)
+    monkeypatch.setattr(spark_module, "INLINE_SOURCE_BYTES", 0)  # examples in broadcasts
+    engine = spark_module.SparkEngine(
+        master="local-cluster[2,1,1024]",
+        checkpoint_every=2,
+        spark_conf={"spark.executorEnv.DUALSTRUCT_TEST_BUILD_LOG": str(log)},
+    )
     solver = CoCoA(model, engine=engine, callback=kill_one_executor, **opts)
     try:
         solver.fit(data)
@@ -60,3 +70,7 @@ def test_a_killed_executor_leaves_w_identical():
         solver.close()
     assert killed
     assert digest(solver.w) == digest(reference.w)
+    before, after = killed[0], built()
+    assert {k for _, k in before} == {"0", "1"}
+    assert len(after) > len(before)  # the lost partition's examples built again elsewhere
+    assert len(after) == len(set(after))

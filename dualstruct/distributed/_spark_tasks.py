@@ -2,13 +2,15 @@
 ``__main__`` or a shipped file), so each worker imports them, and loads the compiled numba
 kernels from the package's cache instead of compiling them again.
 
-The run keeps two RDDs with one element per partition: the data RDD, ``(index, data)`` with
-the partition's examples as pickled bytes (made once on the driver), and the state RDD,
-``(index, state, result)`` with the partition's
-:class:`~dualstruct.distributed.partition.PartitionState` and the result of the round that
-made it. A round zips the two and runs as one job; the results come back to the driver with
-the tasks' completion (an accumulator), the state stays in the cluster. A worker that has built a
-partition's block data before keeps it, keyed by the run, and skips unpickling and building.
+The run keeps one RDD with one element per partition, ``(index, state, None)``: the
+partition's :class:`~dualstruct.distributed.partition.PartitionState` (the third place is
+kept for the layout of earlier checkpoints). The examples are not in it. Every task carries a
+small recipe per partition, ``(build, args)`` with ``build(*args)`` the partition's block
+data: a reader of the partition's input (run where the task runs), or :func:`from_broadcast`
+of a broadcast that holds the pickled examples. A worker builds a partition's block data from
+its recipe the first time it meets the partition in a run and keeps it, keyed by the run;
+later rounds ship only ``w`` and the state. A round runs as one job; the results come back to
+the driver with the tasks' completion (an accumulator), the state stays in the cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pickle
 
 from pyspark.accumulators import AccumulatorParam
 
-from .partition import Partition, PartitionState, build_blocks
+from .partition import Partition, PartitionState
 
 #: (run id, partition) -> the partition's BlockData, per worker process (a worker is reused
 #: across tasks; the data never changes during a run)
@@ -39,15 +41,37 @@ class RoundResults(AccumulatorParam):
         return value1
 
 
-def _blocks(run_id, index, data):
+def from_broadcast(bc):
+    """The block data of a source ``(build, args)`` pickled into the broadcast ``bc``. The
+    worker loads the broadcast's file only here (PySpark reads a broadcast's value lazily)
+    and lets the bytes go once built."""
+    blob = bc.value
+    bc.__dict__.pop("_value", None)  # the built blocks are kept, not the bytes
+    build, args = pickle.loads(blob)
+    del blob
+    return build(*args)
+
+
+def _blocks(run_id, index, recipe):
     key = (run_id, index)
     blocks = _BLOCKS.get(key)
     if blocks is None:
-        blocks = build_blocks(pickle.loads(data))
+        build, args = recipe
+        blocks = build(*args)
+        _build_hook(run_id, index)
         if len(_BLOCKS) >= _MAX_CACHED:
             _BLOCKS.pop(next(iter(_BLOCKS)))
         _BLOCKS[key] = blocks
     return blocks
+
+
+def _build_hook(run_id, index):
+    """Test hook: with ``DUALSTRUCT_TEST_BUILD_LOG=<file>``, every build of a partition's block
+    data in a worker appends ``<pid> <run id> <partition>`` to <file>."""
+    path = os.environ.get("DUALSTRUCT_TEST_BUILD_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()} {run_id} {index}\n")
 
 
 def _fault_hook(round_index, index):
@@ -67,29 +91,39 @@ def _fault_hook(round_index, index):
         os._exit(17)
 
 
-def init_task(run_id, job_bc, elements):
+def init_task(run_id, job_bc, recipes, indices):
     job = job_bc.value
-    for index, data in elements:
-        blocks = _blocks(run_id, index, data)
+    for index in indices:
+        blocks = _blocks(run_id, index, recipes[index])
         yield index, PartitionState(job.step, blocks, job.size), None
 
 
-def _partitions(run_id, pairs):
-    """The partitions of zipped (data, state) elements, with their states."""
-    for (index, data), (state_index, state, _) in pairs:
-        if index != state_index:  # the two RDDs must keep one partition order
-            raise RuntimeError(f"data of partition {index} met the state of {state_index}")
-        yield Partition(_blocks(run_id, index, data), state, index)
+def _partitions(run_id, recipes, elements):
+    """The partitions of state elements, with their block data."""
+    for index, state, _ in elements:
+        yield Partition(_blocks(run_id, index, recipes[index]), state, index)
 
 
 def cocoa_task(
-    run_id, job_bc, w_bc, results, round_index, local_passes, sigma, gamma, atom_steps, pairs
+    run_id,
+    job_bc,
+    recipes,
+    w_bc,
+    results,
+    round_index,
+    local_passes,
+    sigma,
+    gamma,
+    atom_steps,
+    local,
+    elements,
 ):
-    """A round on each partition of ``pairs``; its result goes to the driver through the
-    ``results`` accumulator (with the task's completion, so the round needs a single job) and
-    stays in the state element too."""
+    """A round on each partition of ``elements``; its result goes to the driver through the
+    ``results`` accumulator (with the task's completion, so the round needs a single job),
+    the new state stays in the cluster. ``local``: further keyword arguments of
+    :meth:`Partition.cocoa_round <dualstruct.distributed.partition.Partition.cocoa_round>`."""
     job = job_bc.value
-    for part in _partitions(run_id, pairs):
+    for part in _partitions(run_id, recipes, elements):
         _fault_hook(round_index, part.index)
         result = part.cocoa_round(
             w_bc.value,
@@ -102,20 +136,21 @@ def cocoa_task(
             job.slack,
             job.search,
             atom_steps,
+            **local,
         )
         results.add({(round_index, part.index): result})
-        yield part.index, part.state, result
+        yield part.index, part.state, None
 
 
-def subgradient_task(run_id, job_bc, w_bc, round_index, fraction, pairs):
+def subgradient_task(run_id, job_bc, recipes, w_bc, round_index, fraction, elements):
     job = job_bc.value
-    for part in _partitions(run_id, pairs):
+    for part in _partitions(run_id, recipes, elements):
         yield part.subgradient(w_bc.value, round_index, job.seed, fraction, job.slack, job.search)
 
 
-def hinge_task(run_id, job_bc, w_bc, pairs):
+def hinge_task(run_id, job_bc, recipes, w_bc, elements):
     job = job_bc.value
-    for part in _partitions(run_id, pairs):
+    for part in _partitions(run_id, recipes, elements):
         yield part.index, part.hinge_sum(job.kmodel, w_bc.value, job.slack)
 
 

@@ -1,6 +1,14 @@
 """The Spark engine: the partitions of a distributed solver
-(:mod:`dualstruct.distributed.cocoa`) as one RDD with one element per partition, its data and
-its dual state (``pip install "dualstruct[spark]"``; Java 17).
+(:mod:`dualstruct.distributed.cocoa`) as one RDD with one element per partition, its dual
+state (``pip install "dualstruct[spark]"``; Java 17).
+
+The examples stay out of the rounds: each task carries a small recipe per partition (a reader
+of the partition's input, or a broadcast of examples the driver holds, which reaches each
+executor once, with its first task, and a Python worker loads only when it builds the
+partition), and a Python worker builds a partition's block data from it the first time it
+runs the partition and keeps it for the run. A round ships ``w`` and the state to a worker,
+the state and the partition's result back. A worker that dies, or an executor that is
+replaced, builds the same block data again from the same recipe.
 
 Each round is ``mapPartitions`` over the previous round's RDD with ``w`` broadcast; the new
 RDD is persisted, the previous one unpersisted, and every ``checkpoint_every`` rounds the new
@@ -119,8 +127,6 @@ class SparkEngine:
 
     name = "spark"
 
-    data = None
-
     def __init__(
         self,
         master="local[2,4]",
@@ -148,6 +154,7 @@ class SparkEngine:
         self._own_dir = False
         self.rdd = None
         self._broadcasts = []  # the w broadcasts the current RDD's lineage needs
+        self._data_broadcasts = []  # the partitions' examples held in memory
         self._rounds = 0
         if self.resume and self.checkpoint_dir is None:
             raise ValueError("resume=True needs the checkpoint_dir of the run to resume")
@@ -219,7 +226,11 @@ class SparkEngine:
 
     # -- a run --------------------------------------------------------------------------------
     def start(self, job, sources, states=None):
-        from pyspark import StorageLevel, cloudpickle
+        """Set up a run on ``sources``, one ``(build, args)`` per partition with
+        ``build(*args)`` its block data: a small recipe (a reader of the partition's input)
+        travels with every task; a big one (examples in memory) goes into a broadcast of its
+        own, which a worker loads only when it builds the partition."""
+        from pyspark import StorageLevel
 
         if states is not None:
             raise ValueError("the Spark engine takes the partitions' state from its own checkpoint")
@@ -231,9 +242,7 @@ class SparkEngine:
         self.level = StorageLevel.MEMORY_AND_DISK
         self.job_bc = sc.broadcast(job)
         self._results = sc.accumulator({}, _tasks().RoundResults())
-        blobs = [(k, cloudpickle.dumps(src)) for k, src in enumerate(sources)]
-        self.data = sc.parallelize(blobs, len(blobs)).persist(self.level)
-        del blobs
+        self.recipes = self._recipes(sc, sources)
         saved = self._saved_state
         if saved is not None:
             rdd = sc._checkpointFile(saved["rdd"], _state_serializer())
@@ -246,19 +255,41 @@ class SparkEngine:
             self.rdd = rdd.persist(self.level)
             self._rounds = saved["round"]
             return
+        n = len(self.recipes)
         rdd = _with_state_serializer(
-            self.data.mapPartitions(partial(_tasks().init_task, self.run_id, self.job_bc))
+            sc.parallelize(range(n), n).mapPartitions(
+                partial(_tasks().init_task, self.run_id, self.job_bc, self.recipes)
+            )
         )
         self.rdd = rdd.persist(self.level)
         self.rdd.checkpoint()
         self.rdd.count()
 
-    def _zipped(self):
-        """(data, state) pairs, one per partition: both RDDs are written in batches of one
-        element, so zipping them re-serializes neither."""
-        return self.data.zip(self.rdd)
+    def _recipes(self, sc, sources):
+        """What each task carries to build a partition's block data: the source itself when
+        it pickles small (or holds broadcasts, which must travel with the task), else a
+        reader of a broadcast holding the pickled source (sent to each executor once, loaded
+        by a worker only when it builds the partition)."""
+        from pyspark import cloudpickle
 
-    def cocoa_round(self, w, round_index, local_passes, sigma, gamma, atom_steps=0):
+        for bc in self._data_broadcasts:  # a previous run's
+            bc.destroy()
+        recipes = []
+        self._data_broadcasts = []
+        for source in sources:
+            registered = set(sc._pickled_broadcast_vars._registry)
+            blob = cloudpickle.dumps(source)
+            holds_broadcasts = set(sc._pickled_broadcast_vars._registry) != registered
+            if len(blob) <= INLINE_SOURCE_BYTES or holds_broadcasts:
+                recipes.append(source)
+                continue
+            bc = sc.broadcast(blob)
+            del blob
+            self._data_broadcasts.append(bc)
+            recipes.append((_tasks().from_broadcast, (bc,)))
+        return recipes
+
+    def cocoa_round(self, w, round_index, local_passes, sigma, gamma, atom_steps=0, **local):
         t = _tasks()
         return self._advance(
             round_index,
@@ -267,6 +298,7 @@ class SparkEngine:
                 t.cocoa_task,
                 self.run_id,
                 self.job_bc,
+                self.recipes,
                 w_bc,
                 self._results,
                 round_index,
@@ -274,12 +306,13 @@ class SparkEngine:
                 sigma,
                 gamma,
                 atom_steps,
+                local,
             ),
         )
 
     def _advance(self, round_index, w, make_task):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
-        new = _with_state_serializer(self._zipped().mapPartitions(make_task(w_bc)))
+        new = _with_state_serializer(self.rdd.mapPartitions(make_task(w_bc)))
         new = new.persist(self.level)
         due = (round_index + 1) % self.checkpoint_every == 0
         if due:
@@ -287,13 +320,6 @@ class SparkEngine:
         try:
             new._jrdd.count()  # one job, no Python on the way back: the results come with
             results = self._round_results(round_index)  # the tasks (an accumulator)
-            if results is None:  # not all arrived (never seen): read them from the state
-                results = [
-                    r
-                    for _, r in sorted(
-                        new.map(lambda e: (e[0], e[2])).collect(), key=lambda e: e[0]
-                    )
-                ]
         except BaseException:
             new.unpersist()
             w_bc.destroy()
@@ -311,31 +337,34 @@ class SparkEngine:
 
     def _round_results(self, round_index):
         """The partitions' results of round ``round_index`` from the accumulator (in
-        partition order), or None if one is missing; older rounds' entries (a rebuilt
-        partition re-sends its round's) are dropped."""
+        partition order; Spark merges a task's updates before its job ends); older rounds'
+        entries (a rebuilt partition re-sends its round's) are dropped."""
         got = self._results.value
         results = [got.get((round_index, k)) for k in range(self.job.n_partitions)]
         for key in [key for key in got if key[0] <= round_index]:
             del got[key]
-        return None if any(r is None for r in results) else results
+        missing = [k for k, r in enumerate(results) if r is None]
+        if missing:
+            raise RuntimeError(
+                f"round {round_index}: the results of partitions {missing} did not reach "
+                "the driver; resume from the last checkpoint"
+            )
+        return results
 
     def subgradient_round(self, w, round_index, fraction):
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
         try:
-            return (
-                self._zipped()
-                .mapPartitions(
-                    partial(
-                        _tasks().subgradient_task,
-                        self.run_id,
-                        self.job_bc,
-                        w_bc,
-                        round_index,
-                        fraction,
-                    )
+            return self.rdd.mapPartitions(
+                partial(
+                    _tasks().subgradient_task,
+                    self.run_id,
+                    self.job_bc,
+                    self.recipes,
+                    w_bc,
+                    round_index,
+                    fraction,
                 )
-                .collect()
-            )
+            ).collect()
         finally:
             w_bc.destroy()
 
@@ -343,9 +372,9 @@ class SparkEngine:
         w_bc = self.sc.broadcast(np.ascontiguousarray(w))
         try:
             sums = sorted(
-                self._zipped()
-                .mapPartitions(partial(_tasks().hinge_task, self.run_id, self.job_bc, w_bc))
-                .collect()
+                self.rdd.mapPartitions(
+                    partial(_tasks().hinge_task, self.run_id, self.job_bc, self.recipes, w_bc)
+                ).collect()
             )
         finally:
             w_bc.destroy()
@@ -420,14 +449,14 @@ class SparkEngine:
         a failure Spark itself may be gone (a JVM out of memory): then there is nothing left
         to release, and the failure that ended training is the one reported."""
         try:
-            for bc in self._broadcasts:
+            for bc in self._broadcasts + self._data_broadcasts:
                 bc.destroy()
-            for rdd in (self.rdd, getattr(self, "data", None)):
-                if rdd is not None:
-                    rdd.unpersist()
+            if self.rdd is not None:
+                self.rdd.unpersist()
         except Exception:  # noqa: BLE001 - py4j's errors when the JVM has died
             pass
         self._broadcasts = []
+        self._data_broadcasts = []
         if self._own_session and self.session is not None:
             try:
                 self.session.stop()
@@ -442,6 +471,10 @@ class SparkEngine:
 #: there); ``spark_conf={"spark.driver.memory": ...}`` chooses another
 LOCAL_DRIVER_MEMORY = "4g"
 
+#: a partition's source that pickles to at most this many bytes travels with every task;
+#: a bigger one is broadcast once
+INLINE_SOURCE_BYTES = 64 * 1024
+
 
 def _state_serializer():
     from pyspark.serializers import BatchedSerializer, CloudPickleSerializer
@@ -454,8 +487,8 @@ def _same(elements):
 
 
 def _with_state_serializer(rdd):
-    """``rdd`` (not yet run) written in batches of one element, as the data RDD is, so that
-    the two zip without a re-serializing pass over the data."""
+    """``rdd`` (not yet run) written in batches of one element (the serializer a resumed run
+    reads the checkpointed state with)."""
     rdd._jrdd_deserializer = _state_serializer()
     return rdd
 
