@@ -247,6 +247,26 @@ def read_multilabel(path, labels=None, n_features=None, n_labels=None):
         raise CLIError(str(exc)) from None
 
 
+def _multilabel_on_executors(args, sc, out):
+    """The training file as :class:`~dualstruct.distributed.reading.MultiLabelFiles`,
+    scanned on the executors (the local loader's checks, run there)."""
+    from .distributed.reading import MultiLabelFiles
+
+    print(f"reading {args.train} on the Spark executors …", file=out, flush=True)
+    path = args.train  # checked on the executors, where it is read
+    if path.endswith((".arff", ".arff.gz")) and args.labels is None:
+        raise CLIError(
+            f"{path}: an ARFF file needs --labels (the MULAN XML file or "
+            "the number of label attributes at the end)"
+        )
+    try:
+        files = MultiLabelFiles(path, args.labels, args.n_features, args.n_labels)
+        files.scan(sc)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    return files
+
+
 class _MultiLabelCheckpoint:
     """What :class:`Progress` saves checkpoints through, for a :class:`MultiLabelSVM`."""
 
@@ -310,6 +330,26 @@ def _refuse_changed_settings(args, saved, source):
 
 def cmd_multilabel_train(args, out):
     backend = _backend_params(args)
+    if not backend or args.save_state:  # --save-state brings the dual state (and data) here
+        return _multilabel_train(args, out, backend, None)
+    from .distributed.reading import executor_path, spark_session
+
+    try:  # a URL the executors cannot open is refused before Spark starts
+        executor_path(args.train)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    # the training file is read on the executors: the session serves the reading and training
+    with contextlib.ExitStack() as stack:
+        try:
+            session = stack.enter_context(spark_session(backend["backend_options"]))
+        except (ImportError, RuntimeError) as exc:  # no pyspark, no Java, no master
+            raise CLIError(str(exc)) from None
+        return _multilabel_train(args, out, backend, session.sparkContext)
+
+
+def _multilabel_train(args, out, backend, sc):
+    """``dualstruct multilabel train``; with a SparkContext ``sc`` the training file is read
+    on its executors."""
     from .estimators import MultiLabelSVM
 
     model_path = Path(args.output)
@@ -347,7 +387,10 @@ def cmd_multilabel_train(args, out):
             max_iter=args.max_iter - done, tol=args.tol, warm_start=True, **_on_this_machine(svm)
         )
     else:
-        X, Y = read_multilabel(args.train, args.labels, args.n_features, args.n_labels)
+        if sc is not None:
+            X, Y = _multilabel_on_executors(args, sc, out), None
+        else:
+            X, Y = read_multilabel(args.train, args.labels, args.n_features, args.n_labels)
         svm = MultiLabelSVM(
             edges=args.edges,
             solver=args.solver,
@@ -363,14 +406,15 @@ def cmd_multilabel_train(args, out):
             weights_min_count=args.weights_min_count,
             **backend,
         )
+    n, d, n_labels = (X.shape[0], X.shape[1], Y.shape[1]) if sc is None else X.shape
     dev = None
     if args.dev:
-        dev = read_multilabel(args.dev, args.labels, X.shape[1], Y.shape[1])
+        dev = read_multilabel(args.dev, args.labels, d, n_labels)
     saver = _MultiLabelCheckpoint()
     progress = Progress(args.max_iter, args.tol, out, args.checkpoint_every, checkpoint, saver)
     svm.set_params(callback=progress)
     print(
-        f"training on {X.shape[0]} examples, {X.shape[1]} features, {Y.shape[1]} labels "
+        f"training on {n} examples, {d} features, {n_labels} labels "
         f"({args.train}); model -> {model_path}",
         file=out,
         flush=True,
@@ -453,18 +497,63 @@ def _input_format(args, n_columns=None):
 
 def cmd_train(args, out):
     backend = _backend_params(args)
-    fmt = args.format
-    if fmt == "conllu" and args.label not in CONLLU_LABELS:
+    if args.format == "conllu" and args.label not in CONLLU_LABELS:
         raise CLIError(f"--label must be one of {', '.join(CONLLU_LABELS)}")
-    print(f"reading {args.train} …", file=out, flush=True)
-    sentences, labels, _ = read_tagged(args.train, fmt, args.label_column, args.label)
-    distinct = set(np.concatenate(labels).tolist())
+    if not backend or args.save_state:  # --save-state brings the dual state (and data) here
+        return _train(args, out, backend, None)
+    from .distributed.reading import executor_path, spark_session
+
+    try:  # a URL the executors cannot open is refused before Spark starts
+        executor_path(args.train)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    # the training file is read on the executors: the session serves the reading and training
+    with contextlib.ExitStack() as stack:
+        try:
+            session = stack.enter_context(spark_session(backend["backend_options"]))
+        except (ImportError, RuntimeError) as exc:  # no pyspark, no Java, no master
+            raise CLIError(str(exc)) from None
+        return _train(args, out, backend, session.sparkContext)
+
+
+def _read_on_executors(args, sc, out):
+    """The training file as :class:`~dualstruct.distributed.reading.TaggedFiles`, scanned on
+    the executors (checked line by line there); the driver never holds its sentences."""
+    from .distributed.reading import TaggedFiles
+
+    print(f"reading {args.train} on the Spark executors …", file=out, flush=True)
+    try:
+        files = TaggedFiles(args.train, args.format, args.label_column, args.label)
+        scans = files.scan(sc)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    distinct = set(scans[0].labels)
     if len(distinct) < 2:
         raise CLIError(
             f"{args.train}: the label column holds a single value {distinct}; check "
             "--format and --label-column"
         )
-    n_columns = None if fmt == "conllu" else len(sentences[0][0]) + 1
+    n_columns = None if args.format == "conllu" else scans[0].n_columns + 1
+    return files, n_columns
+
+
+def _train(args, out, backend, sc):
+    """``dualstruct train``; with a SparkContext ``sc`` the training file is read on its
+    executors."""
+    fmt = args.format
+    if sc is not None:
+        sentences, n_columns = _read_on_executors(args, sc, out)
+        labels = None
+    else:
+        print(f"reading {args.train} …", file=out, flush=True)
+        sentences, labels, _ = read_tagged(args.train, fmt, args.label_column, args.label)
+        distinct = set(np.concatenate(labels).tolist())
+        if len(distinct) < 2:
+            raise CLIError(
+                f"{args.train}: the label column holds a single value {distinct}; check "
+                "--format and --label-column"
+            )
+        n_columns = None if fmt == "conllu" else len(sentences[0][0]) + 1
     dev = None
     if args.dev:
         ds, dl, _ = read_tagged(args.dev, fmt, args.label_column, args.label, n_columns)
@@ -535,10 +624,12 @@ def cmd_train(args, out):
         tagger.svm_.set_params(callback=progress)
     else:
         tagger.svm.set_params(callback=progress)
-    n_tok = sum(len(s) for s in sentences)
+    if sc is not None:
+        n_sent, n_tok = sentences.n_sentences, sentences.n_tokens
+    else:
+        n_sent, n_tok = len(sentences), sum(len(s) for s in sentences)
     print(
-        f"training on {len(sentences)} sentences, {n_tok} tokens "
-        f"({args.train}); model -> {model_path}",
+        f"training on {n_sent} sentences, {n_tok} tokens ({args.train}); model -> {model_path}",
         file=out,
         flush=True,
     )
@@ -1046,7 +1137,9 @@ def _add_spark_arguments(parser):
         "Spark",
         "train on Apache Spark with CoCoA+ (--solver bcfw) or mini-batch SSG "
         '(--solver ssg); needs pip install "dualstruct[spark]". --max-iter and '
-        "--check-every then count rounds",
+        "--check-every then count rounds. dualstruct train reads the training file on the "
+        "executors (a path each of them reads: local with a local master, else a shared "
+        "filesystem; --dev stays on this machine), except with --save-state",
     )
     g.add_argument(
         "--spark-master",

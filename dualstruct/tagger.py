@@ -66,7 +66,7 @@ class SequenceTagger(BaseEstimator):
         return [to_bio(lab) for lab in labels]
 
     @restore_on_error
-    def fit(self, sentences, labels, validation_data=None, resume=False, on_stage=None):
+    def fit(self, sentences, labels=None, validation_data=None, resume=False, on_stage=None):
         """Fit the features and the SVM. With ``resume=True`` (a tagger loaded from a
         checkpoint) the fitted features are kept and the SVM continues from its saved state.
         ``on_stage(name, seconds)``, if given, is told when each stage starts (``"features"``,
@@ -75,13 +75,31 @@ class SequenceTagger(BaseEstimator):
         ``validation_data=(sentences, labels)`` reports a held-out score at every check: the
         chunk F1 (conlleval) for chunk tag sets, else the token accuracy, both on the tags in
         the output scheme.
+
+        With an SVM on ``backend="spark"``, ``sentences`` may also be data the driver never
+        holds (``labels`` then None): :class:`~dualstruct.distributed.reading.TaggedFiles`
+        (CoNLL/CoNLL-U files read on the executors), a PySpark RDD of ``(tokens, tags)``
+        pairs (tokens as for in-memory sentences, tags a list of str), or a DataFrame whose
+        first two columns are those (array of arrays of str, array of str). The vocabulary
+        and label set are counted on the executors (:mod:`dualstruct.distributed.reading`);
+        ``validation_data`` stays in memory here.
         """
         if self.tag_scheme is not None and self.tag_scheme not in SCHEMES:
             raise ValueError(
                 f"tag_scheme must be None or one of {SCHEMES}, got {self.tag_scheme!r}"
             )
-        if len(sentences) != len(labels):
-            raise ValueError(f"{len(sentences)} sentences but {len(labels)} label sequences")
+        from .distributed.reading import fit_tagger, is_spark_input
+
+        if is_spark_input(sentences):  # read on the Spark executors, never held here
+            if resume:
+                raise ValueError(
+                    "resume does not apply to sentences read on the Spark executors: resume "
+                    "the run from its checkpoint_dir (backend_options={'resume': True})"
+                )
+            return fit_tagger(self, sentences, labels, validation_data, on_stage)
+        if labels is None or len(sentences) != len(labels):
+            n_labels = "no" if labels is None else len(labels)
+            raise ValueError(f"{len(sentences)} sentences but {n_labels} label sequences")
         if len(sentences) == 0:
             raise ValueError("no sentences to train on")
         if self.tag_scheme is not None and not is_chunk_tagset(

@@ -11,6 +11,7 @@ from sklearn.utils.validation import validate_data
 
 from .. import io
 from ..distributed import json_backend_options
+from ..distributed.reading import MultiLabelFiles, is_spark_input
 from ..memory import check_memory, memory_advice
 from ..metrics import multilabel_scores
 from ..models.base import effective_n_jobs
@@ -319,8 +320,11 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
 
     # -- training -----------------------------------------------------------------------------
     @restore_on_error
-    def fit(self, X, Y, validation_data=None):
+    def fit(self, X, Y=None, validation_data=None):
         """Train on features ``X`` (n × d, dense or sparse) and labels ``Y`` (n × L, 0/1).
+        With ``backend="spark"``, ``X`` may be
+        :class:`~dualstruct.distributed.reading.MultiLabelFiles` (LIBSVM or ARFF files read
+        on the executors, ``Y`` None): the driver then never holds the examples.
 
         ``validation_data=(X_val, Y_val)`` adds ``1 −`` Hamming loss on it to the history at
         every check. Ctrl-C stops training after the current pass and keeps the model."""
@@ -328,7 +332,20 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         state = frozen_params(self, self._STATE_PARAMS)
         continuing = continues_training(self)
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
-        if continuing or resume is not None:
+        on_executors = isinstance(X, MultiLabelFiles)  # the examples stay on Spark's executors
+        if is_spark_input(X):
+            raise TypeError(
+                "MultiLabelSVM.fit takes X in memory or MultiLabelFiles (read on the "
+                "executors), not an RDD or DataFrame"
+            )
+        if on_executors and X.scans is None:
+            if Y is not None:
+                raise ValueError("Y must be None for MultiLabelFiles (the labels come with them)")
+            return X.fit(self, validation_data)  # scans the files, then comes back here
+        if on_executors:
+            data = X.prepare(self)  # sets the widths, label values and model_
+            resume = None
+        elif continuing or resume is not None:
             changed = changed_params(state, self._state_params)
             if changed and not continuing:
                 raise ValueError(

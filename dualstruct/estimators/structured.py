@@ -10,6 +10,7 @@ from sklearn.exceptions import NotFittedError
 
 from .. import io
 from ..distributed import json_backend_options
+from ..distributed.reading import TaggedOnExecutors, is_spark_input
 from ..metrics import token_accuracy
 from ..models import ChainModel
 from ..models.base import effective_n_jobs
@@ -365,7 +366,14 @@ class StructuredSVM(SolverResults, BaseEstimator):
         (``history_.stop_reason == "interrupted"``).
         """
         self._validate_params()
-        if y is None and not isinstance(X, PackedSequences):
+        on_executors = isinstance(X, TaggedOnExecutors)  # the examples stay on Spark's executors
+        if not on_executors and is_spark_input(X):
+            raise TypeError(
+                "StructuredSVM.fit takes sequences in memory; sentences in an RDD, a DataFrame "
+                "or TaggedFiles train a SequenceTagger (its features are counted on the "
+                "executors)"
+            )
+        if y is None and not isinstance(X, PackedSequences) and not on_executors:
             raise ValueError("fit needs the label sequences y")
         state = frozen_params(self, self._STATE_PARAMS)
         continuing = continues_training(self)
@@ -391,6 +399,10 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 raise ValueError("warm_start continues only on the same training data")
             solver = self.solver_
             carry_over(self, solver, changed_params(state, self._state_params))
+        elif on_executors:
+            data = X.prepare(self)  # sets classes_, n_features_in_ and model_
+            solver = None
+            resume = None
         else:
             data = self._pack(X, y, fit=True)
             self.model_ = self._make_model(data.n_features, self._support(data))
