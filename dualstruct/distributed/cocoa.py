@@ -507,13 +507,14 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             self.kappa = max(0.0, (PROXIMAL_START + 1.0) / self.sigma - 1.0)
 
     def _adapt_kappa(self):
-        """One partition: BCFW's rule. Several: κ_K halves only when the sum of the block
-        gaps has not reached a new low for ``PROXIMAL_PATIENCE`` rounds (never below
-        σ' − 1). BCFW's two other triggers (the proximal term above the gaps, the average
-        winning a check) fire within a few rounds when K partitions step together and
-        leave κ_K at σ' − 1, where the partitions' correlated steps are damped as in plain
-        CoCoA+ and the rounds grow about linearly with K (BENCHMARKS.md, "Distributed
-        training on Spark")."""
+        """One partition: BCFW's rule. Several: κ_K halves (never below σ' − 1) when the
+        proximal term exceeds σ' times the last round's sum of block gaps, or when that sum
+        has not reached a new low for ``PROXIMAL_PATIENCE`` rounds. Each partition measures
+        its blocks' gaps against its own local iterate, which sees about 1/σ' of the
+        round's change, hence the factor. BCFW's rule itself (factor 1, and κ = 0 once the
+        average wins a check) leaves κ_K at σ' − 1 within a few rounds, where the
+        partitions' correlated steps are damped as in plain CoCoA+ and the rounds grow
+        about linearly with K (BENCHMARKS.md, "Distributed training on Spark")."""
         if self.sigma == 1.0:
             return super()._adapt_kappa()
         gaps = self._gap_sum()
@@ -521,9 +522,9 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             return
         if gaps < self.lowest_gaps:
             self.lowest_gaps, self.stalled = gaps, 0
-            return
-        self.stalled += 1
-        if self.stalled >= PROXIMAL_PATIENCE:
+        else:
+            self.stalled += 1
+        if self._proximal_term() > self.sigma * gaps or self.stalled >= PROXIMAL_PATIENCE:
             halved = 0.5 * self._effective_kappa()
             self.kappa = max(0.0, (halved + 1.0) / self.sigma - 1.0)
             self.stalled = 0
