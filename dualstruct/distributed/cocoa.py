@@ -23,7 +23,8 @@ quadratic by σ'/(1 + κ_K); ``u`` (``w`` here) accumulates the dual's weights. 
 driver alone moves the centre z once per round; the proximal term's κ_K = σ' (1 + κ) − 1
 makes every partition's local steps exactly as long as one machine's at κ, and the
 subproblem is still safe for σ' = K. With several partitions κ_K starts at
-``PROXIMAL_START`` and halves only when the rounds stop making progress: a large κ_K keeps
+``PROXIMAL_START`` and halves only while the proximal term dominates σ' times the block
+gaps or the rounds stop making progress (:meth:`CoCoA._adapt_kappa`): a large κ_K keeps
 the centre, not σ', as what holds the partitions' correlated steps together, and the rounds
 to a given gap then grow about as √K instead of K. ``acceleration="catalyst"``
 extrapolates the centre (Lin, Mairal, Harchaoui 2015). Every round's point is dual feasible;
