@@ -30,6 +30,9 @@ def spark(tmp_path_factory):
     require_spark()
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:  # an earlier module's session: its workers lack the hooks' env
+        active.stop()
     folder = tmp_path_factory.mktemp("faults") / "armed"
     os.environ[KILL_SPEC[0]] = KILL_SPEC[1].format(folder=folder)
     build_log = tmp_path_factory.mktemp("builds") / "builds.txt"
@@ -40,6 +43,9 @@ def spark(tmp_path_factory):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executorEnv.NUMBA_NUM_THREADS", "1")
+        # the Python workers' environment (the JVM's own may predate these variables)
+        .config(f"spark.executorEnv.{KILL_SPEC[0]}", os.environ[KILL_SPEC[0]])
+        .config(f"spark.executorEnv.{BUILD_LOG}", str(build_log))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
