@@ -328,23 +328,29 @@ def _refuse_changed_settings(args, saved, source):
         )
 
 
-def cmd_multilabel_train(args, out):
-    backend = _backend_params(args)
-    if not backend or args.save_state:  # --save-state brings the dual state (and data) here
-        return _multilabel_train(args, out, backend, None)
+def _train_where_read(args, out, backend, train):
+    """``train(args, out, backend, sc)``: with a Spark backend the training file is read on
+    the executors (``sc`` the session's context, open for the reading and the training);
+    locally, or with ``--save-state`` (the dual state and data come here), ``sc`` is None."""
+    if not backend or args.save_state:
+        return train(args, out, backend, None)
     from .distributed.reading import executor_path, spark_session
 
     try:  # a URL the executors cannot open is refused before Spark starts
         executor_path(args.train)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    # the training file is read on the executors: the session serves the reading and training
     with contextlib.ExitStack() as stack:
         try:
             session = stack.enter_context(spark_session(backend["backend_options"]))
         except (ImportError, RuntimeError) as exc:  # no pyspark, no Java, no master
             raise CLIError(str(exc)) from None
-        return _multilabel_train(args, out, backend, session.sparkContext)
+        return train(args, out, backend, session.sparkContext)
+
+
+def cmd_multilabel_train(args, out):
+    backend = _backend_params(args)
+    return _train_where_read(args, out, backend, _multilabel_train)
 
 
 def _multilabel_train(args, out, backend, sc):
@@ -499,21 +505,7 @@ def cmd_train(args, out):
     backend = _backend_params(args)
     if args.format == "conllu" and args.label not in CONLLU_LABELS:
         raise CLIError(f"--label must be one of {', '.join(CONLLU_LABELS)}")
-    if not backend or args.save_state:  # --save-state brings the dual state (and data) here
-        return _train(args, out, backend, None)
-    from .distributed.reading import executor_path, spark_session
-
-    try:  # a URL the executors cannot open is refused before Spark starts
-        executor_path(args.train)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    # the training file is read on the executors: the session serves the reading and training
-    with contextlib.ExitStack() as stack:
-        try:
-            session = stack.enter_context(spark_session(backend["backend_options"]))
-        except (ImportError, RuntimeError) as exc:  # no pyspark, no Java, no master
-            raise CLIError(str(exc)) from None
-        return _train(args, out, backend, session.sparkContext)
+    return _train_where_read(args, out, backend, _train)
 
 
 def _read_on_executors(args, sc, out):
