@@ -2,6 +2,7 @@
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import dualstruct
@@ -51,3 +52,14 @@ exclude_patterns = ["_build"]
 nitpicky = False
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def _warning_without_path(message, category, filename, lineno, line=None):
+    """A warning as the gallery pages show it: its category and message, without the file
+    path and source line that Python prints (the build machine's paths)."""
+    return f"{category.__name__}: {message}\n"
+
+
+# sphinx-gallery writes the warnings of the examples into their pages through
+# warnings.formatwarning
+warnings.formatwarning = _warning_without_path

@@ -9,6 +9,8 @@ multi-label models.
     dualstruct multilabel train yeast_train.svm.gz -o yeast.npz --edges full
     dualstruct multilabel evaluate yeast.npz yeast_test.svm.gz
     dualstruct multilabel predict yeast.npz yeast_test.svm.gz -o labels.txt
+
+    dualstruct demo      # all of it on a corpus it generates
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -31,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from . import __version__
+from . import __version__, demo
 from . import io as model_io
 from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
 from .estimators import StructuredSVM
@@ -143,39 +146,62 @@ CHECKPOINT_LEVEL = 1
 
 # -- progress -----------------------------------------------------------------------------------
 class Progress:
-    """One line per pass: pass, objective, gap, dev score, elapsed time, estimated time left."""
+    """One line per pass: pass, objective, gap, dev score, elapsed time, estimated time left.
+    ``check_every`` is the estimator's check schedule (read from the estimator at every line:
+    training stops on ``tol`` at a check only)."""
 
-    def __init__(self, max_iter, tol, out, checkpoint_every=0, checkpoint=None, tagger=None):
+    def __init__(
+        self, max_iter, tol, out, checkpoint_every=0, checkpoint=None, tagger=None, check_every=1
+    ):
         self.max_iter, self.tol, self.out = max_iter, tol, out
         self.checkpoint_every, self.checkpoint, self.tagger = checkpoint_every, checkpoint, tagger
+        self.check_every, self.next_check = check_every, None
         self.start = time.perf_counter()
         self.checks = []
         self._first = None  # (time, passes) of the first line
 
     def eta(self, record, now=None):
-        """Seconds left: the passes left times the wall time per pass since the first line
-        (checks included, feature extraction and compilation not); with ``tol``, the passes
-        left are at most those that the gap needs if it keeps falling as 1 / passes (the
-        rate of BCFW's bound, slower than what a straight line on a log scale promises)."""
+        """Seconds left (NaN at the first line, whose pass may include the kernels'
+        compilation): the passes left times the wall time per pass since the first line
+        (checks included). The passes left run to the last pass or, with ``tol``, to the
+        first check at or after the pass where the gap reaches ``tol`` if it keeps falling as
+        1 / passes (the rate of BCFW's bound, slower than what a straight line on a log scale
+        promises): training stops on the gap at a check only."""
         now = time.perf_counter() if now is None else now
         if self._first is None:
             self._first = (now, record.passes)
         t0, p0 = self._first
-        if record.passes > p0:
-            per_pass = (now - t0) / (record.passes - p0)
-        else:
-            per_pass = (record.time + record.eval_time) / max(1, record.passes)
-        left = max(0, self.max_iter - record.passes)
+        if record.passes <= p0:
+            return math.nan
+        per_pass = (now - t0) / (record.passes - p0)
+        passes = int(record.passes)
+        if not math.isnan(record.relative_gap) and record.relative_gap <= self.tol:
+            return 0.0  # a check that stops training
+        end = self.max_iter
         if self.checks and self.tol > 0:
             p1, g1 = self.checks[-1]
-            left = min(left, max(0.0, p1 * g1 / self.tol - record.passes))
-        return left * per_pass
+            target = max(passes + 1, math.ceil(p1 * g1 / self.tol - 1e-9))
+            end = min(end, self._check_from(target))
+        return max(0, end - passes) * per_pass
+
+    def _check_from(self, target):
+        """The first scheduled check at pass ``target`` or later."""
+        every = self.check_every
+        if every != "auto":
+            return -(-target // int(every)) * int(every)
+        if self.next_check is None:
+            return target
+        last = self.checks[-1][0] if self.checks else 0
+        step = max(1, self.next_check - last)  # the checks spaced as the last two
+        return self.next_check + max(0, -(-(target - self.next_check) // step)) * step
 
     def __call__(self, estimator, record):
         info = getattr(estimator, "weights_info_", None)
         if info and not getattr(self, "_weights_shown", False):
             print(info, file=self.out, flush=True)
             self._weights_shown = True
+        self.check_every = getattr(estimator, "check_every", self.check_every)
+        self.next_check = getattr(getattr(estimator, "solver_", None), "_next_check", None)
         if not math.isnan(record.relative_gap):
             self.checks.append((record.passes, record.relative_gap))
         elapsed = time.perf_counter() - self.start
@@ -183,12 +209,13 @@ class Progress:
         def fmt(v, spec):
             return "—" if math.isnan(v) else format(v, spec)
 
+        eta = self.eta(record)
         print(
             f"pass {int(record.passes):>4}/{self.max_iter}"
             f"  primal {fmt(record.primal, '.6g'):>10}  dual {fmt(record.dual, '.6g'):>10}"
             f"  gap {fmt(record.relative_gap, '.2%'):>7}"
             f"  dev {fmt(record.validation_score, '.4f'):>6}  elapsed {elapsed:7.1f}s"
-            f"  eta {self.eta(record):6.0f}s",
+            f"  eta {fmt(eta, '6.0f'):>6}{'' if math.isnan(eta) else 's'}",
             file=self.out,
             flush=True,
         )
@@ -928,6 +955,45 @@ def cmd_evaluate(args, out):
     return 0
 
 
+def cmd_demo(args, out):
+    """Write the demo corpus, then train, evaluate and reload a tagger, each step shown as
+    the command that does it."""
+    t0 = time.perf_counter()
+    keep = args.dir is not None
+    folder = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="dualstruct-demo-"))
+    try:
+        try:
+            train, dev, test = demo.write_corpus(folder, seed=args.seed)
+        except OSError as exc:
+            raise CLIError(f"cannot write the demo corpus into {folder}: {exc}") from None
+        print(f"synthetic corpus: {train.name}, {dev.name}, {test.name} in {folder}", file=out)
+        model = folder / "model.npz"
+        model.unlink(missing_ok=True)
+        steps = (
+            ["train", str(train), "-o", str(model), "--dev", str(dev), "--seed", str(args.seed)],
+            ["evaluate", str(model), str(test)],
+        )
+        for argv in steps:
+            print(f"\n$ dualstruct {shlex.join(argv)}", file=out, flush=True)
+            status = main(argv, out=out)
+            if status:
+                return status
+        words = list(demo.SENTENCE)
+        tags = _load_tagger(model).predict([[(w,) for w in words]])[0]
+        print(f"\nreloaded with dualstruct.load({model.name!r}), new words tagged:", file=out)
+        print("  " + " ".join(f"{w}/{t}" for w, t in zip(words, tags)), file=out)
+        where = f"kept in {folder}" if keep else "removed (--dir DIR keeps them)"
+        print(
+            f"\ndemo done in {time.perf_counter() - t0:.1f}s; corpus and model {where}",
+            file=out,
+            flush=True,
+        )
+        return 0
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _table(out, title, rows):
     width = max([len(title)] + [len(k) for k in rows])
     print(f"{title:<{width}}  {'precision':>9} {'recall':>7} {'F1':>7} {'support':>8}", file=out)
@@ -1168,15 +1234,33 @@ def _add_spark_arguments(parser):
     )
 
 
+SOLVER_HELP = (
+    "bcfw: block-coordinate Frank-Wolfe, proximal (default); ssg: stochastic subgradient; "
+    "cutting_plane: 1-slack cutting plane; gdmm: for large label sets"
+)
+SEED_HELP = "random seed of the training run (default 0)"
+JSON_HELP = "print the result as JSON"
+
+
 def build_parser():
-    ap = argparse.ArgumentParser(prog="dualstruct", description="Structural SVM taggers.")
+    ap = argparse.ArgumentParser(
+        prog="dualstruct",
+        description="Structural SVMs: sequence taggers on CoNLL and CoNLL-U files, "
+        "multi-label models on LIBSVM and ARFF files. Start with: dualstruct demo",
+    )
     ap.add_argument("--version", action="version", version=f"dualstruct {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tagger on a CoNLL or CoNLL-U file")
     t.add_argument("train", help="training file (CoNLL columns or CoNLL-U; .gz allowed)")
     t.add_argument("-o", "--output", required=True, help="model file to write")
-    t.add_argument("--format", choices=("conll", "conllu"), default="conll")
+    t.add_argument(
+        "--format",
+        choices=("conll", "conllu"),
+        default="conll",
+        help="conll: whitespace-separated columns, one token per line (default); "
+        "conllu: Universal Dependencies CoNLL-U",
+    )
     t.add_argument(
         "--label-column",
         type=int,
@@ -1184,9 +1268,19 @@ def build_parser():
         help="CoNLL: 0-based label column (negative counts from the end; default -1)",
     )
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
-    t.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"), default="bcfw")
+    t.add_argument(
+        "--solver",
+        choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
+        default="bcfw",
+        help=SOLVER_HELP,
+    )
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
-    t.add_argument("--rescaling", choices=("margin", "slack"), default="margin")
+    t.add_argument(
+        "--rescaling",
+        choices=("margin", "slack"),
+        default="margin",
+        help="how the loss enters the hinge: added to the margin (default) or scaling the slack",
+    )
     t.add_argument(
         "--slack-search",
         choices=("exact", "angular", "bisecting", "binary"),
@@ -1229,14 +1323,29 @@ def build_parser():
         default="none",
         help="train chunk tags re-tagged as IOBES (output stays BIO)",
     )
-    t.add_argument("--window", type=int, default=2)
-    t.add_argument("--min-count", type=int, default=1)
-    t.add_argument("--hashing", type=int, default=None, help="hash features into N columns")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--window",
+        type=int,
+        default=2,
+        metavar="N",
+        help="neighbouring words and other columns within ±N tokens are features (default 2)",
+    )
+    t.add_argument(
+        "--min-count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="keep features seen at least N times in training (default 1; not with --hashing)",
+    )
+    t.add_argument(
+        "--hashing", type=int, default=None, metavar="N", help="hash features into N columns"
+    )
+    t.add_argument("--seed", type=int, default=0, help=SEED_HELP)
     t.add_argument(
         "--checkpoint-every",
         type=int,
         default=0,
+        metavar="N",
         help="save a resumable checkpoint to MODEL.ckpt every N passes",
     )
     t.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
@@ -1248,8 +1357,8 @@ def build_parser():
     _add_spark_arguments(t)
 
     p = sub.add_parser("predict", help="append (CoNLL) or fill (CoNLL-U) predicted labels")
-    p.add_argument("model")
-    p.add_argument("input")
+    p.add_argument("model", help="tagger model file (from dualstruct train)")
+    p.add_argument("input", help="CoNLL or CoNLL-U file to tag, in the model's format")
     p.add_argument("-o", "--output", help="output file (default: standard output)")
     p.add_argument(
         "-j",
@@ -1261,13 +1370,13 @@ def build_parser():
     )
 
     e = sub.add_parser("evaluate", help="accuracy, per-label and chunk P/R/F1 on a labelled file")
-    e.add_argument("model")
-    e.add_argument("test")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("model", help="tagger model file (from dualstruct train)")
+    e.add_argument("test", help="labelled CoNLL or CoNLL-U file, in the model's format")
+    e.add_argument("--json", action="store_true", help=JSON_HELP)
 
     i = sub.add_parser("info", help="labels, features, hyperparameters, final objective and gap")
-    i.add_argument("model")
-    i.add_argument("--json", action="store_true")
+    i.add_argument("model", help="model file (tagger or multi-label)")
+    i.add_argument("--json", action="store_true", help=JSON_HELP)
     i.add_argument(
         "--top",
         type=_positive_int,
@@ -1288,6 +1397,18 @@ def build_parser():
         help="the curves' horizontal axis (default: time)",
     )
 
+    d = sub.add_parser(
+        "demo",
+        help="train, evaluate and reload a tagger on a corpus it generates (no data needed)",
+    )
+    d.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="write the corpus and the model into DIR and keep them (default: a temporary "
+        "folder, removed at the end)",
+    )
+    d.add_argument("--seed", type=int, default=0, help="seed of the corpus and of training")
+
     ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
     mls = ml.add_subparsers(dest="ml_command", required=True)
     labels_help = (
@@ -1298,15 +1419,32 @@ def build_parser():
     mt.add_argument("train", help="LIBSVM multi-label (l1,l2 j:v ...) or ARFF file (.gz allowed)")
     mt.add_argument("-o", "--output", required=True, help="model file to write")
     mt.add_argument("--labels", help=labels_help)
-    mt.add_argument("--edges", choices=("independent", "chain", "tree", "full"), default="full")
-    mt.add_argument("--inference", choices=("auto", "exact", "lp"), default="auto")
+    mt.add_argument(
+        "--edges",
+        choices=("independent", "chain", "tree", "full"),
+        default="full",
+        help="label pairs with an interaction weight: none, consecutive labels, the "
+        "Chow-Liu tree of the training labels, or every pair (default)",
+    )
+    mt.add_argument(
+        "--inference",
+        choices=("auto", "exact", "lp"),
+        default="auto",
+        help="exact (forests, or enumeration up to 16 labels), lp (the LP relaxation by "
+        "max-flow), auto (default): exact on forests and up to 10 labels, else lp",
+    )
     mt.add_argument(
         "--interactions",
         choices=("11", "table"),
         default="11",
         help="what an edge scores: its (1, 1) outcome or a full 2x2 table",
     )
-    mt.add_argument("--solver", choices=("bcfw", "ssg", "cutting_plane", "gdmm"), default="bcfw")
+    mt.add_argument(
+        "--solver",
+        choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
+        default="bcfw",
+        help=SOLVER_HELP,
+    )
     mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
     mt.add_argument(
         "--rescaling",
@@ -1337,7 +1475,13 @@ def build_parser():
     mt.add_argument(
         "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
     )
-    mt.add_argument("--check-every", type=_check_every, default=5)
+    mt.add_argument(
+        "--check-every",
+        type=_check_every,
+        default=5,
+        help="passes between exact objective/gap/dev evaluations (default 5), or 'auto': "
+        "checks spaced to take at most a tenth of the training time",
+    )
     mt.add_argument(
         "--n-features",
         type=_positive_int,
@@ -1352,11 +1496,12 @@ def build_parser():
         help="number of labels of a LIBSVM file (default: its largest id + 1)",
     )
     mt.add_argument("--dev", help="held-out file (same format) scored at every check")
-    mt.add_argument("--seed", type=int, default=0)
+    mt.add_argument("--seed", type=int, default=0, help=SEED_HELP)
     mt.add_argument(
         "--checkpoint-every",
         type=int,
         default=0,
+        metavar="N",
         help="save a resumable checkpoint to MODEL.ckpt every N passes",
     )
     mt.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
@@ -1367,13 +1512,13 @@ def build_parser():
     )
     _add_spark_arguments(mt)
     me = mls.add_parser("evaluate", help="Hamming loss, subset/Jaccard accuracy, micro/macro F1")
-    me.add_argument("model")
-    me.add_argument("test")
+    me.add_argument("model", help="multi-label model file (from dualstruct multilabel train)")
+    me.add_argument("test", help="labelled LIBSVM multi-label or ARFF file")
     me.add_argument("--labels", help=labels_help)
-    me.add_argument("--json", action="store_true")
+    me.add_argument("--json", action="store_true", help=JSON_HELP)
     mp = mls.add_parser("predict", help="write one comma-separated label set per example")
-    mp.add_argument("model")
-    mp.add_argument("input")
+    mp.add_argument("model", help="multi-label model file (from dualstruct multilabel train)")
+    mp.add_argument("input", help="LIBSVM multi-label or ARFF file (labels, if any, ignored)")
     mp.add_argument("--labels", help=labels_help)
     mp.add_argument("-o", "--output", help="output file (default: standard output)")
     mp.add_argument(
@@ -1407,6 +1552,7 @@ def main(argv=None, out=None):
         "predict": cmd_predict,
         "evaluate": cmd_evaluate,
         "info": cmd_info,
+        "demo": cmd_demo,
     }
     multilabel = {
         "train": cmd_multilabel_train,
