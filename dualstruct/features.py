@@ -8,6 +8,8 @@ value; strings become ``name=value`` indicators, numbers are used as values, boo
 from __future__ import annotations
 
 import json
+from array import array
+from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,6 +20,91 @@ from sklearn.utils import murmurhash3_32
 from .sequences import PackedSequences
 
 BOS, EOS = "<s>", "</s>"
+
+
+class Vocabulary(Mapping):
+    """Feature names → columns, column ``k`` the ``k``-th name: the names held as one UTF-8
+    buffer and its offsets (about the names' own bytes plus 8 a name, against about 100 a
+    name in a dict). The dict that lookups need is built on the first lookup, so a process
+    that only keeps or ships the vocabulary (the driver of a distributed run) never holds it.
+
+    Examples
+    --------
+    >>> from dualstruct.features import Vocabulary
+    >>> vocab = Vocabulary.from_names(["a=1", "b=2"])
+    >>> vocab["b=2"], len(vocab), list(vocab)
+    (1, 2, ['a=1', 'b=2'])
+    """
+
+    __slots__ = ("_blob", "_offsets", "_index")
+
+    def __init__(self, blob: bytes, offsets: np.ndarray):
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(blob):
+            raise ValueError("vocabulary offsets must run from 0 to the buffer's length")
+        if np.any(np.diff(offsets) < 0):
+            raise ValueError("vocabulary offsets must not decrease")
+        self._blob = bytes(blob)
+        self._offsets = offsets
+        self._index = None
+
+    @classmethod
+    def from_names(cls, names) -> Vocabulary:
+        """The vocabulary of ``names`` (an iterable of str, in column order)."""
+        buf, offsets = bytearray(), array("q", [0])
+        for name in names:
+            buf += name.encode("utf-8")
+            offsets.append(len(buf))
+        return cls(bytes(buf), np.frombuffer(offsets, dtype=np.int64).copy())
+
+    def __len__(self) -> int:
+        return self._offsets.size - 1
+
+    def __iter__(self):
+        blob, offs = self._blob, self._offsets.tolist()
+        for k in range(len(offs) - 1):
+            yield blob[offs[k] : offs[k + 1]].decode("utf-8")
+
+    def _lookup(self) -> dict:
+        if self._index is None:
+            self._index = {name: k for k, name in enumerate(self)}
+        return self._index
+
+    def __getitem__(self, name):
+        return self._lookup()[name]
+
+    def get(self, name, default=None):
+        return self._lookup().get(name, default)
+
+    def __contains__(self, name) -> bool:
+        return name in self._lookup()
+
+    def names(self) -> np.ndarray:
+        """The names in column order (an object array; no lookup dict is built)."""
+        return np.array(list(self), dtype=object)
+
+    def to_bytes(self) -> bytes:
+        """The offsets (little-endian int64) followed by the names' UTF-8 buffer."""
+        return self._offsets.astype("<i8").tobytes() + self._blob
+
+    @classmethod
+    def from_bytes(cls, data: bytes, size: int) -> Vocabulary:
+        """The vocabulary of ``size`` names written by :meth:`to_bytes`."""
+        head = 8 * (size + 1)
+        if size < 0 or len(data) < head:
+            raise ValueError(f"a vocabulary of {size} names needs at least {head} bytes")
+        offsets = np.frombuffer(data[:head], dtype="<i8").astype(np.int64)
+        return cls(data[head:], offsets)
+
+    def __getstate__(self):
+        return self._blob, self._offsets
+
+    def __setstate__(self, state):
+        self._blob, self._offsets = state
+        self._index = None
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({len(self)} names)"
 
 
 def word_shape(word: str) -> str:
@@ -64,8 +151,8 @@ class TokenFeatures(BaseEstimator):
 
     Attributes
     ----------
-    vocabulary_ : dict or None
-        Feature name -> column (None when hashing).
+    vocabulary_ : Vocabulary or None
+        Feature name -> column, a read-only mapping (None when hashing).
     n_features_ : int
         Number of columns.
     n_columns_ : int or None
@@ -255,7 +342,7 @@ class TokenFeatures(BaseEstimator):
             # sorted as Python strings: a fixed-width string array would cost the number of
             # features times the longest name (one long token made that gigabytes)
             order = np.array(sorted(keep.tolist(), key=names.__getitem__), dtype=np.int64)
-            self.vocabulary_ = {names[j]: k for k, j in enumerate(order)}
+            self.vocabulary_ = Vocabulary.from_names(names[order].tolist())
             self.n_features_ = len(order)
             X = X[:, order].tocsr()  # drop rare columns and sort the vocabulary by name
         X.sort_indices()
@@ -312,8 +399,7 @@ class TokenFeatures(BaseEstimator):
             raise NotFittedError("this TokenFeatures is not fitted yet; call fit first")
         if self.vocabulary_ is None:
             return np.array([f"hash:{j}" for j in range(self.n_features_)], dtype=object)
-        vocabulary = self.vocabulary_
-        return np.array(sorted(vocabulary, key=lambda name: vocabulary[name]), dtype=object)
+        return _names_in_order(self.vocabulary_)
 
     # -- persistence (arrays + JSON, no pickle) -----------------------------------------------
     def to_arrays(self) -> tuple[dict, dict]:
@@ -323,21 +409,29 @@ class TokenFeatures(BaseEstimator):
             "n_columns": getattr(self, "n_columns_", None),
         }
         vocabulary = self.vocabulary_
-        names = [] if vocabulary is None else sorted(vocabulary, key=lambda name: vocabulary[name])
-        blob = np.frombuffer(json.dumps(names).encode("utf-8"), dtype=np.uint8)
-        return header, {"vocabulary": blob}
+        if vocabulary is None:
+            vocabulary = Vocabulary(b"", np.zeros(1, dtype=np.int64))
+        elif not isinstance(vocabulary, Vocabulary):
+            vocabulary = Vocabulary.from_names(_names_in_order(vocabulary).tolist())
+        # the names' UTF-8 bytes and where each ends (files before this held a JSON list)
+        blob = np.frombuffer(vocabulary._blob, dtype=np.uint8)
+        return header, {"vocabulary_utf8": blob, "vocabulary_offsets": vocabulary._offsets}
 
     @classmethod
     def from_arrays(cls, header: dict, arrays: dict) -> TokenFeatures:
         feats = cls(**header["params"])
-        names = json.loads(arrays["vocabulary"].tobytes().decode("utf-8"))
+        if "vocabulary_utf8" in arrays:
+            vocabulary = _stored_vocabulary(arrays)
+        else:  # a JSON list of the names
+            names = json.loads(arrays["vocabulary"].tobytes().decode("utf-8"))
+            vocabulary = Vocabulary.from_names(names)
         feats.n_features_ = int(header["n_features"])
         n_columns = header.get("n_columns")  # absent from older files: not checked
         feats.n_columns_ = None if n_columns is None else int(n_columns)
         if feats.hashing is None:
-            if len(names) != feats.n_features_:
+            if len(vocabulary) != feats.n_features_:
                 raise ValueError("the feature vocabulary does not match its recorded size")
-            feats.vocabulary_ = {n: k for k, n in enumerate(names)}
+            feats.vocabulary_ = vocabulary
         else:
             feats.vocabulary_ = None
         return feats
@@ -362,3 +456,25 @@ def _dict_features(tok: dict):
                 "use str, number or bool"
             )
     return out
+
+
+def _names_in_order(vocabulary) -> np.ndarray:
+    """The names of a vocabulary (a :class:`Vocabulary` or a ``{name: column}`` dict) in
+    column order."""
+    if isinstance(vocabulary, Vocabulary):
+        return vocabulary.names()
+    return np.array(sorted(vocabulary, key=vocabulary.__getitem__), dtype=object)
+
+
+def _stored_vocabulary(arrays) -> Vocabulary:
+    """The vocabulary of a model file's ``vocabulary_utf8`` and ``vocabulary_offsets``."""
+    blob = np.asarray(arrays["vocabulary_utf8"])
+    offsets = np.asarray(arrays["vocabulary_offsets"])
+    if blob.dtype != np.uint8 or blob.ndim != 1:
+        raise ValueError("the feature vocabulary's names must be a 1-d uint8 array")
+    if offsets.dtype.kind not in "iu" or offsets.ndim != 1:
+        raise ValueError("the feature vocabulary's offsets must be a 1-d integer array")
+    try:
+        return Vocabulary(blob.tobytes(), offsets.astype(np.int64))
+    except ValueError as exc:
+        raise ValueError(f"the feature vocabulary is damaged: {exc}") from None

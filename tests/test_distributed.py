@@ -222,15 +222,38 @@ def test_classic_step_on_partitions(chain_problem):
     )
 
 
+def test_catalyst_checkpoint_keeps_the_centre_and_resumes_exactly(chain_problem):
+    model, data = chain_problem
+    opts = dict(n_partitions=3, tol=0, random_state=2, acceleration="catalyst")
+    whole = CoCoA(model, 1.0, max_iter=8, **opts).fit(data)
+    first = CoCoA(model, 1.0, max_iter=5, **opts).fit(data)
+    meta, arrays = first.state_dict()
+    assert {"prox_w", "prox_center", "prox_last"} <= set(arrays)
+    second = CoCoA(model, 1.0, max_iter=3, **opts)
+    second.load_state(data, meta, arrays)
+    second.fit(data)
+    assert digest(second.w) == digest(whole.w)
+
+
+def test_the_driver_keeps_three_copies_of_w_without_catalyst(chain_problem):
+    model, data = chain_problem
+    cocoa = CoCoA(model, 1.0, n_partitions=3, max_iter=3, tol=0, random_state=2).fit(data)
+    dense = [
+        k for k, v in vars(cocoa).items() if isinstance(v, np.ndarray) and v.shape == cocoa.w.shape
+    ]
+    assert sorted(dense) == ["R", "prox_w", "w"]
+
+
 @pytest.mark.parametrize("K", [1, 3])
 def test_checkpoint_in_process_resumes_exactly(chain_problem, K):
-    """The proximal state (x, z, the last x, κ and its patience) and the partitions' states
-    are saved: a resumed run ends where the uninterrupted one does, bit for bit."""
+    """The proximal state (x, κ and its patience; with Catalyst also z and the last x) and
+    the partitions' states are saved: a resumed run ends where the uninterrupted one does,
+    bit for bit."""
     model, data = chain_problem
     whole = CoCoA(model, 1.0, n_partitions=K, max_iter=8, tol=0, random_state=2).fit(data)
     first = CoCoA(model, 1.0, n_partitions=K, max_iter=5, tol=0, random_state=2).fit(data)
     meta, arrays = first.state_dict()
-    assert {"prox_w", "prox_center", "prox_last"} <= set(arrays)
+    assert "prox_w" in arrays and "prox_center" not in arrays  # z is x: not kept
     second = CoCoA(model, 1.0, n_partitions=K, max_iter=3, tol=0, random_state=9)
     second.load_state(data, meta, arrays)
     second.fit(data)

@@ -3,6 +3,7 @@
 import gzip
 import io
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -677,10 +678,10 @@ def test_progress_eta_counts_checks_and_a_sublinear_gap():
     from dualstruct.cli import Progress
 
     progress = Progress(max_iter=1000, tol=0.01, out=io.StringIO())
-    first = SimpleNamespace(passes=1, time=1.0, eval_time=0.0)
-    assert progress.eta(first, now=100.0) == pytest.approx(999 * 1.0)
+    first = SimpleNamespace(passes=1, time=1.0, eval_time=0.0, relative_gap=float("nan"))
+    assert math.isnan(progress.eta(first, now=100.0))  # a first pass may include compiling
     progress.checks = [(5, 0.2), (10, 0.1)]
-    later = SimpleNamespace(passes=10, time=9.0, eval_time=0.0)
+    later = SimpleNamespace(passes=10, time=9.0, eval_time=0.0, relative_gap=0.1)
     # 9 passes took 27 s of wall time (checks too): 3 s a pass; the gap 0.1 at pass 10
     # reaches 0.01 near pass 100 at a 1 / passes rate: 90 passes left
     assert progress.eta(later, now=127.0) == pytest.approx(90 * 3.0)
@@ -846,3 +847,30 @@ def test_decision_function_top_features_and_jobs(conll_file, tmp_path):
     assert len(info["top_features"][str(label0)]) == 2 and "transitions" in info
     code, out = _run(["predict", str(path), str(conll_file), "--jobs", "2"])
     assert code == 0 and "B-NP" in out
+
+
+def test_vocabulary_is_compact_and_builds_its_lookup_only_when_asked():
+    from dualstruct.features import Vocabulary
+
+    names = ["a", "b=ü", "c|d"]
+    vocab = Vocabulary.from_names(names)
+    assert vocab._index is None and list(vocab) == names and len(vocab) == 3
+    assert vocab.names().tolist() == names and vocab._index is None
+    again = Vocabulary.from_bytes(vocab.to_bytes(), 3)
+    assert list(again) == names
+    assert vocab["b=ü"] == 1 and vocab.get("zz") is None and "c|d" in vocab
+    assert vocab == {"a": 0, "b=ü": 1, "c|d": 2}
+    with pytest.raises(ValueError, match="offsets"):
+        Vocabulary(b"ab", np.array([0, 3]))
+
+
+def test_model_files_with_the_json_vocabulary_still_load(tmp_path):
+    import json
+
+    f = TokenFeatures(window=0, affixes=0, conjunctions=False).fit([[("Hi",), ("there",)]])
+    header, arrays = f.to_arrays()
+    names = list(f.vocabulary_)
+    old = {"vocabulary": np.frombuffer(json.dumps(names).encode(), dtype=np.uint8)}
+    g = TokenFeatures.from_arrays(header, old)
+    h = TokenFeatures.from_arrays(header, arrays)
+    assert list(g.vocabulary_) == list(h.vocabulary_) == names

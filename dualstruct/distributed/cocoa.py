@@ -541,10 +541,10 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         self.gap_sum = 0.0
         if self._proximal_on:
             self._restart_proximal()
-            # x (scores, is returned), z, and x after the previous round (extrapolation)
-            self.prox_w = self.w.copy()
-            self.prox_center = self.w.copy()
-            self.prox_last = self.w.copy()
+            self.prox_w = self.w.copy()  # x: scores, is returned
+            if self._extrapolating:  # z, and x after the previous round
+                self.prox_center = self.w.copy()
+                self.prox_last = self.w.copy()
         self.centred_at = 0
 
     state_scalars = ("seed", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual",
@@ -552,9 +552,19 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
 
     @property
     def state_arrays(self):
-        if self._proximal_on:
+        if self._proximal_on and self._extrapolating:
             return ("w", "R", "scalars", "prox_w", "prox_center", "prox_last")
+        if self._proximal_on:
+            return ("w", "R", "scalars", "prox_w")
         return ("w", "R", "scalars")
+
+    @property
+    def _extrapolating(self):
+        """Whether the centre z is kept: only Catalyst's extrapolation reads it after the
+        round that set it. Without it the centre moves to x before every round, so
+        ``x ← (u + κ z) / (1 + κ)`` is computed from x in place and the driver holds three
+        copies of ``w`` (u, x and the average's ``R``), not five."""
+        return self.resolved_acceleration == "catalyst"
 
     def _after_load(self):
         self._avg_cache = None
@@ -614,16 +624,31 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         return self.gap_sum
 
     def _move_centre(self):
-        """``"catalyst"``: ``z ← x_t + β (x_t − x_{t−1})``; else ``z ← x_t``."""
+        """``"catalyst"``: ``z ← x_t + β (x_t − x_{t−1})``; else ``z ← x_t`` (then z is x
+        itself: :meth:`_centre` updates x in place)."""
+        if not self._extrapolating:
+            return
         x = self.prox_w
         kappa = self._effective_kappa()
-        if self.resolved_acceleration == "catalyst" and kappa > 0:
+        if kappa > 0:
             root = math.sqrt(1.0 / (1.0 + kappa))
             beta = (1.0 - root) / (1.0 + root)
             self.prox_center[:] = x + beta * (x - self.prox_last)
         else:
             self.prox_center[:] = x
         self.prox_last[:] = x
+
+    def _centre(self):
+        if self._extrapolating:
+            return super()._centre()
+        if self.proximal == "auto":
+            self._adapt_kappa()
+        kappa = self._effective_kappa()
+        x = self.prox_w  # x ← (u + κ x) / (1 + κ), the same numbers as with z ← x first
+        x *= kappa
+        x += self.w
+        x /= 1.0 + kappa
+        self.centred_at = self.passes
 
     def _one_pass(self, order, chunks):
         proximal = self._proximal_on
@@ -647,19 +672,18 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         )
         if results[0].absolute:
             return self._take_state(results[0])
-        change = np.zeros_like(self.w)
         loss_change = average_loss = gap_sum = visits = 0.0
-        for r in results:  # in partition order: the same sums wherever the partitions ran
-            r.add_to(change)
+        for k, r in enumerate(results):  # in partition order: the same sums wherever the
+            r.add_to(self.w)  # partitions ran; each result is let go once added
+            if proximal:  # x = (u + κ z) / (1 + κ)
+                r.add_to(self.prox_w, 1.0 / (1.0 + kappa))
             loss_change += r.loss_change
             gap_sum += r.gap_sum
             visits = max(visits, r.visits)
             if self.averaging:
                 r.add_average_to(self.R)
                 average_loss += r.average_loss
-        self.w += change
-        if proximal:  # x = (u + κ z) / (1 + κ)
-            self.prox_w += change / (1.0 + kappa)
+            results[k] = r._replace(delta_values=None, average_values=None)
         self.scalars[0] += loss_change
         self.scalars[1] += visits  # the partitions number their steps on from the same m
         self.scalars[2] += average_loss
@@ -755,7 +779,9 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         if self._proximal_on:
             bcfw.kappa, bcfw.best_dual = self.kappa, self.best_dual
             bcfw.lowest_gaps, bcfw.stalled = self.lowest_gaps, self.stalled
-            bcfw.prox_w, bcfw.prox_center = self.prox_w.copy(), self.prox_center.copy()
+            bcfw.prox_w = self.prox_w.copy()
+            centre = self.prox_center if self._extrapolating else self.prox_w
+            bcfw.prox_center = centre.copy()
             bcfw.block_gaps[:] = self.gap_sum / self.data.n_sequences
         bcfw._after_load()
         # the count and the history go on: the rounds made here, then passes on one machine

@@ -114,12 +114,16 @@ class RoundResult(NamedTuple):
             fields["average_index"], fields["average_values"] = RoundResult._sparse(average)
         return RoundResult(index, values, **fields)
 
-    def add_to(self, w):
-        """``w += Δw`` (adding exact zeros where Δw is zero leaves ``w`` as it is)."""
+    def add_to(self, w, scale=None):
+        """``w += Δw``, or ``w += scale · Δw`` (adding exact zeros where Δw is zero leaves
+        ``w`` as it is). A dense Δw is scaled in place: add it unscaled first."""
+        values = self.delta_values
+        if scale is not None:
+            values *= scale
         if self.delta_index is None:
-            w += self.delta_values
+            w += values
         else:
-            w[self.delta_index] += self.delta_values
+            w[self.delta_index] += values
 
     def add_average_to(self, R):
         """``R += ΔR`` (nothing without averaging)."""

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
-import json
 import os
 import pickle
 import shutil
@@ -49,9 +48,9 @@ import numpy as np
 
 from ..data.blocks import BlockData
 
-#: a Python ``str`` of n characters in a dict, with its key and value: the driver's cost of
-#: a vocabulary entry is about ``ENTRY_BYTES + name length`` bytes
-ENTRY_BYTES = 150
+#: a vocabulary entry on the driver is about ``ENTRY_BYTES + name length`` bytes (its
+#: offset, and the transient Python string while the sorted names stream in)
+ENTRY_BYTES = 16
 
 #: what a file of examples written from an RDD is read as
 SPILLED = "pickled"
@@ -246,11 +245,16 @@ def vocabulary_folder() -> str:
 
 
 def write_vocabulary(names, folder=None) -> VocabularyRef:
-    """Write the sorted feature ``names`` (gzip JSON, the same bytes for the same names: one
-    name per content, as Spark requires of added files) into ``folder``."""
-    blob = json.dumps(list(names)).encode("utf-8")
+    """Write the vocabulary of the sorted feature ``names`` (an iterable of str, or a
+    :class:`~dualstruct.features.Vocabulary`) into ``folder`` as gzip of
+    :meth:`Vocabulary.to_bytes <dualstruct.features.Vocabulary.to_bytes>` (the same bytes for
+    the same names: one name per content, as Spark requires of added files)."""
+    from ..features import Vocabulary
+
+    vocab = names if isinstance(names, Vocabulary) else Vocabulary.from_names(names)
+    blob = vocab.to_bytes()
     digest = hashlib.sha256(blob).hexdigest()
-    name = f"dualstruct-vocabulary-{digest[:24]}.json.gz"
+    name = f"dualstruct-vocabulary-{digest[:24]}.bin.gz"
     path = os.path.join(folder or vocabulary_folder(), name)
     if not os.path.exists(path):
         with open(path + ".tmp", "wb") as raw:
@@ -258,13 +262,16 @@ def write_vocabulary(names, folder=None) -> VocabularyRef:
                 fh.write(blob)
         os.replace(path + ".tmp", path)
     del blob
-    _VOCABULARIES.clear()  # this process has it already: not read back (its names shared)
-    _VOCABULARIES[digest] = {feature: k for k, feature in enumerate(names)}
-    return VocabularyRef(name, path, len(names), digest)
+    _VOCABULARIES.clear()  # this process has it already: not read back
+    _VOCABULARIES[digest] = vocab
+    return VocabularyRef(name, path, len(vocab), digest)
 
 
-def load_vocabulary(ref: VocabularyRef) -> dict:
-    """The vocabulary ``{name: column}`` of ``ref`` (read once per process)."""
+def load_vocabulary(ref: VocabularyRef):
+    """The vocabulary (a :class:`~dualstruct.features.Vocabulary`) of ``ref``, read once per
+    process."""
+    from ..features import Vocabulary
+
     vocab = _VOCABULARIES.get(ref.digest)
     if vocab is not None:
         return vocab
@@ -278,8 +285,7 @@ def load_vocabulary(ref: VocabularyRef) -> dict:
         ) from None
     if hashlib.sha256(blob).hexdigest() != ref.digest:
         raise ValueError(f"the feature vocabulary {path} {_where()} is not the driver's")
-    names = json.loads(blob.decode("utf-8"))
-    vocab = {name: k for k, name in enumerate(names)}
+    vocab = Vocabulary.from_bytes(blob, ref.size)
     _VOCABULARIES.clear()  # one run's vocabulary at a time per process
     _VOCABULARIES[ref.digest] = vocab
     return vocab
@@ -652,7 +658,7 @@ def count_vocabulary(sc, how, scans, feature_params, scheme):
     vocabulary (``min_count`` applied on the executors) is shipped to every executor."""
     from functools import partial
 
-    from ..features import TokenFeatures
+    from ..features import TokenFeatures, Vocabulary
 
     feats = TokenFeatures(**feature_params)
     ranges = _ranges(scans, 2 * sc.defaultParallelism)
@@ -671,12 +677,19 @@ def count_vocabulary(sc, how, scans, feature_params, scheme):
         if feats.hashing is not None:
             return None, int(feats.hashing), classes
         refuse_large_vocabulary(n_names, n_chars, len(classes))
-        names = sorted(_names(kept, "f").toLocalIterator())
+        # sorted on the executors, streamed here into the compact vocabulary: the driver
+        # never holds the names as Python strings
+        names = _names(kept, "f").sortBy(_identity, numPartitions=max(1, sc.defaultParallelism))
+        vocab = Vocabulary.from_names(names.toLocalIterator())
     finally:
         kept.unpersist()
-    ref = write_vocabulary(names)
+    ref = write_vocabulary(vocab)
     _add_file(sc, ref.name, ref.local_path)
-    return ref, len(names), classes
+    return ref, len(vocab), classes
+
+
+def _identity(x):
+    return x
 
 
 def _names(counts, kind):

@@ -398,6 +398,7 @@ class SolverResults:
     estimator from a model file its ``save`` wrote (through the class's ``from_arrays``)."""
 
     def _set_weights(self, solver):
+        self.__dict__.pop("coef_", None)  # the old copy goes before the new one is made
         self.coef_ = solver.weights()
         self.history_ = solver.history
         self.n_iter_ = solver.passes

@@ -272,9 +272,14 @@ class PassSolver:
     def weights(self) -> np.ndarray:
         """The model to return (a copy): the candidate with the lower primal at the check
         that ended training, else at the last scheduled check."""
-        cands = self.candidates()
         choice = self._chosen if self._final_choice is None else self._final_choice
-        return np.array(cands[min(choice, len(cands) - 1)])
+        return np.array(self.candidate(choice))
+
+    def candidate(self, index: int) -> np.ndarray:
+        """Candidate ``index`` of :meth:`candidates` (the last one past the end); solvers
+        whose candidates cost a copy of ``w`` compute only this one."""
+        cands = self.candidates()
+        return cands[min(index, len(cands) - 1)]
 
     def dual(self) -> float:
         """The best dual value the solver can certify (NaN without a dual)."""
@@ -931,7 +936,9 @@ class WeightedAverageDual:
             w_avg, loss_avg = self.w.copy(), self.scalars[0]
         else:
             A = 0.5 * m * (m + 1.0)
-            w_avg, loss_avg = self.w - self.R / A, self.scalars[0] - self.scalars[2] / A
+            w_avg = np.divide(self.R, A)  # w − R / A with one copy of w
+            np.subtract(self.w, w_avg, out=w_avg)
+            loss_avg = self.scalars[0] - self.scalars[2] / A
         self._avg_cache = (m, w_avg, loss_avg)
         return w_avg, loss_avg
 

@@ -143,6 +143,10 @@ class _BlockPasses(KernelBlocks, PassSolver):
         variables determine, the counters against the passes made."""
 
 
+#: entries of w per piece when the distance between two copies of w is summed
+_DISTANCE_CHUNK = 1 << 22
+
+
 class ProximalPoint:
     """The inexact proximal-point scheme of :class:`BlockBCFW` (its class docstring), on a
     state with the dual's weights u (``w``), the iterate x (``prox_w``), the centre z
@@ -167,6 +171,11 @@ class ProximalPoint:
                 return [self.prox_w, self._averaged()[0]]
             return [self.prox_w]
         return super().candidates()
+
+    def candidate(self, index):
+        if self._proximal_on and (index == 0 or not self.averaging):
+            return self.prox_w  # the average (a copy of w) is not made
+        return super().candidate(index)
 
     def dual(self):
         """The best dual value certified so far: with the proximal scheme ``D(u)`` need not
@@ -209,8 +218,11 @@ class ProximalPoint:
 
     def _proximal_term(self):
         """``½ ‖u − x‖²``, the part of the duality gap that the centre holds up."""
-        d = self.w - self.prox_w
-        return 0.5 * float(d @ d)
+        u, x, total = self.w, self.prox_w, 0.0
+        for start in range(0, u.size, _DISTANCE_CHUNK):  # no temporary copy of a large w
+            d = u[start : start + _DISTANCE_CHUNK] - x[start : start + _DISTANCE_CHUNK]
+            total += float(d @ d)
+        return 0.5 * total
 
     def _centre(self):
         """Before a pass: κ adapts (``proximal="auto"``), the centre moves

@@ -1,0 +1,154 @@
+"""The memory a Spark run takes, process by process: the driver's Python, the JVM (Spark's
+driver and, in local mode, its executors) and the Python workers.
+
+Runs a command (by default ``dualstruct train`` on CoNLL-2000 chunking read on the executors)
+and samples the resident memory of every process of its tree from ``/proc`` every
+``--interval`` seconds. ``/usr/bin/time -v`` gives one number for the whole tree (the largest
+process's peak, which in local mode is usually the JVM); this script separates them, since the
+driver's Python process is what holds ``w``, the vocabulary and the per-round sums::
+
+    DUALSTRUCT_DATA=../shared/data python benchmarks/spark_memory.py
+    DUALSTRUCT_DATA=../shared/data python benchmarks/spark_memory.py --weights observed
+    DUALSTRUCT_DATA=../shared/data python benchmarks/spark_memory.py --driver-reads
+
+``--driver-reads`` runs the same training with the file read by the driver (``--save-state``
+brings the examples and the dual state to the driver), as every run did before reading on the
+executors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss(pid):
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0
+
+
+def _children(pid):
+    """The children of every thread of ``pid`` (the JVM starts processes from any thread)."""
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(p) for p in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def _kind(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone"
+    if "java" in cmd.split(" ")[0]:
+        return "jvm"
+    if "pyspark.daemon" in cmd or "pyspark/daemon" in cmd or "pyspark.worker" in cmd:
+        return "workers"
+    return "other"
+
+
+def sample_tree(root):
+    """``{kind: [(pid, rss)]}`` over the tree of ``root``; the root is the driver."""
+    out = {"driver": [(root, _rss(root))]}
+    stack = _children(root)
+    while stack:
+        pid = stack.pop()
+        out.setdefault(_kind(pid), []).append((pid, _rss(pid)))
+        stack.extend(_children(pid))
+    return out
+
+
+def measure(cmd, interval, env=None):
+    """Peak resident bytes per kind of process (``workers``: the peak of their sum) and the
+    run's wall seconds."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env)
+    peak = {"driver": 0, "jvm": 0, "workers": 0, "tree": 0}
+    while proc.poll() is None:
+        tree = sample_tree(proc.pid)
+        for kind in ("driver", "jvm", "workers"):
+            peak[kind] = max(peak[kind], sum(r for _, r in tree.get(kind, [])))
+        peak["tree"] = max(peak["tree"], sum(r for rows in tree.values() for _, r in rows))
+        time.sleep(interval)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed with status {proc.returncode}")
+    return peak, time.perf_counter() - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--train", help="training file (default: CoNLL-2000 chunking's train.txt.gz)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--max-iter", type=int, default=2)
+    ap.add_argument("--weights", default="dense", choices=("dense", "observed"))
+    ap.add_argument("--interval", type=float, default=0.1)
+    ap.add_argument(
+        "--driver-reads",
+        action="store_true",
+        help="read the file on the driver (--save-state)",
+    )
+    args = ap.parse_args(argv)
+    train = args.train
+    if train is None:
+        root = os.environ.get("DUALSTRUCT_DATA")
+        if not root:
+            raise SystemExit("set DUALSTRUCT_DATA or give --train")
+        train = str(Path(root) / "conll2000" / "train.txt.gz")
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            "dualstruct",
+            "train",
+            train,
+            "-o",
+            str(Path(tmp) / "model.npz"),
+            "--spark-master",
+            args.master,
+            "--partitions",
+            str(args.partitions),
+            "--max-iter",
+            str(args.max_iter),
+            "--weights",
+            args.weights,
+        ] + (["--save-state"] if args.driver_reads else [])
+        peak, wall = measure(cmd, args.interval)
+    mib = 2**20
+    print(
+        f"# {'driver reads' if args.driver_reads else 'executors read'}; weights "
+        f"{args.weights}; {args.master}, K = {args.partitions}, {args.max_iter} passes; "
+        f"{wall:.1f} s"
+    )
+    print("| process | peak RSS (MiB) |")
+    print("|---|---:|")
+    for kind, label in (
+        ("driver", "driver (Python)"),
+        ("jvm", "JVM"),
+        ("workers", "Python workers (sum)"),
+        ("tree", "whole tree (sum)"),
+    ):
+        print(f"| {label} | {peak[kind] / mib:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
