@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import re
 import shutil
@@ -140,14 +139,6 @@ class _Utf8Lines:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-def sha256_of(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def download(url: str, target: Path, timeout: float = 30.0) -> Path:

@@ -100,9 +100,12 @@ class RoundResult(NamedTuple):
 
     @staticmethod
     def _sparse(delta):
+        """``(indices, values)`` of the nonzeros when they are under a third of ``delta``
+        (int32 indices where they fit: 12 bytes a nonzero), else ``(None, delta)``."""
         nz = np.flatnonzero(delta)
         if 3 * nz.size < delta.size:
-            return nz.astype(np.int64), delta[nz]
+            index_type = np.int32 if delta.size <= np.iinfo(np.int32).max else np.int64
+            return nz.astype(index_type), delta[nz]
         return None, delta
 
     @staticmethod
