@@ -4,14 +4,112 @@ numba caches a kernel in ``__pycache__`` beside its source file, else under the 
 folder (``~/.cache/numba``); when neither can be written (a read-only installation and no
 writable home, as in some containers and clusters) it refuses to define the kernel at all,
 and ``import dualstruct`` would fail. Then the cache goes to a folder under the temporary
-directory instead, with one warning (``NUMBA_CACHE_DIR`` chooses another)."""
+directory instead, with one warning (``NUMBA_CACHE_DIR`` chooses another).
+
+numba keys a cached function on its own source file and bytecode only, so a compiled solver
+would keep running a model's kernel implementations as they were when it was compiled. The
+key of every cached function whose arguments include a kernel (a ``NamedTuple`` class with
+implementations registered by :func:`~dualstruct.models.base.implements`) therefore also
+holds a hash of the source files of those implementations and of the compiled functions they
+call: editing a kernel recompiles the solvers that use it."""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
 import tempfile
 import warnings
 from pathlib import Path
+
+from numba.core import caching, types
+
+#: kernel class → its registered implementations (filled by ``models.base.implements``)
+_IMPLEMENTATIONS: dict = {}
+_HASHES: dict = {}
+
+
+def register_implementation(kernel_class, impl) -> None:
+    """Record ``impl`` as one of ``kernel_class``'s implementations (for the cache key)."""
+    _IMPLEMENTATIONS.setdefault(kernel_class, []).append(impl)
+    _HASHES.pop(kernel_class, None)
+
+
+def _source_files(func, seen: set, files: set) -> None:
+    """The source files of ``func`` and of the functions and compiled functions it names."""
+    func = getattr(func, "py_func", func)  # a numba dispatcher
+    code = getattr(func, "__code__", None)
+    if code is None or id(func) in seen:
+        return
+    seen.add(id(func))
+    try:
+        files.add(inspect.getsourcefile(func) or code.co_filename)
+    except TypeError:
+        files.add(code.co_filename)
+    names = set(code.co_names)
+    for const in code.co_consts:  # nested functions
+        if inspect.iscode(const):
+            names.update(const.co_names)
+    glob = getattr(func, "__globals__", {})
+    for name in names:
+        value = glob.get(name)
+        if inspect.isfunction(value) or hasattr(value, "py_func"):
+            _source_files(value, seen, files)
+
+
+def kernel_source_hash(kernel_class) -> str:
+    """sha256 of the source files of ``kernel_class``'s registered implementations and of
+    the functions they call ("" when none is registered)."""
+    if kernel_class not in _IMPLEMENTATIONS:
+        return ""
+    if kernel_class not in _HASHES:
+        files: set = set()
+        seen: set = set()
+        for impl in _IMPLEMENTATIONS[kernel_class]:
+            _source_files(impl, seen, files)
+        digest = hashlib.sha256()
+        for name in sorted(files):
+            digest.update(name.encode())
+            try:
+                digest.update(Path(name).read_bytes())
+            except OSError:  # no source (a frozen or interactive module): its bytecode
+                digest.update(b"?")
+        for impl in _IMPLEMENTATIONS[kernel_class]:
+            code = getattr(impl, "__code__", None)
+            digest.update(code.co_code if code is not None else b"")
+        _HASHES[kernel_class] = digest.hexdigest()
+    return _HASHES[kernel_class]
+
+
+def _kernel_key(sig) -> tuple:
+    """The source hashes of the kernels among the argument types ``sig``."""
+    out = []
+    stack = list(sig.args if hasattr(sig, "args") else sig)
+    while stack:
+        t = stack.pop()
+        if isinstance(t, types.BaseNamedTuple):
+            h = kernel_source_hash(t.instance_class)
+            if h:
+                out.append(h)
+        elif isinstance(t, types.BaseTuple):
+            stack.extend(t.types)
+    return tuple(sorted(out))
+
+
+def key_cache_on_kernels() -> None:
+    """Make numba's cache key of a function include :func:`kernel_source_hash` of every
+    kernel among its arguments (once per process)."""
+    if getattr(caching.Cache._index_key, "_dualstruct", False):
+        return
+    original = caching.Cache._index_key
+
+    def _index_key(self, sig, codegen):
+        key = original(self, sig, codegen)
+        extra = _kernel_key(sig)
+        return key + (extra,) if extra else key
+
+    _index_key._dualstruct = True
+    caching.Cache._index_key = _index_key
 
 
 def _writable(folder: Path) -> bool:
@@ -35,7 +133,8 @@ def choose_cache_dir(package_dir: Path, user_dir: Path, temp_dir: Path, writable
 
 def configure_numba_cache() -> None:
     """Point numba at a writable cache folder when its own places are read-only (the user's
-    ``NUMBA_CACHE_DIR``, if set, always wins)."""
+    ``NUMBA_CACHE_DIR``, if set, always wins), and key the cache on the kernels' sources."""
+    key_cache_on_kernels()
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
     from numba.misc.appdirs import AppDirs
