@@ -165,17 +165,39 @@ def enumerate_map(theta, edges, pot, x):
 
 @njit(cache=True)
 def lp_map(theta, edges, pot, x, max_sweeps, tol):
-    """MPLP on the local-polytope LP (module docstring). Writes the decoded labelling into
-    ``x`` and returns ``(s(x), L)``: its score and the dual bound (equal when certified).
+    """MPLP on the local-polytope LP from zero messages (module docstring). Writes the
+    decoded labelling into ``x`` and returns ``(s(x), L)``: its score and the dual bound
+    (equal when certified); stopping rules as :func:`mplp`."""
+    E, K = edges.shape[0], theta.shape[1]
+    to_first = np.zeros((E, K))
+    to_second = np.zeros((E, K))
+    belief = np.empty_like(theta)
+    value, bound, _ = mplp(
+        theta, edges, pot, to_first, to_second, belief, x, max_sweeps, tol, -np.inf
+    )
+    return value, bound
+
+
+@njit(cache=True)
+def mplp(theta, edges, pot, to_first, to_second, belief, x, max_sweeps, tol, target):
+    """MPLP from the messages ``to_first`` (δ_{e→u}) and ``to_second`` (δ_{e→v}), updated in
+    place (a warm start: any messages give a valid bound). Writes the best decoded labelling
+    into ``x`` and the final node beliefs into ``belief``; returns ``(s(x), L, sweeps)``.
     Stops when ``L − s(x) ≤ tol · max(1, |L|)``, when the bound has fallen by less than
     ``1e-6 · max(1, |L|)`` over the last 10 sweeps (MPLP has stalled: the LP is not tight
-    there, or descent has reached a corner of the non-smooth dual), or after ``max_sweeps``
-    sweeps over the edges."""
+    there, or descent has reached a corner of the non-smooth dual), when ``L ≤ target`` (a
+    branch and bound's node that can be pruned), or after ``max_sweeps`` sweeps over the
+    edges."""
     n, K = theta.shape
     E = edges.shape[0]
-    to_first = np.zeros((E, K))  # δ_{e→u}
-    to_second = np.zeros((E, K))  # δ_{e→v}
-    belief = theta.copy()
+    for u in range(n):
+        for k in range(K):
+            belief[u, k] = theta[u, k]
+    for e in range(E):
+        u, v = edges[e, 0], edges[e, 1]
+        for k in range(K):
+            belief[u, k] += to_first[e, k]
+            belief[v, k] += to_second[e, k]
     a = np.empty(K)
     c = np.empty(K)
     best_value = -np.inf
@@ -183,7 +205,9 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
     xs = np.empty(n, dtype=np.int64)
     x[:n] = 0  # a labelling even if no sweep improves on −inf (NaN potentials)
     history = np.full(10, np.inf)  # the bound over the last 10 sweeps
+    sweeps = 0
     for _sweep in range(max_sweeps):
+        sweeps += 1
         for e in range(E):
             u, v = edges[e, 0], edges[e, 1]
             for k in range(K):
@@ -207,22 +231,7 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
                 belief[u, k] = a[k] + to_first[e, k]
                 belief[v, k] = c[k] + to_second[e, k]
         # the dual value and the decoded labelling
-        L = 0.0
-        for u in range(n):
-            arg = 0
-            for k in range(1, K):
-                if belief[u, k] > belief[u, arg]:
-                    arg = k
-            xs[u] = arg
-            L += belief[u, arg]
-        for e in range(E):
-            m = -np.inf
-            for p in range(K):
-                for q in range(K):
-                    val = pot[e, p, q] - to_first[e, p] - to_second[e, q]
-                    if val > m:
-                        m = val
-            L += m
+        L = dual_value(theta, edges, pot, to_first, to_second, belief, xs)
         bound = min(bound, L)
         history[_sweep % 10] = bound
         value = labelling_score(theta, edges, pot, xs)
@@ -230,8 +239,32 @@ def lp_map(theta, edges, pot, x, max_sweeps, tol):
             best_value = value
             for u in range(n):
                 x[u] = xs[u]
-        if bound - best_value <= tol * max(1.0, abs(bound)):
+        if bound - best_value <= tol * max(1.0, abs(bound)) or bound <= target:
             break
         if _sweep >= 10 and history[(_sweep + 1) % 10] - bound <= 1e-6 * max(1.0, abs(bound)):
             break
-    return best_value, bound
+    return best_value, bound, sweeps
+
+
+@njit(cache=True)
+def dual_value(theta, edges, pot, to_first, to_second, belief, xs):
+    """``L(δ)`` at the messages, with ``belief`` the node beliefs they give; the beliefs'
+    argmax labelling into ``xs``."""
+    n, K = theta.shape
+    L = 0.0
+    for u in range(n):
+        arg = 0
+        for k in range(1, K):
+            if belief[u, k] > belief[u, arg]:
+                arg = k
+        xs[u] = arg
+        L += belief[u, arg]
+    for e in range(edges.shape[0]):
+        m = -np.inf
+        for p in range(K):
+            for q in range(K):
+                val = pot[e, p, q] - to_first[e, p] - to_second[e, q]
+                if val > m:
+                    m = val
+        L += m
+    return L

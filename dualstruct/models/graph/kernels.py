@@ -10,9 +10,18 @@ parameters per feature: K² for directed tables, K(K+1)/2 for symmetric ones
 φ(x, y) = (Σ_u x_u ⊗ e_{y_u}, Σ_e z_e ⊗ e_{pair_index[y_u, y_v]}), the loss the weighted
 Hamming loss. With a support (:mod:`dualstruct.models.support`) W_U keeps only the allowed
 (feature, state) pairs, in the support's order, and φ's node part is restricted to them.
-Inference per graph (``method``): exact max-product on forests, enumeration,
-or the LP relaxation by MPLP (:mod:`dualstruct.inference.graph`), whose bound the oracle
-returns; ``lp_stats`` counts [LP calls, LP calls not certified exact].
+Inference per graph (``method``): exact max-product on forests, enumeration, exact MAP by
+branch and bound over MPLP bounds (``BRANCH``), or the local-polytope LP solved to optimality
+(``LP``: MPLP, then PDHG where MPLP does not certify; :mod:`dualstruct.inference.graph_lp`).
+The oracle returns the bound of its method. With ``LP`` the oracle's point is the LP's
+optimum, fractional where the LP is not tight (``ws.node_mu``, ``ws.edge_mu``): the classic
+BCFW step and SSG then train the relaxed structural SVM over the local polytope, whose
+``φ(μ) = (Σ_u x_u ⊗ μ_u, Σ_e z_e ⊗ Σ_{a,b} μ_e(a, b) e_{pair_index[a, b]})`` and
+``δ(ȳ, μ) = Σ_u c_{ȳ_u} (1 − μ_u(ȳ_u))`` are linear in μ. The oracle warm-starts MPLP from
+the messages it left for the same graph (``warm_first``, ``warm_second``). ``lp_stats``
+counts [oracle calls on loopy graphs, those not certified: exact MAP for ``BRANCH``, the LP's
+optimum for ``LP``]; ``search_stats`` [branch-and-bound nodes beyond the roots, PDHG
+iterations].
 """
 
 from __future__ import annotations
@@ -22,11 +31,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ...inference.graph import enumerate_map, forest_map, labelling_score, lp_map
+from ...inference.graph import enumerate_map, forest_map, labelling_score, mplp
+from ...inference.graph_lp import branch_and_bound, lp_optimum
 from .. import base
 from ..support import entry_position, entry_unigram_scores
 
-FOREST, ENUMERATE, LP = 0, 1, 2
+FOREST, ENUMERATE, LP, BRANCH = 0, 1, 2, 3
 
 
 class GraphKernel(NamedTuple):
@@ -43,12 +53,17 @@ class GraphKernel(NamedTuple):
     n_pairs: int  # P
     n_states: int
     n_features: int
-    method: np.ndarray  # int64 per graph: FOREST, ENUMERATE or LP
+    method: np.ndarray  # int64 per graph: FOREST, ENUMERATE, LP or BRANCH
     max_nodes: int
     max_edges: int
     lp_sweeps: int
     lp_tol: float
     lp_stats: np.ndarray  # int64 (2,): LP calls, not certified
+    search_stats: np.ndarray  # int64 (2,): branch-and-bound nodes beyond roots, PDHG iterations
+    bb_budget: int  # branch-and-bound nodes per call
+    lp_iter: int  # PDHG iterations per call
+    warm_first: np.ndarray  # (E_total, K) the oracle's last messages δ_{e→u}
+    warm_second: np.ndarray  # (E_total, K) and δ_{e→v}
     max_entries: int  # most entries of w one labelling difference touches (×2)
     sparse: bool  # node weights only on the support, else dense d × K
     support_labels: np.ndarray  # int32, the support's states by feature row
@@ -66,6 +81,13 @@ class _Workspace(NamedTuple):
     diff: np.ndarray  # (size,) scratch for difference norms, kept zero
     touched: np.ndarray  # int64 scratch: entries of diff in use
     row: np.ndarray  # (K,) sparse: one node's potentials being summed
+    node_mu: np.ndarray  # (max_nodes, K) the last oracle's point (LP)
+    edge_mu: np.ndarray  # (max_edges, K, K)
+    fractional: np.ndarray  # int64 (1,): whether that point is fractional
+    first: np.ndarray  # (max_edges, K) decoding's messages
+    second: np.ndarray  # (max_edges, K)
+    x2: np.ndarray  # int64 (max_nodes,) scratch labelling
+    belief: np.ndarray  # (max_nodes, K) MPLP's beliefs
 
 
 @njit(cache=True)
@@ -76,20 +98,52 @@ def _graph(k, i):
 
 
 @njit(cache=True)
-def _map(k, i, theta, pot, x):
-    """(value of the labelling found, upper bound on the maximum)."""
+def _map(k, i, theta, pot, x, ws, oracle):
+    """(value of the labelling found, upper bound on the maximum). The oracle warm-starts
+    from the graph's stored messages and, with ``LP``, keeps the LP's optimum in ``ws``;
+    decoding starts from zero messages and searches by branch and bound."""
     n0, n, e0, E = _graph(k, i)
     edges = k.edges[e0 : e0 + E]
+    ws.fractional[0] = 0
     if k.method[i] == FOREST:
         v = forest_map(theta, edges, pot, x)
         return v, v
     if k.method[i] == ENUMERATE:
         v = enumerate_map(theta, edges, pot, x)
         return v, v
-    v, bound = lp_map(theta, edges, pot, x, k.lp_sweeps, k.lp_tol)
-    k.lp_stats[0] += 1
-    if bound - v > k.lp_tol * max(1.0, abs(bound)):
-        k.lp_stats[1] += 1
+    if oracle:
+        first = k.warm_first[e0 : e0 + E]
+        second = k.warm_second[e0 : e0 + E]
+    else:
+        first = ws.first[:E]
+        second = ws.second[:E]
+        first[:] = 0.0
+        second[:] = 0.0
+    if k.method[i] == BRANCH or not oracle:
+        v, bound, nodes = branch_and_bound(
+            theta, edges, pot, first, second, x, k.lp_sweeps, k.lp_tol, k.bb_budget
+        )
+        if oracle:
+            k.search_stats[0] += nodes - 1
+    else:
+        v, bound, _ = mplp(
+            theta, edges, pot, first, second, ws.belief[:n], x, k.lp_sweeps, k.lp_tol, -np.inf
+        )
+        if bound - v > k.lp_tol * max(1.0, abs(bound)):
+            node_mu = ws.node_mu[:n]
+            edge_mu = ws.edge_mu[:E]
+            v2, b2, its = lp_optimum(
+                theta, edges, pot, first, second, node_mu, edge_mu, ws.x2[:n], k.lp_iter, k.lp_tol
+            )
+            k.search_stats[1] += its
+            bound = min(bound, b2)
+            if v2 > v:
+                v = v2
+                ws.fractional[0] = 1
+    if oracle:
+        k.lp_stats[0] += 1
+        if bound - v > k.lp_tol * max(1.0, abs(bound)):
+            k.lp_stats[1] += 1
     return v, bound
 
 
@@ -106,6 +160,13 @@ def _workspace(k):
         np.zeros(size),
         np.empty(max(k.max_entries, 1), dtype=np.int64),
         np.empty(K),
+        np.zeros((T, K)),
+        np.zeros((E, K, K)),
+        np.zeros(1, dtype=np.int64),
+        np.zeros((E, K)),
+        np.zeros((E, K)),
+        np.zeros(T, dtype=np.int64),
+        np.zeros((T, K)),
     )
 
 
@@ -172,7 +233,7 @@ def _oracle(k, i, w, ws, loss_scale, y):
             if c != g:
                 ws.aug[t, c] += extra
     x = ws.x[:n]
-    value, bound = _map(k, i, ws.aug[:n], ws.pot[:E], x)
+    value, bound = _map(k, i, ws.aug[:n], ws.pot[:E], x, ws, True)
     for t in range(n):
         y[t] = x[t]
     return bound
@@ -188,7 +249,7 @@ def _oracle_value(k, i, w, ws, y):
 def _decode(k, i, w, ws, y):
     n0, n, e0, E = _graph(k, i)
     x = ws.x[:n]
-    value, bound = _map(k, i, ws.theta[:n], ws.pot[:E], x)
+    value, bound = _map(k, i, ws.theta[:n], ws.pot[:E], x, ws, False)
     for t in range(n):
         y[t] = x[t]
     return value
@@ -256,6 +317,61 @@ def _difference_sq_norm(k, i, ws, ya, yb):
         v = ws.diff[ws.touched[q]]
         total += v * v
         ws.diff[ws.touched[q]] = 0.0
+    return total
+
+
+@base.implements(base.add_oracle_difference, GraphKernel)
+def _add_oracle_difference(k, i, ws, y, c, w):
+    n0, n, e0, E = _graph(k, i)
+    gold = k.labels[n0 : n0 + n]
+    if ws.fractional[0] == 0:
+        _add_into(k, i, gold, y, c, w, ws.touched, -1)
+        return
+    K = k.n_states
+    mu = ws.node_mu
+    for t in range(n):
+        g = gold[t]
+        row = n0 + t
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            xv = c * k.values[p]
+            for a in range(K):
+                d = (1.0 if a == g else 0.0) - mu[t, a]
+                if d == 0.0:
+                    continue
+                if k.sparse:
+                    j = entry_position(k.entry_start, k.entry_count, k.support_labels, K, p, a)
+                else:
+                    j = k.indices[p] * K + a
+                if j >= 0:
+                    w[j] += xv * d
+    off = k.n_unary
+    F = k.edge_features.shape[1]
+    P = k.n_pairs
+    for e in range(E):
+        u, v = k.edges[e0 + e, 0], k.edges[e0 + e, 1]
+        qg = k.pair_index[gold[u], gold[v]]
+        for f in range(F):
+            z = c * k.edge_features[e0 + e, f]
+            if z == 0.0:
+                continue
+            base_f = off + f * P
+            w[base_f + qg] += z
+            for a in range(K):
+                for b in range(K):
+                    m = ws.edge_mu[e, a, b]
+                    if m != 0.0:
+                        w[base_f + k.pair_index[a, b]] -= z * m
+
+
+@base.implements(base.oracle_loss, GraphKernel)
+def _oracle_loss(k, i, ws, y):
+    n0, n, e0, E = _graph(k, i)
+    if ws.fractional[0] == 0:
+        return base.weighted_hamming(k.labels[n0 : n0 + n], k.loss_weights, y)
+    total = 0.0
+    for t in range(n):
+        g = k.labels[n0 + t]
+        total += k.loss_weights[g] * (1.0 - ws.node_mu[t, g])
     return total
 
 
