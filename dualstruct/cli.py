@@ -139,8 +139,8 @@ def write_predictions(src, out, fmt, predictions, lines, label=None):
             out.write(line + "\n")
 
 
-#: the zlib level of checkpoints: fast (level 1 writes the chunker's 490 MB of solver state
-#: as 40–50 MB several times faster than the default level)
+#: the zlib level of checkpoints: fast (level 1 compresses solver state several-fold, several
+#: times faster than the default level)
 CHECKPOINT_LEVEL = 1
 
 

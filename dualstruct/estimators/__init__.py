@@ -1,6 +1,7 @@
 """Estimators: HOW a model is used (the scikit-learn API), and reading model files."""
 
 from .. import io
+from .latent import LatentSSVM
 from .multiclass import MultiClassSVM
 from .multilabel import MultiLabelSVM
 from .path import PathPoint, regularization_path
@@ -12,6 +13,7 @@ __all__ = [
     "MultiLabelSVM",
     "MultiClassSVM",
     "SSVM",
+    "LatentSSVM",
     "load",
     "regularization_path",
     "PathPoint",

@@ -310,8 +310,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     def _inference(self):
         """What "auto" resolves to: the LP for GDMM (it solves the LP relaxation); exact for
         slack rescaling (its oracle enumerates anyway, and weights trained against exact
-        maximizers need not make the LP tight: on yeast the LP is fractional on every test
-        example for slack-trained weights)."""
+        maximizers need not make the LP tight: BENCHMARKS.md, "Slack rescaling (yeast, full
+        graph, 600 s budget)")."""
         if self.inference != "auto":
             return self.inference
         if self.solver == "gdmm":

@@ -11,16 +11,24 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from .. import io
+from .._pystruct import refuse_pystruct_keywords
 from ..models.base import KernelModel
+from ..models.chain import ChainModel
 from ..models.graph import EdgeFeatureGraphCRF, GraphCRF
 from ..models.multiclass import MultiClassModel
+from ..models.multilabel import MultiLabelModel
 from ..models.user import UserModel
 from ..solvers import solver_class, solver_names
 from .base import (
     SolverResults,
     add_training_record,
+    carry_over,
+    changed_params,
     check_training_params,
+    continue_solver,
+    continues_training,
     final_summary,
+    frozen_params,
     header_integer,
     model_file_errors,
     read_coef,
@@ -29,9 +37,16 @@ from .base import (
     seed_to_json,
     train,
 )
+from .warm import continue_on, same_shape
+
+#: the parameters a warm start needs unchanged (C may change: the dual point is scaled)
+_WARM_PARAMS = ("model", "solver", "C", "averaging", "solver_options")
 
 #: the built-in models a model file can name; they are rebuilt from their parameters
-BUILTIN_MODELS = {cls.__name__: cls for cls in (MultiClassModel, GraphCRF, EdgeFeatureGraphCRF)}
+BUILTIN_MODELS = {
+    cls.__name__: cls
+    for cls in (MultiClassModel, GraphCRF, EdgeFeatureGraphCRF, ChainModel, MultiLabelModel)
+}
 
 
 class SSVM(SolverResults, BaseEstimator):
@@ -43,8 +58,12 @@ class SSVM(SolverResults, BaseEstimator):
     model : StructuredModel or kernel model
         What is predicted. A Python object with ``size_joint_feature``, ``joint_feature``,
         ``loss``, ``inference`` and ``loss_augmented_inference`` (PyStruct's names) trains
-        through callbacks, one Python call per example and step; a built-in model trains in
-        compiled code.
+        through callbacks, one Python call per example and step (its ``initialize(X, Y)``,
+        if it has one, is called first, as PyStruct's learners do); a built-in model
+        (:class:`~dualstruct.models.ChainModel`, :class:`~dualstruct.models.MultiLabelModel`,
+        :class:`~dualstruct.models.MultiClassModel`, the graph CRFs) trains in compiled
+        code. PyStruct's learner keywords (``inference_cache``, ``switch_to``, …) are
+        refused with what to use instead.
     solver : {"bcfw", "ssg", "cutting_plane"}
         Block-coordinate pairwise Frank-Wolfe (duality-gap certificate), Pegasos subgradient,
         or the 1-slack cutting plane (duality-gap certificate).
@@ -57,6 +76,14 @@ class SSVM(SolverResults, BaseEstimator):
         Called after every pass; return True to stop.
     solver_options : dict, optional
         Extra keyword arguments of the solver class.
+    warm_start : bool, default False
+        A new ``fit`` with the same model continues from the previous solver state, also on
+        changed data of the same shape (as many examples, each of the same size; new gold
+        labellings, as :class:`~dualstruct.LatentSSVM`'s rounds give). BCFW's pairwise
+        step keeps its dual point (its atoms, with w and the loss term recomputed for the
+        new data); its classic step restarts the dual from zero on changed data; SSG keeps
+        its iterate; the cutting plane starts afresh (:mod:`dualstruct.estimators.warm`). A
+        new C is carried over as in :class:`~dualstruct.StructuredSVM`.
 
     Attributes
     ----------
@@ -78,6 +105,7 @@ class SSVM(SolverResults, BaseEstimator):
     [(6,), (6,)]
     """
 
+    @refuse_pystruct_keywords
     def __init__(
         self,
         model,
@@ -91,6 +119,7 @@ class SSVM(SolverResults, BaseEstimator):
         verbose=0,
         callback=None,
         solver_options=None,
+        warm_start=False,
     ):
         self.model = model
         self.solver = solver
@@ -103,9 +132,11 @@ class SSVM(SolverResults, BaseEstimator):
         self.verbose = verbose
         self.callback = callback
         self.solver_options = solver_options
+        self.warm_start = warm_start
 
     def _validate_params(self):
-        names = solver_names(self.model)
+        # every model trains through a block kernel here (GDMM needs its own estimators)
+        names = solver_names(self.model if isinstance(self.model, KernelModel) else UserModel)
         if self.solver not in names:
             raise ValueError(f"solver must be one of {names} for this model, got {self.solver!r}")
         check_training_params(self)
@@ -113,6 +144,8 @@ class SSVM(SolverResults, BaseEstimator):
     def _kernel_model(self):
         if isinstance(self.model, KernelModel):
             return self.model
+        if hasattr(self.model, "ssvm_model"):  # the chain and multi-label models
+            return self.model.ssvm_model()
         return UserModel(self.model)
 
     @restore_on_error
@@ -122,8 +155,23 @@ class SSVM(SolverResults, BaseEstimator):
         graph model two sequences of equal length). ``validation_data=(X_val, Y_val)`` adds
         the held-out :meth:`score` to every check of the history."""
         self._validate_params()
-        model = self._kernel_model()
+        state = frozen_params(self, _WARM_PARAMS)
+        continuing = continues_training(self)
+        changed = changed_params(state, self._state_params or {}) if continuing else []
+        if "model" in changed:
+            raise ValueError(
+                "warm_start: the model changed since the last fit; its solver state belongs "
+                "to the old model (set warm_start=False to start anew)"
+            )
+        model = self.model_ if continuing else self._kernel_model()
+        if hasattr(model, "initialize") and not continuing:  # a Python model's own
+            model.initialize(X, Y)
         data = model.block_data(X, Y)
+        if continuing and not same_shape(self.solver_.data, data):
+            raise ValueError(
+                "warm_start continues only on data of the same shape (as many examples, each "
+                "of the same size) as the last fit's; set warm_start=False to start anew"
+            )
         validation = None
         if validation_data is not None:
             X_val, Y_val = validation_data
@@ -138,21 +186,28 @@ class SSVM(SolverResults, BaseEstimator):
                 self._set_weights(solver)
                 return self.callback(self, record)
 
-        solver = solver_class(self.solver, model)(
-            model,
-            C=self.C,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            check_every=self.check_every,
-            averaging=self.averaging,
-            random_state=self.random_state,
-            verbose=self.verbose,
-            callback=callback,
-            validation=validation,
-            **(self.solver_options or {}),
-        )
+        solver = None
+        if continuing:
+            carry_over(self, self.solver_, changed)
+            if continue_on(self.solver_, data):
+                solver = self.solver_
+                continue_solver(self, solver, callback, validation)
+        if solver is None:
+            solver = solver_class(self.solver, model)(
+                model,
+                C=self.C,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                check_every=self.check_every,
+                averaging=self.averaging,
+                random_state=self.random_state,
+                verbose=self.verbose,
+                callback=callback,
+                validation=validation,
+                **(self.solver_options or {}),
+            )
         self.model_ = model
-        return train(self, solver, data, state=None)
+        return train(self, solver, data, state=state)
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
@@ -186,10 +241,15 @@ class SSVM(SolverResults, BaseEstimator):
                 "attributes": scalars,
             }
             arrays.update({"model." + k: v for k, v in user_arrays.items()})
-        elif type(model).__name__ in BUILTIN_MODELS:
-            described = {"kind": "builtin", "class": type(model).__name__, "params": model.params()}
+        elif type(getattr(model, "builtin", model)).__name__ in BUILTIN_MODELS:
+            model = getattr(model, "builtin", model)  # the chain and multi-label models
+            rebuild = getattr(model, "constructor_params", None) or model.params
+            model_params = rebuild()
+            described = {"kind": "builtin", "class": type(model).__name__, "params": model_params}
             if getattr(model, "support", None) is not None:  # sparse node weights
                 arrays["model.support_indptr"], arrays["model.support_labels"] = model.support
+            if isinstance(getattr(model, "edges", None), np.ndarray):  # a label graph
+                arrays["model.edges"] = model.edges
         else:
             raise ValueError(
                 f"{type(model).__name__} cannot be saved: it is neither a "
@@ -234,8 +294,12 @@ class SSVM(SolverResults, BaseEstimator):
                         arrays["model.support_indptr"],
                         arrays["model.support_labels"],
                     )
+                if "model.edges" in arrays:
+                    params["edges"] = arrays["model.edges"]
                 user_model = BUILTIN_MODELS[name](**params)
-                kernel_model = user_model
+                kernel_model = (
+                    user_model.ssvm_model() if hasattr(user_model, "ssvm_model") else user_model
+                )
             elif described["kind"] == "user":
                 if model is None:
                     raise ValueError(
@@ -297,7 +361,13 @@ def _check_user_model(model, described, arrays):
         raise ValueError(
             f"the file was trained with {described['class']}, not {_class_name(model)}"
         )
-    size = int(model.size_joint_feature)
+    size = getattr(model, "size_joint_feature", None)
+    if size is None:
+        raise ValueError(
+            "the model's size_joint_feature is not set: call its initialize(X, Y) with the "
+            "training data (as fit did) before loading"
+        )
+    size = int(size)
     if size != described["size_joint_feature"]:
         raise ValueError(
             f"the model's size_joint_feature is {size}, the file's "

@@ -369,8 +369,7 @@ def _labels_surely_off(L, edges, u, p):
     whenever μ_l > 0, so μ_l = 0 at every optimum; its edges then add nothing to the other
     labels' bounds, which are lowered and the rule applied again until no label is removed.
     Far from the gold labels most labels of a large label set go this way, so the minimum
-    cut runs on the few that may be on (delicious, 983 labels: most of the full graph's
-    482,653 edges never enter the flow)."""
+    cut runs on the few that may be on (BENCHMARKS.md, "delicious: 983 labels")."""
     off = np.zeros(L, dtype=np.bool_)
     bound = np.empty(L)
     changed = True

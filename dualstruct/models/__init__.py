@@ -3,6 +3,7 @@
 from .base import KernelModel, StructuredModel
 from .chain import ChainModel, ChainWeights
 from .graph import EdgeFeatureGraphCRF, GraphCRF, grid_edges
+from .latent import LatentGraphCRF
 from .multiclass import MultiClassModel
 from .multilabel import MultiLabelModel, MultiLabelWeights, chow_liu_edges
 from .user import UserModel
@@ -14,6 +15,7 @@ __all__ = [
     "MultiClassModel",
     "GraphCRF",
     "EdgeFeatureGraphCRF",
+    "LatentGraphCRF",
     "grid_edges",
     "ChainModel",
     "ChainWeights",

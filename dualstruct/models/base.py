@@ -71,9 +71,8 @@ every array of the kernel and the workspace (twice per call); small helpers of t
 functions (``score``, ``oracle_value``, ``loss``, ``difference_sq_norm``, ``add_difference``)
 are therefore written ``@njit(inline="always")`` so that they compile into their caller.
 
-numba's cache keys a compiled solver on the solver's own source file only: after editing a
-model's kernel implementations, delete the solvers' cached code
-(``dualstruct/solvers/__pycache__/_block_kernels.*.nb*``) or it may run the old code.
+The cache of a compiled solver is keyed also on the source of the kernel implementations it
+was compiled with (:mod:`dualstruct._numba_cache`): editing a kernel recompiles the solvers.
 
 The hinge uses the oracle's bound, so with a relaxed oracle the primal reported is an upper
 bound on the exact primal and the duality gap stays a certificate. Everything a solver needs
@@ -90,6 +89,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
+
+from .._numba_cache import register_implementation
 
 
 @runtime_checkable
@@ -251,6 +252,7 @@ def implements(generic, kernel_class):
 
         typer.__signature__ = inspect.signature(generic)  # numba matches the names
         overload(generic)(typer)
+        register_implementation(kernel_class, impl)  # the solvers' cache key
         if generic in _OPTIONAL:
             _OPTIONAL[generic].add(kernel_class)
         return impl

@@ -25,9 +25,12 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .._pystruct import refuse_pystruct_model_keywords
+from ..data import BlockData
 from ..inference import chain as kernels
-from ..sequences import PackedSequences
+from ..sequences import PackedSequences, pack_sequences
 from .base import effective_n_jobs
+from .chain_kernels import ChainKernelModel
 from .support import FULL_ROWS_FROM, check_support, support_from_pairs, support_matrix
 
 
@@ -73,6 +76,7 @@ class ChainModel:
 
     kind = "chain"
 
+    @refuse_pystruct_model_keywords
     def __init__(
         self,
         n_labels: int,
@@ -116,6 +120,11 @@ class ChainModel:
     def size(self) -> int:
         K = self.n_labels
         return self.n_unary + K * K + (2 * K if self.start_end else 0)
+
+    @property
+    def size_joint_feature(self) -> int:
+        """The length of φ and ``w`` (the protocol's name of :attr:`size`)."""
+        return self.size
 
     def init_weights(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -288,9 +297,21 @@ class ChainModel:
     def kernel_model(self):
         """This model's kernel for the block solvers
         (:class:`~dualstruct.models.chain_kernels.ChainKernelModel`)."""
-        from .chain_kernels import ChainKernelModel
-
         return ChainKernelModel(self)
+
+    def ssvm_model(self):
+        """The kernel model :class:`~dualstruct.SSVM` trains: the same kernel, with block
+        data made from lists of sequences and labellings (the protocol's format)."""
+        return ChainSequencesModel(self)
+
+    def constructor_params(self) -> dict:
+        """The keyword arguments that rebuild this model (a model file's record)."""
+        return {
+            "n_labels": self.n_labels,
+            "n_features": self.n_features,
+            "start_end": self.start_end,
+            "loss_weights": self.loss_weights.tolist(),
+        }
 
     def check_slack(self):
         if not np.all(self.loss_weights == 1.0):
@@ -298,7 +319,18 @@ class ChainModel:
                 "slack rescaling supports the unit Hamming loss only (loss_weights must all be 1)"
             )
 
-    # -- loss and features (reference implementations, used by tests and tools) ---------------
+    # -- the Python protocol (loss and features: reference implementations; the oracles: the
+    # kernels', on one sequence) ---------------------------------------------------------------
+    def inference(self, x, w):
+        """The Viterbi labelling of the sequence ``x`` (T × d, dense or sparse) at ``w``."""
+        return self.predict(np.asarray(w, dtype=np.float64), _one_sequence(x)).astype(np.int64)
+
+    def loss_augmented_inference(self, x, y, w):
+        """The labelling of ``x`` maximizing ``loss(y, ·) + ⟨w, φ(x, ·)⟩`` (the kernel's
+        loss-augmented Viterbi)."""
+        data = _one_sequence(x, y)
+        return self.hinge(np.asarray(w, dtype=np.float64), data)[1].astype(np.int64)
+
     def loss(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         """Weighted Hamming loss δ(ȳ, y) summed over the given tokens."""
         y_true = np.asarray(y_true)
@@ -331,6 +363,35 @@ class ChainModel:
             P.start[y[0]] += 1.0
             P.end[y[-1]] += 1.0
         return phi
+
+
+def _one_sequence(x, y=None) -> PackedSequences:
+    """One sequence (and its labelling) as packed data."""
+    return pack_sequences([x], None if y is None else [np.asarray(y).ravel()])
+
+
+class ChainSequencesModel(ChainKernelModel):
+    """A :class:`ChainModel`'s kernel taking the protocol's format: lists of (T_i × d)
+    sequences and of label arrays, as :class:`~dualstruct.SSVM` passes them."""
+
+    @property
+    def builtin(self):
+        """The model this kernel trains (what a model file records)."""
+        return self.chain
+
+    def block_data(self, X, Y=None) -> BlockData:
+        """Block data of sequences ``X`` and their labellings ``Y`` (decoding only when
+        None)."""
+        if isinstance(X, PackedSequences):
+            return super().block_data(X, labelled=X.labels is not None)
+        data = pack_sequences(list(X), None if Y is None else [np.asarray(y) for y in Y])
+        return super().block_data(data, labelled=Y is not None)
+
+    def predict(self, w, X) -> list:
+        """The Viterbi labelling of every sequence of ``X``, a list of label arrays."""
+        data = pack_sequences(list(X))
+        flat = self.chain.predict(w, data)
+        return np.split(flat.astype(np.int64), data.offsets[1:-1])
 
 
 def observed_support(

@@ -22,7 +22,7 @@ Edges: ``"independent"`` (none), ``"chain"`` (l — l+1), ``"tree"`` (the maximu
 tree of the labels' empirical mutual information, Chow–Liu; set by :meth:`fit_edges`),
 ``"full"`` (all L(L−1)/2 pairs) or an explicit (E, 2) array.
 
-Inference (``inference=``): ``"exact"`` is max-product on forests and enumeration of all 2^L
+Inference (``inference_method=``): ``"exact"`` is max-product on forests and enumeration of all 2^L
 labellings on loopy graphs (L ≤ 16); ``"lp"`` is the LP relaxation over the local polytope
 (exact on forests, an upper bound elsewhere, :func:`~dualstruct.inference.multilabel.lp_map`);
 ``"auto"`` is exact on forests and for L ≤ 10, the LP otherwise. With the LP, training uses the
@@ -37,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .._pystruct import refuse_pystruct_model_keywords, resolve_inference_method
+from ..data import BlockData
 from ..inference import multilabel as kernels
 from ..memory import check_memory
 from .base import MIN_BLOCKS_PER_JOB, effective_n_jobs
@@ -53,7 +55,8 @@ EDGE_KINDS = ("independent", "chain", "tree", "full")
 INFERENCE = ("auto", "exact", "lp")
 MAX_ENUMERATED_LABELS = 16
 #: "auto" enumerates loopy graphs only up to this many labels (2^10 labellings), above it the
-#: LP (on yeast's 14 labels the LP is 40× faster than enumeration and integral on 99% of rows)
+#: LP (faster than enumeration there and mostly integral: BENCHMARKS.md, "Multi-label
+#: classification with label interactions")
 AUTO_ENUMERATED_LABELS = 10
 #: inference codes of the numba kernels
 TREE, ENUMERATE, LP = 0, 1, 2
@@ -245,13 +248,17 @@ class MultiLabelModel:
         The interacting label pairs (``"tree"``: set by :meth:`fit_edges`).
     loss_weights : array of L positive numbers, optional
         Per-label weights of the Hamming loss (default 1).
-    inference : {"auto", "exact", "lp"}, default "auto"
+    inference_method : {"auto", "exact", "lp"}, default "auto"
         Exact (max-product on forests, enumeration up to 16 labels) or the LP relaxation;
-        "auto" is exact on forests and up to 10 labels.
+        "auto" is exact on forests and up to 10 labels. PyStruct's names (``"qpbo"``,
+        ``"ad3"``, ``"max-product"``, …) are refused with what to use instead.
     interactions : {"11", "table"}, default "11"
         An edge scores its (1, 1) outcome, or a full 2 × 2 table.
     support : (indptr, labels), optional
         Sparse feature–label weights (:func:`observed_support`); None: dense d × L.
+    inference : str, optional
+        The older name of ``inference_method`` (the mode is the attribute
+        ``inference_method``; ``inference`` is the protocol method).
 
     Examples
     --------
@@ -265,6 +272,7 @@ class MultiLabelModel:
 
     kind = "multilabel"
 
+    @refuse_pystruct_model_keywords
     def __init__(
         self,
         n_labels: int,
@@ -272,15 +280,16 @@ class MultiLabelModel:
         *,
         edges="full",
         loss_weights=None,
-        inference="auto",
+        inference_method=None,
         interactions="11",
         support=None,
+        inference=None,
     ):
-        if inference not in INFERENCE:
-            raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
+        self.inference_method = resolve_inference_method(
+            type(self).__name__, inference_method, inference, INFERENCE
+        )
         if interactions not in INTERACTIONS:
             raise ValueError(f"interactions must be one of {INTERACTIONS}, got {interactions!r}")
-        self.inference = inference
         self.interactions = interactions
         if n_labels < 1:
             raise ValueError(f"n_labels must be >= 1, got {n_labels}")
@@ -348,6 +357,11 @@ class MultiLabelModel:
     @property
     def size(self) -> int:
         return self.n_unary + self.pair_size * len(self.edges)
+
+    @property
+    def size_joint_feature(self) -> int:
+        """The length of φ and ``w`` (the protocol's name of :attr:`size`)."""
+        return self.size
 
     def init_weights(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -418,14 +432,15 @@ class MultiLabelModel:
     @property
     def inference_code(self) -> int:
         """TREE, ENUMERATE or LP: the oracle the kernels run for this model."""
-        if self.inference == "lp":
+        if self.inference_method == "lp":
             return LP
         if self._is_forest():
             return TREE
-        limit = MAX_ENUMERATED_LABELS if self.inference == "exact" else AUTO_ENUMERATED_LABELS
+        exact = self.inference_method == "exact"
+        limit = MAX_ENUMERATED_LABELS if exact else AUTO_ENUMERATED_LABELS
         if self.n_labels <= limit:
             return ENUMERATE
-        if self.inference == "exact":
+        if self.inference_method == "exact":
             raise ValueError(
                 f"exact inference on a loopy graph needs n_labels <= "
                 f"{MAX_ENUMERATED_LABELS} (enumeration); use inference='lp'"
@@ -458,6 +473,23 @@ class MultiLabelModel:
         from .multilabel_kernels import MultiLabelKernelModel
 
         return MultiLabelKernelModel(self)
+
+    def ssvm_model(self):
+        """The kernel model :class:`~dualstruct.SSVM` trains: the same kernel, with block
+        data made from a feature matrix and an (n, L) 0/1 label matrix."""
+        return MultiLabelRowsModel(self)
+
+    def constructor_params(self) -> dict:
+        """The keyword arguments that rebuild this model (a model file's record; the
+        edges as a list)."""
+        return {
+            "n_labels": self.n_labels,
+            "n_features": self.n_features,
+            "edges": self.edges.tolist(),
+            "loss_weights": self.loss_weights.tolist(),
+            "inference_method": self.inference_method,
+            "interactions": self.interactions,
+        }
 
     def check_slack(self):
         """Slack rescaling needs the unit Hamming loss and enumerable labellings (L ≤ 16):
@@ -560,8 +592,21 @@ class MultiLabelModel:
         return best - gold, out
 
     def loss(self, y_true, y_pred) -> float:
+        """The weighted Hamming loss ``Σ_l loss_weights[l] [y_l ≠ ŷ_l]``."""
         y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
         return float(self.loss_weights @ (y_true != y_pred))
+
+    def inference(self, x, w):
+        """The highest-scoring labelling (L,) of the feature vector ``x`` (the kernels';
+        with the LP its rounding)."""
+        w = np.asarray(w, dtype=np.float64)
+        return self.predict(w, _rows(x))[0].astype(np.int64)
+
+    def loss_augmented_inference(self, x, y, w):
+        """The labelling maximizing ``loss(y, ·) + ⟨w, φ(x, ·)⟩`` (the kernels'; with the
+        LP the rounding of the relaxation's maximizer)."""
+        w = np.asarray(w, dtype=np.float64)
+        return self.hinge(w, _rows(x), _label_rows(y))[1][0].astype(np.int64)
 
     def joint_feature(self, x, y) -> np.ndarray:
         """``φ(x, y) = (x ⊗ y, (y_l y_k)_e)`` (or the 2×2 indicators of every edge) as a
@@ -577,6 +622,20 @@ class MultiLabelModel:
             indptr, labels = self.support
             unary = unary[np.repeat(np.arange(self.n_features), np.diff(indptr)), labels]
         return np.concatenate([unary.ravel(), pair.ravel()])
+
+
+def _rows(X):
+    """Feature vectors as a CSR matrix of rows (one vector: one row)."""
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    return sp.csr_matrix(X.reshape(1, -1) if X.ndim == 1 else X)
+
+
+def _label_rows(Y):
+    """0/1 labellings as an (n, L) array (one labelling: one row)."""
+    Y = np.asarray(Y)
+    return Y.reshape(1, -1) if Y.ndim == 1 else Y
 
 
 def observed_support(
@@ -627,3 +686,31 @@ def observed_support(
     return support_from_pairs(
         counts.row, counts.col, counts.data, X.shape[1], data.Y.shape[1], min_count, full_rows_from
     )
+
+
+# the kernels import this module's inference codes: imported once those are defined
+from .multilabel_kernels import MultiLabelKernelModel  # noqa: E402
+
+
+class MultiLabelRowsModel(MultiLabelKernelModel):
+    """A :class:`MultiLabelModel`'s kernel taking the protocol's format: a feature matrix
+    (or a list of feature vectors) and an (n, L) 0/1 label matrix, as
+    :class:`~dualstruct.SSVM` passes them."""
+
+    @property
+    def builtin(self):
+        """The model this kernel trains (what a model file records)."""
+        return self.multilabel
+
+    def block_data(self, X, Y=None) -> BlockData:
+        """Block data of the rows of ``X`` and their labellings ``Y`` (zeros when None)."""
+        if isinstance(X, MultiLabelDataset):
+            return super().block_data(X)
+        X = _rows(X)
+        if Y is None:
+            Y = np.zeros((X.shape[0], self.multilabel.n_labels), dtype=np.int64)
+        return super().block_data(MultiLabelDataset(X, _label_rows(Y)))
+
+    def predict(self, w, X) -> np.ndarray:
+        """The highest-scoring labelling of every row of ``X``, (n, L) int64."""
+        return self.multilabel.predict(w, _rows(X)).astype(np.int64)

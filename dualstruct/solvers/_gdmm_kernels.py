@@ -53,18 +53,17 @@ sets grow with the passes and so does the cost of a step.
   transitions ("listed" pairs) can be positive; every other pair is 0 (never touched) or
   negative. This holds exactly: the pass clamps the rounding residue of an emptied unlisted
   pair to 0 (:func:`_listed_changed`). So the table needs order only on its listed pairs, a
-  few per row (0.3% of the entries at K = 954), and everything else is settled by signs and
-  zeros.
+  few per row, and everything else is settled by signs and zeros.
   Both active: the listed pairs among the active ones, then only the active pairs whose
   message sum ``μ^L(a) + μ^R(b)`` (a lower bound of an unlisted pair's gradient) does not
   exceed the best gradient found, about one pair per edge against |A_t|·|A_{t+1}| for a
   scan. One active (a, message μ): the listed inactive partners of a (a short scan), and,
   only if a zero can reach the best gradient (μ − best <= 0), the first inactive partner b
-  with W_B[a, b] = 0 (zeros are nearly everywhere: 94% of the table at K = 954); the same by
+  with W_B[a, b] = 0 (zeros are nearly everywhere); the same by
   columns. Each row (column) also keeps its largest listed W_B, its "top" (updated in
   O(1) per change; the line is rescanned only when its top goes down), and a row whose
-  bound ``−C max(top, 0) + μ`` exceeds the best gradient found is skipped whole: late in
-  training at K = 954 that is about two thirds of the active rows. Neither: the top of a
+  bound ``−C max(top, 0) + μ`` exceeds the best gradient found is skipped whole (most of the
+  active rows late in training). Neither: the top of a
   max-tree over the listed pairs (segment tree, O(log n) per update, a pruned depth-first
   search for "the top outside A_t × · and · × A_{t+1}") and, if a zero can win, the first
   pair of inactive labels with W_B = 0. Where every inactive
@@ -83,10 +82,9 @@ sets grow with the passes and so does the cost of a step.
   listed on a token's features when it enters the token's active set (W_U[:, k] changes
   only through tokens where k is active), not at every change of its mass. A feature whose
   list holds more than K/16 labels has its row streamed instead. A feature seen at many
-  tokens collects the active labels of all of them, so on the benchmark data (synthetic
-  K = 954, Czech) nearly every row is streamed after about ten passes. The weights are
-  that dense (late at K = 954 a row of W_U has ~600 non-zeros), and the oracle then
-  costs what brute force costs (BENCHMARKS.md).
+  tokens collects the active labels of all of them, so with dense weights nearly every row
+  is streamed after a few passes, and the oracle then costs what brute force costs
+  (BENCHMARKS.md, "GDMM and large label sets").
 
 All three unigram oracles and both bigram oracles return the same argmin (ties broken by
 the smaller label index), which the tests check against brute force.
@@ -105,9 +103,8 @@ bound on the optimum (the rounding changes only W_B, by C Σ_e (q_e − π_e); t
 takes the best point between it and the gold labelling, :func:`.objective.scaled_dual`).
 The bound is exact once q is consistent, so its gap closes as GDMM converges. Before that
 it is loose,
-because the rounding moves every edge and W_B adds up the moves of all edges: on the
-synthetic chain with K = 954 it is still at least 3.1% below the optimum after 475 passes,
-when the primal is within 1% (BENCHMARKS.md).
+because the rounding moves every edge and W_B adds up the moves of all edges: it can lag
+well behind a primal already within 1% (BENCHMARKS.md, "GDMM and large label sets").
 
 **Averaging.** The weighted average ``w̄_m = Σ_{j≤m} j w_j / A_m`` (``A_m = m(m+1)/2``) of
 the iterates after each pass is kept lazily, as BCFW keeps it (:mod:`._block_kernels`):
@@ -118,14 +115,13 @@ pass j. Every change of W_U, W_B, start or end during pass m also goes into R, s
 **Inlined helpers.** Numba counts references to arrays with atomic increments and
 decrements. Around a call to a compiled helper that takes many arrays and calls helpers of
 its own, they are not pruned, so every call pays two atomic operations per array argument.
-On OCR they took about half of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The helpers
+They took a large share of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The helpers
 called per factor are therefore compiled into ``gdmm_pass`` (``inline="always"``, which
 numba allows up to 30 arguments). That is not enough where a helper runs several times per
 factor: an inlined call still binds its array arguments, counted, each time it runs. So the
 bigram factor's pairwise steps (the line search, the messages, W_B with its bookkeeping) are
-written out in the pass, once, in a loop over the steps. An OCR pass took 0.19 s with
-the helpers called, 0.13 s with them inlined and 0.09 s with the steps written out. At
-K = 954 a pass is bound by reading W_U (BENCHMARKS.md).
+written out in the pass, once, in a loop over the steps (docs/algorithms.rst, "Design
+choices and what was measured").
 """
 
 import numpy as np
@@ -391,7 +387,7 @@ def bigram_sorted(
     pair that may have ``W_B > 0`` (the training transitions), ``pos_row`` gives each listed
     pair's row, ``(cpos_ptr, cpos_idx)`` the listed positions column by column, ``tree`` is
     the max-tree over the listed pairs (:func:`tree_build`), ``vals`` a copy of their W_B
-    (the scans read it: 19 KB at K = 954 against the table's 7 MB), ``top`` the largest
+    (the scans read it, not the whole table), ``top`` the largest
     listed W_B of every row (``top[0]``) and column (``top[1]``, :func:`tops_build`). Every
     unlisted pair must have ``W_B <= 0``.
 
@@ -407,8 +403,8 @@ def bigram_sorted(
     # its message sum μ^L(a) + μ^R(b) (also in floating point: −C·W_B >= 0 and rounding is
     # monotone). So: seeded by the pair of smallest messages, the listed pairs of the rows
     # whose bound can reach the best gradient (one scan for active and inactive partners),
-    # then the pairs whose message sum does not exceed it. Measured on a synthetic chain
-    # with K = 300 these are about one pair per edge, against |A_t|·|A_{t+1}| for a scan.
+    # then the pairs whose message sum does not exceed it: typically about one pair per
+    # edge, against |A_t|·|A_{t+1}| for a scan.
     low_b = 0.0
     if n_a > 0 and n_b > 0:
         sa_min = 0

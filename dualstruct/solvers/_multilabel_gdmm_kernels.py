@@ -18,7 +18,7 @@ slots a < b of its active set), ``pair_edge`` (the edge's id), ``q`` (four state
 ``lam`` (two multipliers). Each example has its own room of ``pair_room[i]`` rows, which
 moves to the end of the pool, doubled, when full (the solver compacts the pool when the
 rooms left behind outweigh half the live ones), so memory follows each example's active
-pairs (bibtex, full graph: a 126 MB pool for about 47 pairs per example).
+pairs (BENCHMARKS.md, "bibtex: 159 labels", gives the pool's size on a full graph).
 
 **Inactive factors.** Labels outside the example's active set S_i have ``μ = 0`` (never
 added, or dropped at 0). A pairwise factor that is not active is *defined* as the consistent state

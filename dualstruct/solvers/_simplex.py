@@ -13,8 +13,8 @@ def project_to_simplex(v, n, out, scratch):
     carry no mass and stay far below. Among them τ is found without sorting, by Michelot's
     (1986) fixed point: τ = (Σ_S v − 1) / |S| over the candidates S, drop those <= τ,
     repeat until none drops. τ only grows and a dropped entry is below the final τ, so this
-    ends at the sort-based threshold, in a few sweeps instead of a sort (13% of a pass at
-    K = 954 late in training, where about 100 labels per token carry mass). Up to 8 entries
+    ends at the sort-based threshold, in a few sweeps instead of a sort (which costs a
+    sizeable share of a pass on large active sets). Up to 8 entries
     the sort-based threshold is cheaper and is used directly."""
     if n <= 8:  # a few entries (a pair factor's four states): sort them, no sweeps
         for j in range(n):  # insertion sort into scratch, descending

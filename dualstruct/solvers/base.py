@@ -127,7 +127,9 @@ def checked_setting(name, value, word):
 
 
 class PassSolver:
-    """Base class of solvers that sweep over the examples (BCFW, SSG).
+    """Base class of every solver: passes over the examples with checks of the primal and the
+    gap (BCFW, SSG, the cutting plane, GDMM for chains and for multi-label models, and the
+    distributed CoCoA+ and mini-batch SSG).
 
     Parameters
     ----------

@@ -252,8 +252,8 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
     **Why proximal.** BCFW's exact block step is taken against the other blocks' current
     share of ``w``. When many blocks push ``w`` the same way (large C, and slack rescaling,
     whose corners ``C δ(y) (φ(ȳ) − φ(y))`` are longer by the loss δ), each block's step is
-    short and the dual creeps up by about the same amount every pass (plain BCFW on OCR
-    with slack rescaling, C = 1, does so for hundreds of passes).
+    short and the dual creeps up by about the same amount every pass, for hundreds of
+    passes with slack rescaling.
     The proximal-point method (Rockafellar 1976; as an outer loop of a linearly convergent
     inner solver, Lin, Mairal, Harchaoui 2015, "Catalyst") trains instead on
 
@@ -284,11 +284,9 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
     ``PROXIMAL_START`` and halves κ before a pass whenever the proximal term exceeds the
     last pass's sum of block gaps, i.e. when the centre, not the inner problem, holds the
     gap up, or when that sum has not reached a new low for ``PROXIMAL_PATIENCE`` passes
-    (below ``PROXIMAL_MIN`` κ is 0, plain BCFW). On OCR (C = 1, three atom steps) this
-    certifies 1% in 40 passes with margin rescaling (plain BCFW with weighted averaging:
-    400) and in 120 with slack rescaling (plain: 5.8% after 2,000); with the classic step in
-    120 passes (plain: 570). The classic step on the LP relaxation of a full label graph
-    (yeast, C = 100) certifies 1% in 190 passes, where plain BCFW is at 56% after 300.
+    (below ``PROXIMAL_MIN`` κ is 0, plain BCFW). Its passes to a certified gap against
+    plain BCFW's: BENCHMARKS.md, "OCR", "Slack rescaling and the cutting plane" and
+    "Training across C".
 
     **Averaging.** With ``averaging=True`` the solver also keeps the weighted average ``ū``
     of the dual iterates u (weights 1, 2, 3, … per step, Lacoste-Julien et al. 2013, the
@@ -297,10 +295,9 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
     ``D(u)`` and ``D(ū)``. Where ``ū`` wins a check, the problem is limited by the primal of
     the returned model rather than by the steps (the average smooths over many more passes
     than ``x``'s window of about 1 + κ), and ``proximal="auto"`` sets κ = 0 from then on:
-    plain BCFW, whose average keeps the iterates made so far. On the synthetic chain with
-    954 labels of the benchmarks this happens at the first check (1% certified after 480
-    passes); on OCR ``x`` wins every check. With ``proximal=0`` the solver is plain BCFW
-    throughout (``x = u``).
+    plain BCFW, whose average keeps the iterates made so far (BENCHMARKS.md, "GDMM and
+    large label sets", has a chain where this happens). With ``proximal=0`` the solver is
+    plain BCFW throughout (``x = u``).
 
     On tiny chains BCFW's pairwise step and the cutting plane reach the exact optimum of the
     dual QP over all labellings (solved by a generic QP solver) to 1e-7, with margin and

@@ -28,12 +28,13 @@ UNIGRAM_ORACLES = {
 }
 BIGRAM_ORACLES = ("sorted", "brute")
 #: with oracle "auto", label sets up to this size use the brute-force oracles: scanning K
-#: labels (K² pairs) is then cheaper than the lists and trees (OCR, K = 26: 0.088 against
-#: 0.148 s per pass on a 2-core VM), and both give the same argmax
+#: labels (K² pairs) is then cheaper than the lists and trees (BENCHMARKS.md, "GDMM and
+#: large label sets"), and both give the same argmax
 AUTO_BRUTE_MAX_LABELS = 64
 #: with unigram oracle "auto", the sparse oracle gives way to brute force once it streams
 #: this share of the token features' rows of W_U: the sweep then reads what brute force
-#: reads, and the label lists only cost their upkeep (BENCHMARKS.md)
+#: reads, and the label lists only cost their upkeep (docs/algorithms.rst, "Design choices
+#: and what was measured")
 AUTO_BRUTE_STREAMED = 0.95
 #: per-token arrays aligned with the active-label slots, and per-edge arrays of support pairs
 LABEL_SLOT_ARRAYS = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle")
@@ -84,8 +85,8 @@ class ScaleFreePenalty:
     trajectory depend only on ρ̃ under both changes. Between the two, the geometric mean is a
     measured choice: the multipliers must grow to the size of the gradient, about ``C δ̄``, a
     step η at a time, while a penalty far above the curvature makes the block steps short.
-    The best fixed ρ on OCR (600 words) and yeast (full graph) spans five decades over
-    C ∈ [0.01, 10], while ρ / κ stays between 0.13 and 1.8 at every C (BENCHMARKS.md).
+    The best fixed ρ spans decades over C, while ρ / κ stays in a narrow range at every C
+    (BENCHMARKS.md, "Training across C").
 
     Subclasses set ``self.penalty_scale`` (κ) in their set-up and call
     :meth:`_set_penalties` before each pass; ``self.rho`` and ``self.eta`` are then the
@@ -142,7 +143,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         5.0)]`` is a schedule: ρ follows it geometrically between the points (by passes
         done) and stays at the last value after the last one. A growing penalty enforces
         consistency harder once the marginals are near their optimum, which is where a
-        fixed small ρ is slowest (BENCHMARKS.md).
+        fixed small ρ is slowest (docs/algorithms.rst, "Design choices and what was
+        measured").
     eta : float, list of (pass, value) or None
         Multiplier step η in units of κ, a number or a schedule like ``rho`` (default
         ``rho``).
@@ -170,7 +172,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         After its oracle step, a bigram factor takes up to this many more pairwise steps
         inside its support (mass from the worst to the best support pair, exact line search;
         no oracle call, so they cost O(support) each). Default 3, which lowers the primal
-        reached per pass (BENCHMARKS.md); 0 is the paper's single step.
+        reached per pass (docs/algorithms.rst, "Design choices and what was measured");
+        0 is the paper's single step.
     inner_passes : int
         Passes of block steps per multiplier step (default 1, Algorithm 1).
     **kwargs

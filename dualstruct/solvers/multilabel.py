@@ -19,7 +19,7 @@ from .objective import scaled_dual
 
 
 class _MultiLabelPasses(PassSolver):
-    """Shared set-up: kernel arrays, the model's oracle code and the edge tables."""
+    """Shared set-up: the checks of the problem and the data's kernel arrays."""
 
     def _check_problem(self):
         if self.model.kind != "multilabel":
@@ -33,16 +33,6 @@ class _MultiLabelPasses(PassSolver):
                 f"the data has {self.data.Y.shape[1]} labels, the model {self.model.n_labels}"
             )
         self.arrays = self.data.kernel_arrays()
-        self.mode = self.model.inference_code
-
-    def _edge_tables(self, w):
-        """The (E, 2, 2) score tables of the pair weights in ``w`` (a copy the kernels keep
-        in step with the weights)."""
-        return np.array(self.model._pair_tables(w))
-
-    def _pair_rows(self, pairwise):
-        """The pair weights as the kernels' (E, P) view."""
-        return pairwise.reshape(len(self.model.edges), self.model.pair_size)
 
 
 class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
@@ -70,10 +60,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         (:class:`~dualstruct.solvers.gdmm.GDMM`). The default, None, is
         ``max(0.025, 0.25 min(1, 16 / d̄))`` with d̄ the mean degree of the label graph: a
         label's marginal is tied to each of its active pairs, so its step feels ρ once per
-        neighbour, and the best ρ / κ falls as the graph grows (full graphs, C = 1: about
-        0.25 on yeast, 13 neighbours; about 0.03 on bibtex, 158), but the active pairs of a
-        label stay in the tens on larger graphs (delicious, 982 neighbours: 0.25 is best,
-        the floor 0.025 next, the rule's 0.004 far behind; :func:`default_rho`).
+        neighbour, and the best ρ / κ falls as the graph grows, but the active pairs of a
+        label stay in the tens on larger graphs, hence a floor (:func:`default_rho`;
+        BENCHMARKS.md, "Training across C").
     eta : float, list of (pass, value) or None
         Multiplier step η in units of κ, a number or a schedule (default ``rho``).
     inner_sweeps : int
@@ -84,9 +73,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         probability units, so the rule does not depend on C or the feature scale) by at
         most ``inner_tol`` times what the first sweep moved (default 0.3; 0 makes every
         sweep). At large C the factors of an example are tightly coupled and further sweeps
-        pay off (yeast, full graph, C = 10, 300 passes: certified gap 2.5% against 5.7%
-        with two fixed sweeps); at small C the first sweeps settle the example and the rule
-        stops early.
+        pay off (docs/algorithms.rst, "Design choices and what was measured"); at small C
+        the first sweeps settle the example and the rule stops early.
     pair_search : {"tree", "brute"}
         How the best inactive pair with both labels outside the active set is found:
         branch-and-bound over a max segment tree of the interaction weights (default), or a
@@ -152,7 +140,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 "it supports interactions='11' only"
             )
         super().__init__(model, C, **kwargs)
-        if model.kind == "multilabel" and not model._is_forest() and model.inference != "lp":
+        if model.kind == "multilabel" and not model._is_forest() and model.inference_method != "lp":
             raise ValueError(
                 "GDMM optimizes the LP relaxation: on a loopy graph build the "
                 "model with inference='lp' so that the primal it reports is the "
@@ -185,9 +173,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         pairs (72 bytes a row). The pool follows the active pairs, which training decides;
         the estimate assumes about 2k + 8 active labels per example (k its gold labels)
         with four active pairs each, or its gold pairs if more, rooms doubled once and the
-        pool's copy while it grows. That fits bibtex's full graph (126 MB measured); on
-        large label sets the active sets can grow far beyond it (delicious: 2.6 GB per
-        2,000 examples after 150 passes, BENCHMARKS.md), so there it is a lower bound."""
+        pool's copy while it grows. That fits bibtex's full graph; on large label sets the
+        active sets can grow far beyond it (BENCHMARKS.md, "delicious: 983 labels"), so
+        there it is a lower bound."""
         parts = super().memory_parts(data)
         Y = np.asarray(data.Y)
         n, L = Y.shape
@@ -743,12 +731,10 @@ def default_rho(model):
     """The default penalty in units of κ: ``0.25 min(1, 16 / d̄)``, d̄ the mean degree of the
     model's label graph (:class:`MultiLabelGDMM`), but at least ``MIN_DEFAULT_RHO``.
 
-    The fall with the degree is measured on bibtex's full graph (d̄ = 158; certified gap
-    after 300 passes at C = 1: 0.93% at 0.025, 1.06% at 0.1, 2.32% at 0.25). Beyond it the
-    rule goes too far: on delicious's full graph (d̄ = 982) it gives 0.004, and the dual after
-    10 passes is a fraction of what 0.025 and more reach (0.25 best; BENCHMARKS.md), since
-    an example's active labels, not the whole graph, tie a label's marginal to its pairs,
-    and they stay in the tens. Hence the floor, bibtex's value."""
+    The fall with the degree is measured on bibtex's full graph (BENCHMARKS.md, "Training
+    across C"). On much larger graphs the rule goes too far, since an example's active
+    labels, not the whole graph, tie a label's marginal to its pairs, and they stay in the
+    tens. Hence the floor, the best value on bibtex."""
     L = model.n_labels
     degree = 2.0 * len(getattr(model, "edges", ())) / max(L, 1)
     rule = 0.25 * min(1.0, 16.0 / degree) if degree > 0 else 0.25

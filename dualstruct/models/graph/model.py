@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from ..._pystruct import refuse_pystruct_model_keywords, resolve_inference_method
 from ...data import BlockData
 from ...data.blocks import integer_labels, state_codes
 from ...inference.graph import is_forest
@@ -19,7 +20,7 @@ from ..support import (
     support_from_pairs,
     support_matrix,
 )
-from .kernels import ENUMERATE, FOREST, LP, GraphKernel
+from .kernels import BRANCH, ENUMERATE, FOREST, LP, GraphKernel
 
 INFERENCE = ("auto", "exact", "lp")
 
@@ -41,21 +42,37 @@ class EdgeFeatureGraphCRF(KernelModel):
     n_states, n_features, n_edge_features : int
     directed : bool, default True
         One K × K table per edge feature; ``False``: symmetric tables, K(K+1)/2 parameters.
-    inference : {"auto", "exact", "lp"}
+    inference_method : {"auto", "exact", "lp"}
         ``"auto"``: exact max-product on forests, enumeration up to ``enumerate_up_to``
-        labellings, the LP relaxation (MPLP) otherwise; ``"exact"``: refuse graphs that need
-        the LP; ``"lp"``: the LP everywhere except forests. With the LP the oracle returns the
-        LP's bound, so the primal reported is an upper bound and the gap a certificate; the
-        labelling it returns is the best decoded one (``lp_stats`` counts LP calls and those
-        not certified exact).
+        labellings, otherwise exact MAP by branch and bound over the bounds of the LP
+        relaxation (MPLP), at most ``bb_budget`` search nodes a call: the certificate is for
+        the structural SVM itself, and a call that exhausts the budget returns its largest
+        open bound (still an upper bound). ``"exact"``: refuse graphs that need the search.
+        ``"lp"``: the LP relaxation over the local polytope everywhere except forests, solved
+        to its optimum (MPLP, then PDHG where MPLP does not certify); the oracle's point is
+        the LP's (fractional) optimum, so training solves and certifies the relaxed
+        structural SVM (Finley and Joachims 2008), and prediction searches by branch and
+        bound. ``lp_stats`` on the kernel counts the calls on loopy graphs and those not
+        certified (exact MAP, or the LP's optimum, to ``lp_tol``). PyStruct's names
+        (``"max-product"``, ``"qpbo"``, ``"ad3"``, …) are refused with what to use instead.
+        The older keyword ``inference=`` is still accepted; the mode is the attribute
+        ``inference_method`` (``inference`` is the protocol method).
     loss_weights : (K,) array, optional
     enumerate_up_to : int, default 4096
     lp_sweeps : int, default 200
     lp_tol : float, default 1e-9
+        Relative tolerance of the certificates (MPLP's and the search's bound against the
+        best labelling; the LP's bound against its best point).
+    bb_budget : int, default 64
+        Branch-and-bound nodes (LP bounds) per call, the root included.
+    lp_iter : int, default 20000
+        PDHG iterations per call (``"lp"``).
     support : (indptr, labels), optional
         Sparse node weights: feature f may score only the states
         ``labels[indptr[f]:indptr[f+1]]`` (:func:`observed_support`: those it met in
         training). None (default): the dense d × K matrix.
+    inference : str, optional
+        The older name of ``inference_method``.
 
     Examples
     --------
@@ -70,6 +87,7 @@ class EdgeFeatureGraphCRF(KernelModel):
     (14,)
     """
 
+    @refuse_pystruct_model_keywords
     def __init__(
         self,
         n_states,
@@ -77,24 +95,29 @@ class EdgeFeatureGraphCRF(KernelModel):
         n_edge_features,
         *,
         directed=True,
-        inference="auto",
+        inference_method=None,
         loss_weights=None,
         enumerate_up_to=4096,
         lp_sweeps=200,
         lp_tol=1e-9,
         support=None,
+        inference=None,
+        bb_budget=64,
+        lp_iter=20000,
     ):
         self.n_states = _integer_option("n_states", n_states, 2)
         self.n_features = _integer_option("n_features", n_features, 1)
         self.n_edge_features = _integer_option("n_edge_features", n_edge_features, 1)
-        if not isinstance(inference, str) or inference not in INFERENCE:
-            raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
+        self.inference_method = resolve_inference_method(
+            type(self).__name__, inference_method, inference, INFERENCE
+        )
         if not isinstance(directed, (bool, np.bool_)):
             raise ValueError(f"directed must be True or False, got {directed!r}")
         self.directed = bool(directed)
-        self.inference = inference
         self.enumerate_up_to = _integer_option("enumerate_up_to", enumerate_up_to, 0)
         self.lp_sweeps = _integer_option("lp_sweeps", lp_sweeps, 1)
+        self.bb_budget = _integer_option("bb_budget", bb_budget, 1)
+        self.lp_iter = _integer_option("lp_iter", lp_iter, 0)
         if (
             isinstance(lp_tol, (bool, np.bool_))
             or not isinstance(lp_tol, numbers.Real)
@@ -128,17 +151,25 @@ class EdgeFeatureGraphCRF(KernelModel):
     def size(self) -> int:
         return self.n_unary + self.n_edge_features * self.n_pairs
 
+    @property
+    def fractional_oracle(self) -> bool:
+        """Whether the oracle returns the LP's fractional optimum (``"lp"``): the solvers then
+        train the relaxed structural SVM (BCFW with its classic step)."""
+        return self.inference_method == "lp"
+
     def params(self) -> dict:
         return {
             "n_states": self.n_states,
             "n_features": self.n_features,
             "n_edge_features": self.n_edge_features,
             "directed": self.directed,
-            "inference": self.inference,
+            "inference_method": self.inference_method,
             "loss_weights": self.loss_weights.tolist(),
             "enumerate_up_to": self.enumerate_up_to,
             "lp_sweeps": self.lp_sweeps,
             "lp_tol": self.lp_tol,
+            "bb_budget": self.bb_budget,
+            "lp_iter": self.lp_iter,
         }
 
     def unpack(self, w):
@@ -212,15 +243,15 @@ class EdgeFeatureGraphCRF(KernelModel):
             forest = is_forest(n, edges)
             if forest:
                 method = FOREST
-            elif self.inference != "lp" and float(K) ** n <= self.enumerate_up_to:
+            elif self.inference_method != "lp" and float(K) ** n <= self.enumerate_up_to:
                 method = ENUMERATE
-            elif self.inference == "exact":
+            elif self.inference_method == "exact":
                 raise ValueError(
                     f"X[{i}] is a loopy graph with {K}^{n} labellings; exact "
-                    "inference refuses it (use inference='lp' or 'auto')"
+                    "inference refuses it (use inference_method='lp' or 'auto')"
                 )
             else:
-                method = LP
+                method = LP if self.inference_method == "lp" else BRANCH
             rows.append(nodes)
             edge_list.append(edges)
             feats.append(z)
@@ -260,6 +291,11 @@ class EdgeFeatureGraphCRF(KernelModel):
             self.lp_sweeps,
             self.lp_tol,
             np.zeros(2, dtype=np.int64),
+            np.zeros(2, dtype=np.int64),
+            self.bb_budget,
+            self.lp_iter,
+            np.zeros((edge_offsets[-1], K)),
+            np.zeros((edge_offsets[-1], K)),
             max_entries,
             self.support is not None,
             *kernel_support(self.support, indices),
@@ -299,6 +335,15 @@ class EdgeFeatureGraphCRF(KernelModel):
         y, y_hat = np.asarray(y), np.asarray(y_hat)
         return float(np.sum(self.loss_weights[y] * (y != y_hat)))
 
+    def inference(self, x, w):
+        """The MAP labelling of graph ``x`` at ``w`` (the kernel's decoding)."""
+        return self.predict(w, [x])[0].astype(np.int64)
+
+    def loss_augmented_inference(self, x, y, w):
+        """The maximizer of ``loss(y, ·) + ⟨w, φ(x, ·)⟩`` (the kernel's oracle; with the
+        LP its best decoded labelling)."""
+        return self.hinge(w, self.block_data([x], [y]))[1].astype(np.int64)
+
 
 class GraphCRF(EdgeFeatureGraphCRF):
     """Pairwise CRF on per-example graphs with one K × K table shared by all edges (symmetric
@@ -312,8 +357,8 @@ class GraphCRF(EdgeFeatureGraphCRF):
     directed : bool, default False
         One K × K table for the (u, v) order of every edge; False: a symmetric table.
     **kwargs
-        ``inference``, ``loss_weights``, ``enumerate_up_to``, ``lp_sweeps``, ``lp_tol``,
-        ``support`` as :class:`EdgeFeatureGraphCRF`.
+        ``inference_method``, ``loss_weights``, ``enumerate_up_to``, ``lp_sweeps``, ``lp_tol``,
+        ``bb_budget``, ``lp_iter``, ``support`` as :class:`EdgeFeatureGraphCRF`.
 
     Examples
     --------

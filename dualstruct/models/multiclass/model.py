@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from ..._pystruct import refuse_pystruct_model_keywords
 from ...data import BlockData
 from ...data.blocks import state_codes
 from ..base import KernelModel
@@ -37,6 +38,7 @@ class MultiClassModel(KernelModel):
     [0.0, 0.0, 1.0, 0.0, 0.0, 2.0]
     """
 
+    @refuse_pystruct_model_keywords
     def __init__(self, n_classes: int, n_features: int, *, loss_weights=None):
         for name, value, low in (("n_classes", n_classes, 2), ("n_features", n_features, 1)):
             if (
@@ -94,7 +96,13 @@ class MultiClassModel(KernelModel):
         X.sort_indices()
         n, d = X.shape
         if d != self.n_features:
-            raise ValueError(f"X has {d} features, the model {self.n_features}")
+            hint = (
+                " (MultiClassModel takes n_classes first, then n_features: the reverse of "
+                "PyStruct's MultiClassClf)"
+                if d == self.n_classes
+                else ""
+            )
+            raise ValueError(f"X has {d} features, the model {self.n_features}{hint}")
         if not np.all(np.isfinite(X.data)):
             row = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right"))
             raise ValueError(f"X contains NaN or infinite values (row {row - 1})")
@@ -125,24 +133,30 @@ class MultiClassModel(KernelModel):
         """The highest-scoring class code of every row of ``X``."""
         return self.decode(w, self.block_data(X))
 
-    # -- the Python protocol (reference implementations; tests and user code) -----------------
+    # -- the Python protocol (joint_feature and loss: reference implementations; the oracles:
+    # the kernel's, on one example) -------------------------------------------------------------
     def joint_feature(self, x, y) -> np.ndarray:
+        """φ(x, y) = x ⊗ e_y, flat in the layout of ``w`` (d × K, feature-major)."""
         x = x.toarray().ravel() if sp.issparse(x) else np.asarray(x, dtype=np.float64).ravel()
         phi = np.zeros((self.n_features, self.n_classes))
         phi[:, int(y)] = x
         return phi.ravel()
 
     def loss(self, y, y_hat) -> float:
+        """δ(y, y_hat) = ``loss_weights[y]`` if the classes differ, else 0."""
         return float(self.loss_weights[int(y)]) if int(y) != int(y_hat) else 0.0
 
     def inference(self, x, w):
-        return int(np.argmax(self._scores(x, w)))
+        """The highest-scoring class of the feature vector ``x`` (the kernel's decoding)."""
+        return int(self.decode(w, self.block_data(_row(x)))[0])
 
     def loss_augmented_inference(self, x, y, w):
-        s = self._scores(x, w) + self.loss_weights[int(y)]
-        s[int(y)] -= self.loss_weights[int(y)]
-        return int(np.argmax(s))
+        """The class maximizing ``loss(y, ·) + ⟨w, φ(x, ·)⟩`` (the kernel's oracle)."""
+        return int(self.hinge(w, self.block_data(_row(x), [int(y)]))[1][0])
 
-    def _scores(self, x, w):
-        x = x.toarray().ravel() if sp.issparse(x) else np.asarray(x, dtype=np.float64).ravel()
-        return x @ self.coef(w)
+
+def _row(x):
+    """One feature vector as a 1 × d matrix."""
+    if sp.issparse(x):
+        return sp.csr_matrix(x).reshape(1, -1)
+    return np.asarray(x, dtype=np.float64).reshape(1, -1)
