@@ -46,7 +46,7 @@ class Vocabulary(Mapping):
             raise ValueError("vocabulary offsets must not decrease")
         self._blob = bytes(blob)
         self._offsets = offsets
-        self._index = None
+        self._index: dict | None = None
 
     @classmethod
     def from_names(cls, names) -> Vocabulary:
@@ -66,9 +66,10 @@ class Vocabulary(Mapping):
             yield blob[offs[k] : offs[k + 1]].decode("utf-8")
 
     def _lookup(self) -> dict:
-        if self._index is None:
-            self._index = {name: k for k, name in enumerate(self)}
-        return self._index
+        index = self._index
+        if index is None:
+            index = self._index = {name: k for k, name in enumerate(self)}
+        return index
 
     def __getitem__(self, name):
         return self._lookup()[name]
