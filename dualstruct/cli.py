@@ -357,7 +357,7 @@ def _refuse_changed_settings(args, saved, source):
 
 def _train_where_read(args, out, backend, train):
     """``train(args, out, backend, sc)``: with a Spark backend the training file is read on
-    the executors (``sc`` the session's context, open for the reading and the training);
+    the executors (``sc`` the SparkContext, open for the reading and the training);
     locally, or with ``--save-state`` (the dual state and data come here), ``sc`` is None."""
     if not backend or args.save_state:
         return train(args, out, backend, None)

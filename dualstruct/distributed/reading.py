@@ -234,7 +234,7 @@ _VOCABULARY_FOLDER = None
 
 def vocabulary_folder() -> str:
     """Where this process writes vocabularies for ``SparkContext.addFile``: Spark serves an
-    added file from its path for the session's life, so the folder goes only at exit."""
+    added file from its path while its SparkContext lives, so the folder goes only at exit."""
     global _VOCABULARY_FOLDER
     if _VOCABULARY_FOLDER is None:
         import atexit
