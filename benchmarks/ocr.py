@@ -37,6 +37,7 @@ SOLVERS = {
 def warm_up():
     """Compile (or load from cache) every kernel on a tiny problem; returns seconds and hits."""
     from dualstruct.inference import chain as inf
+    from dualstruct.models import loops
     from dualstruct.solvers import _block_kernels as kern
 
     rng = np.random.default_rng(0)
@@ -50,8 +51,8 @@ def warm_up():
     from dualstruct.solvers import _gdmm_kernels as gk
 
     kernels = [
-        inf.decode_all,
-        inf.hinge_all,
+        loops.decode_range,
+        loops.hinge_all,
         kern.pairwise_bcfw_pass,
         kern.classic_bcfw_pass,
         kern.ssg_pass,

@@ -97,8 +97,7 @@ def check_kernel_model(
     ----------
     model : KernelModel
         The model: a :class:`~dualstruct.models.KernelModel` with ``joint_feature(x, y)``,
-        ``loss(y, y_hat)`` and ``block_data(X, Y)`` (else pass ``data``), or a built-in model
-        with ``kernel_model()`` (its kernel is checked against its ``joint_feature``).
+        ``loss(y, y_hat)`` and ``block_data(X, Y)`` (else pass ``data``).
     X, Y : sequence
         A few small examples and their gold labellings.
     data : BlockData, optional
@@ -132,8 +131,6 @@ def check_kernel_model(
     """
     rng = np.random.default_rng(rng)
     ref = model
-    if not hasattr(model, "block_data") and hasattr(model, "kernel_model"):
-        model = model.kernel_model()  # a built-in model: check the kernel it trains with
     K = _n_states(ref, n_states)
     if data is None:
         data = model.block_data(X, Y)

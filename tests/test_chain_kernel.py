@@ -9,7 +9,6 @@ from brute import brute_hinge
 from conftest import random_chain_problem
 
 from dualstruct.models import ChainModel
-from dualstruct.models.chain_kernels import ChainKernelModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW
 from dualstruct.solvers.block import BlockBCFW
@@ -20,18 +19,17 @@ def _problem(seed, start_end=True, sparse=False):
     X, Y = random_chain_problem(rng, n=12, K=3, d=4, max_len=5, sparse=sparse)
     chain = ChainModel(3, 4, start_end=start_end)
     data = pack_sequences(X, Y)
-    return X, Y, chain, data, ChainKernelModel(chain).block_data(data)
+    return X, Y, chain, data, chain.block_data(data)
 
 
 @pytest.mark.parametrize("start_end", [True, False])
 def test_chain_kernel_oracles_match_brute_force(start_end):
     X, Y, chain, data, blocks = _problem(0, start_end)
     w = np.random.default_rng(1).normal(size=chain.size)
-    hinge, _ = ChainKernelModel(chain).hinge(w, blocks)
-    np.testing.assert_allclose(
-        hinge, [brute_hinge(chain, w, x, y) for x, y in zip(X, Y)], rtol=1e-12
-    )
-    np.testing.assert_array_equal(ChainKernelModel(chain).decode(w, blocks), chain.predict(w, data))
+    brute = [brute_hinge(chain, w, x, y) for x, y in zip(X, Y)]
+    for on in (blocks, data):  # block data, and packed sequences (no Gram matrices)
+        np.testing.assert_allclose(chain.hinge(w, on)[0], brute, rtol=1e-12)
+    np.testing.assert_array_equal(chain.decode(w, blocks), chain.predict(w, data))
 
 
 def test_chain_kernel_difference_matches_joint_features():
@@ -68,7 +66,7 @@ def test_block_bcfw_on_the_chain_kernel_follows_chain_bcfw():
                 data
             )
             b = BlockBCFW(
-                ChainKernelModel(chain),
+                chain,
                 C=1.0,
                 max_iter=passes,
                 tol=tol,

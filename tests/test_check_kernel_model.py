@@ -31,7 +31,7 @@ def _sequences(rng, n=5, K=3, d=4):
 def test_chain_model(start_end):
     X, Y = _sequences(np.random.default_rng(0))
     chain = ChainModel(3, 4, start_end=start_end)
-    data = chain.kernel_model().block_data(pack_sequences(X, Y))
+    data = chain.block_data(pack_sequences(X, Y))
     check_kernel_model(chain, X, Y, data=data)
 
 
@@ -222,5 +222,5 @@ def test_a_large_labelling_space_is_refused():
     X, Y = [rng.normal(size=(9, 4))], [rng.integers(0, 3, 9)]
     with pytest.raises(ValueError, match="example 0 has 3\\*\\*9 labellings"):
         chain = ChainModel(3, 4)
-        data = chain.kernel_model().block_data(pack_sequences(X, Y))
+        data = chain.block_data(pack_sequences(X, Y))
         check_kernel_model(chain, X, Y, data=data)

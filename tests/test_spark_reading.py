@@ -182,7 +182,7 @@ def test_the_driver_ships_recipes_not_sentences(spark, files, monkeypatch):
             assert isinstance(data, ExecutorData)
             with pytest.raises(TypeError, match="read on the Spark executors"):
                 data.take([0])
-            kmodel = self.model_.kernel_model()
+            kmodel = self.model_
             sources = split_sources(kmodel, data, [np.arange(0, data.n_sequences, 2)])
             assert isinstance(sources[0][1][0].kmodel, SharedRef)
             seen["bytes"] = len(pickle.dumps(sources[0][1][:2]))

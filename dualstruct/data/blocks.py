@@ -54,10 +54,6 @@ def labelling_bound(kernel):
     """How many values an entry of a labelling of ``kernel`` takes (entries lie in
     ``0 … bound − 1``), or None when the model does not say (a Python model's callbacks
     check their own labellings)."""
-    from ..models.multilabel_kernels import MultiLabelKernel
-
-    if isinstance(kernel, MultiLabelKernel):
-        return 2  # one 0/1 entry per label
     for field in ("n_states", "n_classes", "n_labels"):
         if hasattr(kernel, field):
             return int(getattr(kernel, field))

@@ -92,48 +92,6 @@ def labelling_score(scores, T, W_B, start, end, y):
     return s
 
 
-@njit(cache=True, parallel=True)
-def decode_all(indptr, indices, data, offsets, W_U, W_B, start, end, out):
-    """Viterbi prediction for every sequence; out has one label per token."""
-    n = offsets.shape[0] - 1
-    K = W_U.shape[1]
-    for i in prange(n):
-        s0 = offsets[i]
-        T = offsets[i + 1] - s0
-        scores = np.empty((T, K))
-        backptr = np.empty((T, K), dtype=np.int32)
-        delta = np.empty((2, K))
-        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        viterbi(scores, T, W_B, start, end, backptr, delta, out[s0 : s0 + T])
-
-
-@njit(cache=True, parallel=True)
-def hinge_all(
-    indptr, indices, data, offsets, labels, loss_weights, W_U, W_B, start, end, hinge, out
-):
-    """Margin-rescaled structured hinge of every sequence:
-
-        hinge[i] = max_y [ δ(ȳ_i, y) + s(x_i, y) ] − s(x_i, ȳ_i)   (≥ 0)
-
-    and the maximizing labelling in ``out`` (one label per token).
-    """
-    n = offsets.shape[0] - 1
-    K = W_U.shape[1]
-    for i in prange(n):
-        s0 = offsets[i]
-        T = offsets[i + 1] - s0
-        scores = np.empty((T, K))
-        backptr = np.empty((T, K), dtype=np.int32)
-        delta = np.empty((2, K))
-        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        gold = labels[s0 : s0 + T]
-        gold_score = labelling_score(scores, T, W_B, start, end, gold)
-        add_hamming_loss(scores, T, gold, loss_weights)
-        best = viterbi(scores, T, W_B, start, end, backptr, delta, out[s0 : s0 + T])
-        h = best - gold_score
-        hinge[i] = h if h > 0.0 else 0.0
-
-
 @njit(cache=True)
 def loss_table(scores, T, W_B, start, end, gold, scale, V, back, best_s, best_k):
     """Best ``scale·s(y)`` for every Hamming loss value L = 0..T (unit loss), O(T² K²).
@@ -222,25 +180,6 @@ def slack_viterbi(scores, T, W_B, start, end, gold, scale, V, back, out):
         return 0.0, 0
     backtrack_loss_table(T, gold, back, best_k[best_L], best_L, out)
     return best_phi, best_L
-
-
-@njit(cache=True, parallel=True)
-def slack_hinge_all(indptr, indices, data, offsets, labels, W_U, W_B, start, end, hinge, out):
-    """Slack-rescaled structured hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` (≥ 0) of every
-    sequence and its maximizer (unit Hamming loss)."""
-    n = offsets.shape[0] - 1
-    K = W_U.shape[1]
-    for i in prange(n):
-        s0 = offsets[i]
-        T = offsets[i + 1] - s0
-        scores = np.empty((T, K))
-        V = np.empty((T, K, T + 1))
-        back = np.zeros((T, K, T + 1), dtype=np.int32)
-        unigram_scores(indptr, indices, data, s0, s0 + T, W_U, scores)
-        phi, _ = slack_viterbi(
-            scores, T, W_B, start, end, labels[s0 : s0 + T], 1.0, V, back, out[s0 : s0 + T]
-        )
-        hinge[i] = phi
 
 
 @njit(cache=True)

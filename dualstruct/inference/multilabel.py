@@ -38,6 +38,10 @@ from numba import njit
 
 from .graph import labelling_score  # Σ_l a[l, y_l] + Σ_e V[e, y_l, y_k]
 
+#: the modes of the oracles (``mode`` of :func:`map_all` and :func:`relaxed_oracle`): a tree's
+#: max-product, enumeration of the labellings, the LP relaxation
+TREE, ENUMERATE, LP = 0, 1, 2
+
 
 def unary_tables(theta, gold=None, loss_weights=None):
     """``a[..., l, s]``: the score of label l in state s ∈ {0, 1} for unary scores ``theta``

@@ -25,7 +25,8 @@ the methods return and names the method and example of any fault.
 
 **The kernel interface** (fast). A model returns from ``kernel(data)`` a ``NamedTuple`` of
 arrays (its *kernel*), and registers for that class numba implementations of the generic
-functions below with :func:`implements`. The solvers are compiled once per kernel class and
+functions below (:mod:`dualstruct.models.interface`, re-exported here) with
+:func:`implements`. The solvers are compiled once per kernel class and
 the model's functions are compiled into them: no Python per example. Every kernel has the fields
 ``labels`` (int32, the gold labellings of all blocks, concatenated) and ``label_offsets``
 (int64, ``n_blocks + 1``): block i's labellings have ``label_offsets[i+1] − label_offsets[i]``
@@ -82,15 +83,31 @@ is built from these: the hinge and the primal, the BCFW corners
 
 from __future__ import annotations
 
-import inspect
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from numba import njit, types
-from numba.extending import overload
 
-from .._numba_cache import register_implementation
+from .interface import (  # noqa: F401  (the interface's names, re-exported)
+    KERNEL_FUNCTIONS,
+    add_difference,
+    add_oracle_difference,
+    decode,
+    difference_sq_norm,
+    implements,
+    loss,
+    oracle,
+    oracle_loss,
+    oracle_value,
+    prepare,
+    score,
+    slack_oracle,
+    status,
+    weighted_hamming,
+    workspace,
+)
+from .loops import decode_range, hinge_all
 
 
 @runtime_checkable
@@ -147,165 +164,10 @@ def effective_n_jobs(n_jobs) -> int:
     return int(n_jobs)
 
 
-# -- the generic functions of the kernel interface (numba dispatches on the kernel's class) ----
-def workspace(k):
-    """Scratch arrays of kernel ``k`` for one block."""
-    raise NotImplementedError
-
-
-def prepare(k, i, w, ws):
-    """Precompute what scoring block ``i`` at ``w`` needs, into ``ws``."""
-    raise NotImplementedError
-
-
-def score(k, i, w, ws, y):
-    """``⟨w, φ(x_i, y)⟩``."""
-    raise NotImplementedError
-
-
-def loss(k, i, y):
-    """``δ(ȳ_i, y)``."""
-    raise NotImplementedError
-
-
-def oracle(k, i, w, ws, loss_scale, y):
-    """Loss-augmented maximizer of block ``i`` into ``y``; returns an upper bound on the
-    maximum (y's value when exact)."""
-    raise NotImplementedError
-
-
-def oracle_value(k, i, w, ws, y):
-    """``loss_scale·δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩`` with the last oracle call's loss scale."""
-    raise NotImplementedError
-
-
-def decode(k, i, w, ws, y):
-    """Highest-scoring labelling of block ``i`` into ``y``; returns its score."""
-    raise NotImplementedError
-
-
-def add_difference(k, i, ya, yb, c, w):
-    """``w += c (φ(x_i, ya) − φ(x_i, yb))``."""
-    raise NotImplementedError
-
-
-def difference_sq_norm(k, i, ws, ya, yb):
-    """``‖φ(x_i, ya) − φ(x_i, yb)‖²``."""
-    raise NotImplementedError
-
-
-def status(k):
-    """0, or the error code a callback left (Python models)."""
-    raise NotImplementedError
-
-
-def slack_oracle(k, i, w, ws, scale, search, seed, y):
-    """Slack-rescaled maximizer of block ``i`` into ``y``; returns ``(bound, calls)``."""
-    raise NotImplementedError
-
-
-def add_oracle_difference(k, i, ws, y, c, w):
-    """``w += c (φ(x_i, ȳ_i) − φ(x_i, μ̂))`` for the last oracle's point μ̂."""
-    raise NotImplementedError
-
-
-def oracle_loss(k, i, ws, y):
-    """``δ(ȳ_i, μ̂)`` for the last oracle's point μ̂."""
-    raise NotImplementedError
-
-
-KERNEL_FUNCTIONS = (
-    workspace,
-    prepare,
-    score,
-    loss,
-    oracle,
-    oracle_value,
-    decode,
-    add_difference,
-    difference_sq_norm,
-    status,
-    slack_oracle,
-    add_oracle_difference,
-    oracle_loss,
-)
-
-#: kernel classes that registered each optional function (the default serves the others)
-_OPTIONAL = {slack_oracle: set(), add_oracle_difference: set(), oracle_loss: set()}
-
-
-def implements(generic, kernel_class):
-    """Register ``impl`` as ``generic``'s numba implementation for kernels of
-    ``kernel_class`` (a ``NamedTuple``); use as a decorator on a plain Python function with
-    the generic function's arguments. The implementation is compiled as a function of its
-    own that the solvers call (numba's ``inline="always"`` for overloads gave wrong results
-    with the chain kernel, numba 0.68)."""
-    if generic not in KERNEL_FUNCTIONS:
-        raise ValueError(f"{generic!r} is not a function of the kernel interface")
-
-    def register(impl):
-        def typer(*args):
-            k = args[0]
-            if isinstance(k, types.BaseNamedTuple) and k.instance_class is kernel_class:
-                return impl
-            return None
-
-        typer.__signature__ = inspect.signature(generic)  # numba matches the names
-        overload(generic)(typer)
-        register_implementation(kernel_class, impl)  # the solvers' cache key
-        if generic in _OPTIONAL:
-            _OPTIONAL[generic].add(kernel_class)
-        return impl
-
-    return register
-
-
-def _register_default(generic, impl):
-    """``impl`` serves every kernel class that did not register ``generic`` itself."""
-
-    def typer(*args):
-        k = args[0]
-        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _OPTIONAL[generic]:
-            return impl
-        return None
-
-    typer.__signature__ = inspect.signature(generic)
-    overload(generic)(typer)
-
-
-def _no_slack_oracle(k, i, w, ws, scale, search, seed, y):
-    y[:] = k.labels[k.label_offsets[i] : k.label_offsets[i + 1]]
-    return np.nan, 0  # never called: the solvers ask check_slack() first
-
-
-def _labelling_difference(k, i, ws, y, c, w):
-    gold = k.labels[k.label_offsets[i] : k.label_offsets[i + 1]]
-    add_difference(k, i, gold, y, c, w)
-
-
-def _labelling_loss(k, i, ws, y):
-    return loss(k, i, y)
-
-
-_register_default(slack_oracle, _no_slack_oracle)
-_register_default(add_oracle_difference, _labelling_difference)
-_register_default(oracle_loss, _labelling_loss)
-
-
-@njit(cache=True, inline="always")
-def weighted_hamming(gold, loss_weights, y):
-    """``Σ_t loss_weights[ȳ_t] [y_t ≠ ȳ_t]``: the loss of the chain and graph kernels."""
-    total = 0.0
-    for t in range(y.shape[0]):
-        if y[t] != gold[t]:
-            total += loss_weights[gold[t]]
-    return total
-
-
 class KernelModel:
     """Base of the models that supply a numba kernel: the hinge, prediction and the cutting
     plane's aggregated constraint over all blocks, computed by the shared compiled loops of
-    :mod:`dualstruct.solvers._block_kernels`.
+    :mod:`dualstruct.models.loops`.
 
     Subclasses define ``size``, ``block_data(data)`` (the kernel ``NamedTuple`` of arrays, in
     a :class:`~dualstruct.data.BlockData`) and, for the estimators, how raw inputs become block
@@ -355,8 +217,6 @@ class KernelModel:
         return self._hinge(w, data, True)
 
     def _hinge(self, w, data, slack):
-        from ..solvers._block_kernels import hinge_all
-
         k = data.kernel
         hinge = np.empty(data.n_blocks)
         out = np.empty_like(k.labels)
@@ -371,8 +231,6 @@ class KernelModel:
         """Highest-scoring labellings of every block (flat), and with ``return_scores`` also
         their scores ``⟨w, φ(x_i, ŷ_i)⟩`` (one per block). ``n_jobs`` threads decode disjoint
         ranges of blocks at once (None: 1; −1: every core)."""
-        from ..solvers._block_kernels import decode_range
-
         k = data.kernel
         n = len(k.label_offsets) - 1
         out = np.empty(k.label_offsets[-1], dtype=np.int32)
@@ -383,8 +241,6 @@ class KernelModel:
         if jobs == 1:
             decode_range(k, w, 0, n, out, scores)
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
             bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
             with ThreadPoolExecutor(jobs) as pool:
                 done = [

@@ -27,11 +27,18 @@ import scipy.sparse as sp
 
 from .._pystruct import refuse_pystruct_model_keywords
 from ..data import BlockData
-from ..inference import chain as kernels
+from ..inference.chain import sequence_gram_matrices
+from ..inference.slack_search import SEARCHES, search_all
 from ..sequences import PackedSequences, pack_sequences
-from .base import effective_n_jobs
-from .chain_kernels import ChainKernelModel
-from .support import FULL_ROWS_FROM, check_support, support_from_pairs, support_matrix
+from .base import KernelModel
+from .chain_kernels import ChainKernel
+from .support import (
+    FULL_ROWS_FROM,
+    check_support,
+    kernel_support,
+    support_from_pairs,
+    support_matrix,
+)
 
 
 class ChainWeights(NamedTuple):
@@ -43,8 +50,11 @@ class ChainWeights(NamedTuple):
     end: np.ndarray  # (K,)
 
 
-class ChainModel:
+class ChainModel(KernelModel):
     """Linear-chain structured model with K labels over n_features token features.
+
+    A kernel model (:class:`~dualstruct.models.chain_kernels.ChainKernel`): every solver
+    trains it, on a :class:`~dualstruct.sequences.PackedSequences` or its :meth:`block_data`.
 
     Parameters
     ----------
@@ -121,14 +131,6 @@ class ChainModel:
         K = self.n_labels
         return self.n_unary + K * K + (2 * K if self.start_end else 0)
 
-    @property
-    def size_joint_feature(self) -> int:
-        """The length of φ and ``w`` (the protocol's name of :attr:`size`)."""
-        return self.size
-
-    def init_weights(self) -> np.ndarray:
-        return np.zeros(self.size)
-
     def unpack(self, w: np.ndarray) -> ChainWeights:
         """Views of ``w`` (writes through). Without start/end the two are read-only zeros."""
         K, d = self.n_labels, self.n_features
@@ -188,60 +190,77 @@ class ChainModel:
             return np.array(W.unigram)
         return support_matrix(W.unigram, self.support, self.n_features, self.n_labels)
 
-    def _through_kernel(self, data, labelled):
-        km = self.kernel_model()
-        return km, km.block_data(data, labelled=labelled)
+    #: the slack oracles of :mod:`dualstruct.inference.slack_search`
+    slack_searches = tuple(SEARCHES)
 
-    def predict(self, w: np.ndarray, data: PackedSequences, n_jobs=None, return_scores=False):
-        """Viterbi labels (codes) for every token of ``data``; with ``return_scores`` also
-        each sequence's score ``⟨w, φ(x, ŷ)⟩``. ``n_jobs`` threads share the sequences
-        (None: 1; −1: every core)."""
-        if self.support is not None or return_scores or effective_n_jobs(n_jobs) > 1:
-            km, blocks = self._through_kernel(data, False)
-            return km.decode(w, blocks, n_jobs=n_jobs, return_scores=return_scores)
-        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, False)
-        out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.decode_all(indptr, indices, values, offsets, U, B, start, end, out)
-        return out
+    def block_data(self, data: PackedSequences, labelled=True) -> BlockData:
+        """Block data of a :class:`~dualstruct.sequences.PackedSequences` for training
+        (``labelled=False``: for decoding only, gold labels 0)."""
+        return self._block_data(data, labelled, training=True)
 
-    def hinge(self, w: np.ndarray, data: PackedSequences):
-        """Per-sequence margin-rescaled hinge ``H_i(w)`` and the loss-augmented argmax labels."""
-        if self.support is not None:
-            km, blocks = self._through_kernel(data, True)
-            return km.hinge(w, blocks)
-        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
-        hinge = np.empty(data.n_sequences)
-        out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.hinge_all(
+    def _block_data(self, data, labelled, training):
+        """The kernel of ``data``; without ``training`` the token Gram matrices, which only
+        the training steps' difference norms read, are left empty (the hinge and decoding
+        need none)."""
+        self._check_data(data)
+        if labelled and data.labels is None:
+            raise ValueError("training needs labelled sequences")
+        indptr, indices, values, offsets = data.kernel_arrays()
+        sparse = self.support is not None
+        if sparse or not training:  # sparse: the norms are summed by support position
+            gram_offsets, gram = np.zeros(len(offsets), dtype=np.int64), np.zeros(0)
+        else:
+            gram_offsets, gram = sequence_gram_matrices(data)
+        labels = (
+            data.labels.astype(np.int32)
+            if data.labels is not None
+            else np.zeros(data.n_tokens, dtype=np.int32)
+        )
+        lengths = np.diff(offsets)
+        seq_nnz = np.diff(indptr[offsets]) if len(offsets) > 1 else np.zeros(0, np.int64)
+        kernel = ChainKernel(
             indptr,
             indices,
             values,
+            labels,
             offsets,
-            data.labels,
             self.loss_weights,
-            U,
-            B,
-            start,
-            end,
-            hinge,
-            out,
+            gram,
+            gram_offsets,
+            self.n_labels,
+            self.n_features,
+            self.start_end,
+            int(lengths.max()) if len(lengths) else 0,
+            sparse,
+            *kernel_support(self.support, indices),
+            self.n_unary,
+            int(seq_nnz.max()) if len(seq_nnz) else 0,
         )
-        return hinge, out
+        return BlockData(kernel, (indptr, indices, values))
 
-    def slack_hinge(self, w: np.ndarray, data: PackedSequences):
+    def _blocks(self, data, labelled):
+        """``data`` as block data: itself, or the kernel of packed sequences."""
+        if isinstance(data, BlockData):
+            return data
+        return self._block_data(data, labelled, training=False)
+
+    def predict(self, w: np.ndarray, data, n_jobs=None, return_scores=False):
+        """Viterbi labels (codes) for every token of ``data`` (packed sequences or block
+        data); with ``return_scores`` also each sequence's score ``⟨w, φ(x, ŷ)⟩``.
+        ``n_jobs`` threads share the sequences (None: 1; −1: every core)."""
+        blocks = self._blocks(data, False)
+        return self.decode(w, blocks, n_jobs=n_jobs, return_scores=return_scores)
+
+    def hinge(self, w: np.ndarray, data):
+        """Per-sequence margin-rescaled hinge ``H_i(w)`` and the loss-augmented argmax labels
+        (``data``: labelled packed sequences or block data)."""
+        return super().hinge(w, self._blocks(data, True))
+
+    def slack_hinge(self, w: np.ndarray, data):
         """Per-sequence slack-rescaled hinge ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` and its
         maximizers (exact dynamic program; needs unit loss weights)."""
         self.check_slack()
-        if self.support is not None:
-            km, blocks = self._through_kernel(data, True)
-            return km.slack_hinge(w, blocks)
-        indptr, indices, values, offsets, U, B, start, end = self._kernel_inputs(w, data, True)
-        hinge = np.empty(data.n_sequences)
-        out = np.empty(data.n_tokens, dtype=np.int32)
-        kernels.slack_hinge_all(
-            indptr, indices, values, offsets, data.labels, U, B, start, end, hinge, out
-        )
-        return hinge, out
+        return super().slack_hinge(w, self._blocks(data, True))
 
     def slack_search(
         self, w: np.ndarray, data: PackedSequences, search: str = "angular", seeds=None
@@ -251,8 +270,6 @@ class ChainModel:
         as ``data.labels``, e.g. an earlier search's answers) warm-start the searches as a
         block's cached labelling does in training: λ₀ = h/g of the seed, and the angular
         search starts from it."""
-        from ..inference.slack_search import SEARCHES, search_all
-
         if search not in SEARCHES:
             raise ValueError(f"search must be one of {tuple(SEARCHES)}, got {search!r}")
         if self.support is not None:
@@ -293,11 +310,6 @@ class ChainModel:
         per = float(getattr(data, "n_tokens", n)) / n
         K = float(self.n_labels)
         return 50.0 * per * (K * K + K)
-
-    def kernel_model(self):
-        """This model's kernel for the block solvers
-        (:class:`~dualstruct.models.chain_kernels.ChainKernelModel`)."""
-        return ChainKernelModel(self)
 
     def ssvm_model(self):
         """The kernel model :class:`~dualstruct.SSVM` trains: the same kernel, with block
@@ -370,9 +382,27 @@ def _one_sequence(x, y=None) -> PackedSequences:
     return pack_sequences([x], None if y is None else [np.asarray(y).ravel()])
 
 
-class ChainSequencesModel(ChainKernelModel):
-    """A :class:`ChainModel`'s kernel taking the protocol's format: lists of (T_i × d)
-    sequences and of label arrays, as :class:`~dualstruct.SSVM` passes them."""
+class ChainSequencesModel(KernelModel):
+    """A :class:`ChainModel` taking the protocol's format: lists of (T_i × d) sequences and
+    of label arrays, as :class:`~dualstruct.SSVM` passes them (the same kernel).
+
+    Parameters
+    ----------
+    chain : ChainModel
+    """
+
+    #: the slack oracles of :mod:`dualstruct.inference.slack_search`
+    slack_searches = tuple(SEARCHES)
+
+    def __init__(self, chain):
+        self.chain = chain
+
+    @property
+    def size(self) -> int:
+        return self.chain.size
+
+    def check_slack(self):
+        self.chain.check_slack()  # the unit Hamming loss
 
     @property
     def builtin(self):
@@ -383,9 +413,9 @@ class ChainSequencesModel(ChainKernelModel):
         """Block data of sequences ``X`` and their labellings ``Y`` (decoding only when
         None)."""
         if isinstance(X, PackedSequences):
-            return super().block_data(X, labelled=X.labels is not None)
+            return self.chain.block_data(X, labelled=X.labels is not None)
         data = pack_sequences(list(X), None if Y is None else [np.asarray(y) for y in Y])
-        return super().block_data(data, labelled=Y is not None)
+        return self.chain.block_data(data, labelled=Y is not None)
 
     def predict(self, w, X) -> list:
         """The Viterbi labelling of every sequence of ``X``, a list of label arrays."""

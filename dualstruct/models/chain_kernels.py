@@ -1,4 +1,5 @@
-"""The linear-chain model's kernel for the block solvers (one block per sequence).
+"""The linear-chain model's kernel (one block per sequence): :class:`ChainKernel` and its
+implementations of the kernel interface; :class:`~dualstruct.models.ChainModel` builds it.
 
 ``w = [W_U (d × K, feature-major) | W_B (K × K) | start (K) | end (K)]`` (start/end only with
 ``start_end``), ``φ(x, y) = (Σ_t x_t ⊗ e_{y_t}, Σ_t e_{y_t} e_{y_{t+1}}ᵀ, e_{y_1}, e_{y_T})``
@@ -18,12 +19,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..data import BlockData
-from ..inference.chain import sequence_gram_matrices, unigram_scores, viterbi
-from ..inference.slack_search import SEARCHES
+from ..inference.chain import unigram_scores, viterbi
 from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
-from .support import entry_position, entry_unigram_scores, kernel_support
+from .support import entry_position, entry_unigram_scores
 
 
 class ChainKernel(NamedTuple):
@@ -336,70 +335,3 @@ def _slack_oracle(k, i, w, ws, scale, search, seed, y):
 @base.implements(base.status, ChainKernel)
 def _status(k):
     return 0
-
-
-class ChainKernelModel(base.KernelModel):
-    """A :class:`~dualstruct.models.ChainModel` trained by the block solvers through
-    :class:`ChainKernel` (same parameters, same objective).
-
-    Parameters
-    ----------
-    chain : ChainModel
-    """
-
-    #: the slack oracles of :mod:`dualstruct.inference.slack_search`
-    slack_searches = tuple(SEARCHES)
-
-    def __init__(self, chain):
-        self.chain = chain
-
-    def check_slack(self):
-        self.chain.check_slack()  # the unit Hamming loss
-
-    @property
-    def size(self) -> int:
-        return self.chain.size
-
-    def block_data(self, data, labelled=True) -> BlockData:
-        """Block data of a labelled :class:`~dualstruct.sequences.PackedSequences`
-        (``labelled=False``: for decoding only, gold labels 0)."""
-        self.chain._check_data(data)
-        if labelled and data.labels is None:
-            raise ValueError("training needs labelled sequences")
-        indptr, indices, values, offsets = data.kernel_arrays()
-        c = self.chain
-        sparse = c.support is not None
-        if sparse:  # the difference norms are summed by support position, not from Grams
-            gram_offsets, gram = np.zeros(len(offsets), dtype=np.int64), np.zeros(0)
-        else:
-            gram_offsets, gram = sequence_gram_matrices(data)
-        labels = (
-            data.labels.astype(np.int32)
-            if data.labels is not None
-            else np.zeros(data.n_tokens, dtype=np.int32)
-        )
-        lengths = np.diff(offsets)
-        seq_nnz = np.diff(indptr[offsets]) if len(offsets) > 1 else np.zeros(0, np.int64)
-        kernel = ChainKernel(
-            indptr,
-            indices,
-            values,
-            labels,
-            offsets,
-            c.loss_weights,
-            gram,
-            gram_offsets,
-            c.n_labels,
-            c.n_features,
-            c.start_end,
-            int(lengths.max()) if len(lengths) else 0,
-            sparse,
-            *kernel_support(c.support, indices),
-            c.n_unary,
-            int(seq_nnz.max()) if len(seq_nnz) else 0,
-        )
-        return BlockData(kernel, (indptr, indices, values))
-
-    def predict(self, w, data):
-        """Viterbi labels (codes) of every token of ``data``."""
-        return self.chain.predict(w, data)

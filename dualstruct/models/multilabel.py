@@ -32,6 +32,7 @@ and prediction rounds the LP solution (:func:`~dualstruct.inference.multilabel.r
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -40,12 +41,15 @@ import scipy.sparse as sp
 from .._pystruct import refuse_pystruct_model_keywords, resolve_inference_method
 from ..data import BlockData
 from ..inference import multilabel as kernels
+from ..inference.multilabel import ENUMERATE, LP, TREE
 from ..memory import check_memory
-from .base import MIN_BLOCKS_PER_JOB, effective_n_jobs
+from .base import MIN_BLOCKS_PER_JOB, KernelModel, effective_n_jobs
+from .multilabel_kernels import MultiLabelKernel
 from .support import (
     FULL_ROWS_FROM,
     SUPPORT_ADVICE,
     check_support,
+    kernel_support,
     support_from_pairs,
     support_matrix,
     support_memory_parts,
@@ -58,8 +62,6 @@ MAX_ENUMERATED_LABELS = 16
 #: LP (faster than enumeration there and mostly integral: BENCHMARKS.md, "Multi-label
 #: classification with label interactions")
 AUTO_ENUMERATED_LABELS = 10
-#: inference codes of the numba kernels
-TREE, ENUMERATE, LP = 0, 1, 2
 
 
 class MultiLabelDataset:
@@ -237,8 +239,11 @@ def training_memory_parts(n_labels, n_features, edges, interactions="11", n_unar
     return {"label graph": 16 * E, "weights and their copies": 8 * 4 * size}
 
 
-class MultiLabelModel:
+class MultiLabelModel(KernelModel):
     """L binary labels over n_features features with pairwise interactions on ``edges``.
+
+    A kernel model (:class:`~dualstruct.models.multilabel_kernels.MultiLabelKernel`): every
+    solver trains it, on a :class:`MultiLabelDataset` or on its :meth:`block_data`.
 
     Parameters
     ----------
@@ -358,14 +363,6 @@ class MultiLabelModel:
     def size(self) -> int:
         return self.n_unary + self.pair_size * len(self.edges)
 
-    @property
-    def size_joint_feature(self) -> int:
-        """The length of φ and ``w`` (the protocol's name of :attr:`size`)."""
-        return self.size
-
-    def init_weights(self) -> np.ndarray:
-        return np.zeros(self.size)
-
     def unpack(self, w) -> MultiLabelWeights:
         d, L = self.n_features, self.n_labels
         if w.shape != (self.size,):
@@ -424,10 +421,15 @@ class MultiLabelModel:
         full graph's: a full-graph model over 983 labels has 482,653 edges, of which
         training gives weight to those met by a labelling or an active pair."""
         V = self._pair_tables(w)
-        keep = np.flatnonzero(V.reshape(len(V), 4).any(axis=1))
-        if len(keep) == len(V):
+        keep = self._scoring_edges(V)
+        if keep is None:
             return self.edges, V
         return self.edges[keep], np.ascontiguousarray(V[keep])
+
+    def _scoring_edges(self, V):
+        """The edges whose table ``V[e]`` is not all zero (None: every edge)."""
+        keep = np.flatnonzero(V.reshape(len(V), 4).any(axis=1))
+        return None if len(keep) == len(V) else keep
 
     @property
     def inference_code(self) -> int:
@@ -467,12 +469,63 @@ class MultiLabelModel:
         unit: it grows with the labels and the edges (the LP's sweeps over them)."""
         return 50.0 * (self.n_labels + 10.0 * len(self.edges))
 
-    def kernel_model(self):
-        """This model's kernel for the block solvers
-        (:class:`~dualstruct.models.multilabel_kernels.MultiLabelKernelModel`)."""
-        from .multilabel_kernels import MultiLabelKernelModel
+    #: the slack oracle enumerates the best score per loss value (exact)
+    slack_searches = ("exact",)
 
-        return MultiLabelKernelModel(self)
+    @property
+    def fractional_oracle(self) -> bool:
+        """Whether the oracle is the LP relaxation on a loopy graph (fractional points)."""
+        return self.is_relaxed
+
+    def block_data(self, data) -> BlockData:
+        """Block data of a :class:`MultiLabelDataset`."""
+        return self._block_data(data, self.edges)
+
+    def _block_data(self, data, edges) -> BlockData:
+        """The kernel of ``data`` over the label graph ``edges`` (the model's, or the edges
+        that score at some weights: :meth:`_scoring_blocks`)."""
+        if data.Y.shape[1] != self.n_labels:
+            raise ValueError(f"the data has {data.Y.shape[1]} labels, the model {self.n_labels}")
+        if data.X.shape[1] != self.n_features:
+            raise ValueError(
+                f"the data has {data.X.shape[1]} features, the model {self.n_features}"
+            )
+        indptr, indices, values = data.kernel_arrays()
+        n, L = data.Y.shape
+        sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
+        kernel = MultiLabelKernel(
+            indptr,
+            indices,
+            values,
+            data.Y.astype(np.int32).ravel(),
+            np.arange(n + 1, dtype=np.int64) * L,
+            np.asarray(self.loss_weights, np.float64),
+            sq_norms,
+            np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2),
+            L,
+            self.n_features,
+            self.pair_size,
+            self.inference_code,
+            self.support is not None,
+            *kernel_support(self.support, indices),
+            self.n_unary,
+        )
+        return BlockData(kernel, data.fingerprint_arrays())
+
+    def _scoring_blocks(self, w, X, Y):
+        """Block data over the edges that score at ``w`` (:meth:`_scoring_graph`) and the
+        weights in its layout: a labelling's score, the MAP and the LP's value are those of
+        the full graph, at the cost of the edges that carry weight."""
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        keep = self._scoring_edges(self._pair_tables(w))
+        data = MultiLabelDataset(self._check_X(X), self._check_labels(Y))
+        if keep is None:
+            return self._block_data(data, self.edges), w
+        P = self.pair_size
+        pair = w[self.n_unary :].reshape(len(self.edges), P)[keep]
+        return self._block_data(data, self.edges[keep]), np.concatenate(
+            [w[: self.n_unary], pair.ravel()]
+        )
 
     def ssvm_model(self):
         """The kernel model :class:`~dualstruct.SSVM` trains: the same kernel, with block
@@ -506,17 +559,10 @@ class MultiLabelModel:
 
     def slack_hinge(self, w, X, Y=None):
         """Per-example slack-rescaled hinge ``max_y δ(ȳ, y)(1 + s(y) − s(ȳ))`` (exact, by
-        enumeration of the best score per loss value) and its maximizers."""
-        if isinstance(X, MultiLabelDataset):
-            X, Y = X.X, X.Y
+        enumeration of the best score per loss value) and its maximizers (``X`` as in
+        :meth:`hinge`)."""
         self.check_slack()
-        X, Y = self._check_X(X), self._check_labels(Y)
-        edges, V = self._scoring_graph(w)
-        out = np.zeros(Y.shape, dtype=np.int64)
-        hinge = kernels.slack_all(
-            kernels.unary_tables(self.label_scores_of(w, X)), edges, V, Y, out
-        )
-        return hinge, out
+        return self._hinge_of(w, X, Y, True)
 
     def _is_forest(self):
         """Whether the edges have no cycle (union–find; stops at the first cycle)."""
@@ -547,8 +593,6 @@ class MultiLabelModel:
         if jobs == 1:
             _, out = self._map_all(A, edges, V)
             return out.astype(np.uint8)
-        from concurrent.futures import ThreadPoolExecutor
-
         out = np.zeros(A.shape[:2], dtype=np.int64)
         integral = np.ones(n, dtype=np.bool_)
         bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
@@ -579,17 +623,18 @@ class MultiLabelModel:
     def hinge(self, w, X, Y=None):
         """Per-example margin-rescaled hinge ``max_y δ(ȳ, y) + s(y) − s(ȳ)`` (the LP-relaxed
         maximum when the model uses the LP) and the loss-augmented argmax labellings
-        (rounded). ``X`` may be a :class:`MultiLabelDataset` (then ``Y`` is its labels)."""
+        (rounded). ``X`` may be a :class:`MultiLabelDataset` (then ``Y`` is its labels) or
+        block data (then the labellings are flat)."""
+        return self._hinge_of(w, X, Y, False)
+
+    def _hinge_of(self, w, X, Y, slack):
+        if isinstance(X, BlockData):
+            return self._hinge(w, X, slack)
         if isinstance(X, MultiLabelDataset):
             X, Y = X.X, X.Y
-        X, Y = self._check_X(X), self._check_labels(Y)
-        edges, V = self._scoring_graph(w)
-        theta = self.label_scores_of(w, X)
-        best, out = self._map_all(
-            kernels.unary_tables(theta, Y, self.loss_weights), edges, V, relaxed=True
-        )
-        gold = kernels.score_all(kernels.unary_tables(theta), edges, V, Y)
-        return best - gold, out
+        blocks, w = self._scoring_blocks(w, X, Y)
+        hinge, out = self._hinge(w, blocks, slack)
+        return hinge, out.reshape(-1, self.n_labels).astype(np.int64)
 
     def loss(self, y_true, y_pred) -> float:
         """The weighted Hamming loss ``Σ_l loss_weights[l] [y_l ≠ ŷ_l]``."""
@@ -688,14 +733,32 @@ def observed_support(
     )
 
 
-# the kernels import this module's inference codes: imported once those are defined
-from .multilabel_kernels import MultiLabelKernelModel  # noqa: E402
+class MultiLabelRowsModel(KernelModel):
+    """A :class:`MultiLabelModel` taking the protocol's format: a feature matrix (or a list of
+    feature vectors) and an (n, L) 0/1 label matrix, as :class:`~dualstruct.SSVM` passes
+    them (the same kernel).
 
+    Parameters
+    ----------
+    multilabel : MultiLabelModel
+    """
 
-class MultiLabelRowsModel(MultiLabelKernelModel):
-    """A :class:`MultiLabelModel`'s kernel taking the protocol's format: a feature matrix
-    (or a list of feature vectors) and an (n, L) 0/1 label matrix, as
-    :class:`~dualstruct.SSVM` passes them."""
+    slack_searches = ("exact",)
+
+    def __init__(self, multilabel):
+        self.multilabel = multilabel
+
+    @property
+    def size(self) -> int:
+        return self.multilabel.size
+
+    @property
+    def fractional_oracle(self) -> bool:
+        """Whether the oracle is the LP relaxation on a loopy graph (fractional points)."""
+        return self.multilabel.is_relaxed
+
+    def check_slack(self):
+        self.multilabel.check_slack()
 
     @property
     def builtin(self):
@@ -705,11 +768,11 @@ class MultiLabelRowsModel(MultiLabelKernelModel):
     def block_data(self, X, Y=None) -> BlockData:
         """Block data of the rows of ``X`` and their labellings ``Y`` (zeros when None)."""
         if isinstance(X, MultiLabelDataset):
-            return super().block_data(X)
+            return self.multilabel.block_data(X)
         X = _rows(X)
         if Y is None:
             Y = np.zeros((X.shape[0], self.multilabel.n_labels), dtype=np.int64)
-        return super().block_data(MultiLabelDataset(X, _label_rows(Y)))
+        return self.multilabel.block_data(MultiLabelDataset(X, _label_rows(Y)))
 
     def predict(self, w, X) -> np.ndarray:
         """The highest-scoring labelling of every row of ``X``, (n, L) int64."""

@@ -1,5 +1,6 @@
-"""The multi-label model's kernel for the block solvers (one block per example, its labelling
-the L binary labels).
+"""The multi-label model's kernel (one block per example, its labelling the L binary labels):
+:class:`MultiLabelKernel` and its implementations of the kernel interface;
+:class:`~dualstruct.models.MultiLabelModel` builds it.
 
 Weights ``w = [U (d × L, feature-major) | V (E × P)]``: ``P = 1`` scores the (1, 1) outcome
 of each edge, ``P = 4`` is a 2×2 table per edge (:mod:`dualstruct.models.multilabel`). For
@@ -23,9 +24,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..data import BlockData
 from ..inference.graph import labelling_score
 from ..inference.multilabel import (
+    ENUMERATE,
+    LP,
+    TREE,
     enumerate_map,
     lp_map,
     relaxed_oracle,
@@ -35,8 +38,7 @@ from ..inference.multilabel import (
 )
 from ..inference.multilabel import slack_oracle as multilabel_slack_oracle
 from . import base
-from .multilabel import ENUMERATE, LP, TREE
-from .support import entry_position, entry_unigram_scores, kernel_support
+from .support import entry_position, entry_unigram_scores
 
 
 class MultiLabelKernel(NamedTuple):
@@ -57,6 +59,9 @@ class MultiLabelKernel(NamedTuple):
     entry_start: np.ndarray  # sparse: int64 per data entry, its feature's support row
     entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
     n_unary: int  # unary weights: d·K dense, the support's size sparse
+
+    #: the values of a labelling entry (0/1 per label; a class attribute, not a field)
+    n_states = 2
 
 
 class _Workspace(NamedTuple):
@@ -322,54 +327,3 @@ def _slack_oracle(k, i, w, ws, scale, search, seed, y):
 @base.implements(base.status, MultiLabelKernel)
 def _status(k):
     return 0
-
-
-class MultiLabelKernelModel(base.KernelModel):
-    """A :class:`~dualstruct.models.MultiLabelModel` trained by the block solvers through
-    :class:`MultiLabelKernel` (same parameters, same objective)."""
-
-    slack_searches = ("exact",)
-
-    def __init__(self, multilabel):
-        self.multilabel = multilabel
-
-    @property
-    def size(self) -> int:
-        return self.multilabel.size
-
-    @property
-    def fractional_oracle(self) -> bool:
-        """Whether the oracle is the LP relaxation on a loopy graph (fractional points)."""
-        return self.multilabel.is_relaxed
-
-    def check_slack(self):
-        self.multilabel.check_slack()
-
-    def block_data(self, data) -> BlockData:
-        """Block data of a :class:`~dualstruct.models.multilabel.MultiLabelDataset`."""
-        m = self.multilabel
-        if data.Y.shape[1] != m.n_labels:
-            raise ValueError(f"the data has {data.Y.shape[1]} labels, the model {m.n_labels}")
-        if data.X.shape[1] != m.n_features:
-            raise ValueError(f"the data has {data.X.shape[1]} features, the model {m.n_features}")
-        indptr, indices, values = data.kernel_arrays()
-        n, L = data.Y.shape
-        sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
-        kernel = MultiLabelKernel(
-            indptr,
-            indices,
-            values,
-            data.Y.astype(np.int32).ravel(),
-            np.arange(n + 1, dtype=np.int64) * L,
-            np.asarray(m.loss_weights, np.float64),
-            sq_norms,
-            np.ascontiguousarray(m.edges, dtype=np.int64).reshape(-1, 2),
-            L,
-            m.n_features,
-            m.pair_size,
-            m.inference_code,
-            m.support is not None,
-            *kernel_support(m.support, indices),
-            m.n_unary,
-        )
-        return BlockData(kernel, data.fingerprint_arrays())

@@ -26,6 +26,7 @@ from numba import objmode
 
 from ..data import BlockData
 from ..data.blocks import integer_labels
+from ..exceptions import CertificateError
 from . import base
 
 #: the callbacks of live block data by handle; a kernel holds only the handle (compiled code
@@ -439,8 +440,6 @@ class _Callbacks:
         other_value = self._value(i, w, loss_scale, other)
         if value >= other_value - 1e-9 * max(1.0, abs(other_value)):
             return
-        from ..solvers.objective import CertificateError
-
         hint = ""
         if same_as_inference and self._delta(i, y) < self._delta(i, other):
             hint = "; does it ignore the loss (as a fallback loss_augmented_inference = inference)?"

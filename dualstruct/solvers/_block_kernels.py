@@ -2,7 +2,9 @@
 :mod:`dualstruct.models.base` (``prepare``, ``score``, ``loss``, ``oracle``, ``decode``,
 ``add_difference``, ``difference_sq_norm``). numba compiles each function once per kernel
 class, calling the model's compiled implementations, so a built-in model runs without Python
-per block; a Python model's kernel calls back into Python from the same code.
+per block; a Python model's kernel calls back into Python from the same code. The loops a
+model needs itself (the hinge, decoding, the cutting plane's constraint) are in
+:mod:`dualstruct.models.loops`.
 
 Notation (C-form): block i's dual point q_i is a distribution over labellings; its corner y
 contributes ``w_s(y) = C g(y) (φ(x_i, ȳ_i) − φ(x_i, y))`` and ``ℓ_s(y) = C δ(ȳ_i, y)``, so that
@@ -23,10 +25,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..models.base import (
+from ..models.interface import (
     add_difference,
     add_oracle_difference,
-    decode,
     difference_sq_norm,
     loss,
     oracle,
@@ -38,9 +39,7 @@ from ..models.base import (
     status,
     workspace,
 )
-
-#: the exact slack oracle's search code (every model's first)
-EXACT_SEARCH = 0
+from ..models.loops import EXACT_SEARCH
 
 
 @njit(cache=True)
@@ -49,70 +48,6 @@ def _max_block(label_offsets):
     for i in range(label_offsets.shape[0] - 1):
         longest = max(longest, label_offsets[i + 1] - label_offsets[i])
     return longest
-
-
-@njit(cache=True)
-def hinge_all(k, w, slack, hinge, out):
-    """``hinge[i] = H_i(w)``, margin ``max_y [δ(ȳ_i, y) + s(y)] − s(ȳ_i)`` or slack
-    ``max_y δ(ȳ_i, y)(1 + s(y) − s(ȳ_i))`` (from the oracle's bound: an upper bound where
-    the oracle is relaxed) and the maximizers into ``out`` (flat, the layout of ``k.labels``)."""
-    ws = workspace(k)
-    offs = k.label_offsets
-    for i in range(offs.shape[0] - 1):
-        y = out[offs[i] : offs[i + 1]]
-        gold_labels = k.labels[offs[i] : offs[i + 1]]
-        prepare(k, i, w, ws)
-        if slack:
-            y[:] = gold_labels
-            hinge[i], _ = slack_oracle(k, i, w, ws, 1.0, EXACT_SEARCH, gold_labels, y)
-        else:
-            best = oracle(k, i, w, ws, 1.0, y)
-            hinge[i] = best - score(k, i, w, ws, gold_labels)
-        if status(k) != 0:
-            return
-
-
-@njit(cache=True, nogil=True)
-def decode_range(k, w, start, stop, out, scores):
-    """The highest-scoring labellings of blocks ``start … stop−1`` into ``out`` (flat, laid out
-    as all blocks' labellings) and their scores ``⟨w, φ(x_i, ŷ_i)⟩`` into ``scores[i]``.
-    Without the GIL: threads decode disjoint ranges at once."""
-    ws = workspace(k)
-    offs = k.label_offsets
-    for i in range(start, stop):
-        prepare(k, i, w, ws)
-        scores[i] = decode(k, i, w, ws, out[offs[i] : offs[i + 1]])
-        if status(k) != 0:
-            return
-
-
-@njit(cache=True)
-def aggregate_constraint(k, w, slack, order, hinge, out, psi, total):
-    """The 1-slack cutting plane's constraint at ``w`` (Joachims et al. 2009, eq. 4) over the
-    blocks ``order``: ``hinge[i]`` as :func:`hinge_all`, the maximizers μ̂_i into ``out``,
-    ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, μ̂_i))`` (``g_i = δ_i`` for slack, else 1) and
-    ``total[0] += Σ_i δ_i``, accumulated in place (a pass may be split into calls); stops at
-    a Python model's failed callback."""
-    ws = workspace(k)
-    offs = k.label_offsets
-    for j in range(order.shape[0]):
-        i = order[j]
-        y = out[offs[i] : offs[i + 1]]
-        gold_labels = k.labels[offs[i] : offs[i + 1]]
-        prepare(k, i, w, ws)
-        if slack:
-            y[:] = gold_labels
-            hinge[i], _ = slack_oracle(k, i, w, ws, 1.0, EXACT_SEARCH, gold_labels, y)
-            d = loss(k, i, y)
-            add_difference(k, i, gold_labels, y, d, psi)
-            total[0] += d
-        else:
-            best = oracle(k, i, w, ws, 1.0, y)
-            hinge[i] = best - score(k, i, w, ws, gold_labels)
-            add_oracle_difference(k, i, ws, y, 1.0, psi)
-            total[0] += oracle_loss(k, i, ws, y)
-        if status(k) != 0:
-            break
 
 
 @njit(cache=True)

@@ -18,7 +18,9 @@ import time
 
 import numpy as np
 
+from ..inference.slack_search import SEARCHES
 from ..memory import check_memory
+from ._block_kernels import grow_atom_pool, pairwise_bcfw_pass
 from .history import History, Record, format_header, format_record
 from .objective import (
     RESCALINGS,
@@ -217,16 +219,12 @@ class PassSolver:
         self._sample = None
         if rescaling not in RESCALINGS:
             raise ValueError(f"rescaling must be one of {RESCALINGS}, got {rescaling!r}")
-        from ..inference.slack_search import SEARCHES
-
         if slack_search not in SEARCHES:
             raise ValueError(f"slack_search must be one of {tuple(SEARCHES)}, got {slack_search!r}")
         self.rescaling = rescaling
         self.slack_search = slack_search
         self.search_code = SEARCHES[slack_search]
         if rescaling == "slack":
-            from .block import kernel_model
-
             kmodel = kernel_model(model)
             kmodel.check_slack()
             if slack_search not in kmodel.slack_searches:
@@ -895,6 +893,17 @@ def _checked_scalar(name, value, default):
     return float(value)
 
 
+def kernel_model(model):
+    """``model`` itself when it is a kernel model (it has ``block_data`` and ``hinge``); a
+    Python model is refused with what to wrap it in."""
+    if hasattr(model, "block_data") and hasattr(model, "hinge"):
+        return model
+    raise TypeError(
+        f"{type(model).__name__} has no kernel; wrap a Python model in "
+        "dualstruct.models.UserModel (or use dualstruct.SSVM)"
+    )
+
+
 def model_size(model) -> int:
     """The length of a model's weight vector (kernel or Python model)."""
     size = getattr(model, "size", None)
@@ -1072,8 +1081,6 @@ class AtomPool:
         """One pairwise BCFW pass over the blocks in ``order``
         (:func:`~dualstruct.solvers._block_kernels.pairwise_bcfw_pass`, whose arguments these
         are), growing the pool whenever a block needs more atoms than it has room for."""
-        from ._block_kernels import pairwise_bcfw_pass
-
         done = 0
         while done < len(order):
             done += pairwise_bcfw_pass(
@@ -1101,8 +1108,6 @@ class AtomPool:
                 self._grow_atoms(blocks.label_offsets)
 
     def _grow_atoms(self, offsets):
-        from ._block_kernels import grow_atom_pool
-
         old, new = self.capacity, 2 * self.capacity
         labels = np.zeros(int(offsets[-1]) * new, dtype=np.int32)
         weights = np.zeros((len(offsets) - 1, new))

@@ -16,8 +16,16 @@ import numpy as np
 
 from ..data import BlockData
 from ..data.blocks import labelling_bound
+from ..models.loops import hinge_all
 from . import _block_kernels as kern
-from .base import AtomPool, PassSolver, SubgradientAverage, WeightedAverageDual, model_size
+from .base import (
+    AtomPool,
+    PassSolver,
+    SubgradientAverage,
+    WeightedAverageDual,
+    kernel_model,
+    model_size,
+)
 from .objective import CertificateError, block_oracle_fault, oracle_sample
 
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
@@ -87,19 +95,6 @@ def segment_dual(loss, sq_norm):
     if not loss < sq_norm:  # s = 1 (NaN stays NaN)
         return loss - 0.5 * sq_norm
     return 0.5 * loss * loss / sq_norm if loss > 0.0 else 0.0
-
-
-def kernel_model(model):
-    """The kernel model that trains ``model``: the model itself when it has a kernel, else
-    what its ``kernel_model()`` returns (the chain and multi-label models)."""
-    if hasattr(model, "kernel_model"):
-        return model.kernel_model()
-    if hasattr(model, "block_data") and hasattr(model, "hinge"):
-        return model
-    raise TypeError(
-        f"{type(model).__name__} has no kernel; wrap a Python model in "
-        "dualstruct.models.UserModel (or use dualstruct.SSVM)"
-    )
 
 
 class KernelBlocks:
@@ -534,10 +529,8 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             self.block_weights *= s
             self.block_losses *= s
         elif t < 1.0:
-            from ._block_kernels import mix_in_gold
-
             offsets, gold = self.blocks.label_offsets, self.blocks.labels
-            while not mix_in_gold(
+            while not kern.mix_in_gold(
                 offsets, gold, self.atom_labels, self.atom_weights, self.atom_count,
                 self.capacity, t,
             ):  # fmt: skip
@@ -602,9 +595,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
         restored ``w`` (one oracle pass)."""
         blocks = self.blocks
         hinge = np.zeros(blocks.n_blocks)
-        kern.hinge_all(
-            blocks.kernel, self.w, self._slack, hinge, np.empty_like(blocks.kernel.labels)
-        )
+        hinge_all(blocks.kernel, self.w, self._slack, hinge, np.empty_like(blocks.kernel.labels))
         blocks.raise_status()
         scores = self.block_weights @ self.w
         values = self.block_losses - scores

