@@ -30,26 +30,10 @@ from dualstruct.solvers import _gdmm_kernels as kern
 
 
 @njit(cache=True)
-def unigram_calls(
-    mode,
-    W_U,
-    indptr,
-    indices,
-    values,
-    offsets,
-    start,
-    end,
-    act,
-    n_act,
-    n_groups,
-    perm,
-    fl_start,
-    fl_cap,
-    fl_label,
-    fl_len,
-):
+def unigram_calls(data, weights, lists, sets, mode, n_groups, perm):
     """The unigram oracle once per token; returns a checksum so nothing is optimized away."""
-    K = W_U.shape[1]
+    offsets, act, n_act = data.offsets, sets.act, sets.n_act
+    K = weights.start.shape[0]
     theta = np.empty(act.shape[1])
     mark = np.zeros(K, dtype=np.int64)
     score = np.zeros(K)
@@ -63,60 +47,33 @@ def unigram_calls(
             for s in range(n_act[row]):
                 mark[act[row, s]] = stamp
             _, th = kern.unigram_fmo(
+                data,
+                weights,
+                lists,
                 mode,
-                W_U,
-                indptr,
-                indices,
-                values,
+                0,
+                n_groups,
+                perm,
                 row,
                 row == first,
                 row == last,
-                start,
-                end,
                 act[row],
                 n_act[row],
                 theta,
                 mark,
                 stamp,
-                0,
-                n_groups,
-                perm,
-                fl_start,
-                fl_cap,
-                fl_label,
-                fl_len,
                 score,
                 touched,
-                False,
-                np.zeros(0),
             )
             total += th
     return total
 
 
 @njit(cache=True)
-def bigram_calls(
-    W_B,
-    C,
-    rho,
-    offsets,
-    act,
-    n_act,
-    q_u,
-    lam_in,
-    sum_in,
-    lam_out,
-    sum_out,
-    pos_ptr,
-    pos_col,
-    pos_row,
-    cpos_ptr,
-    cpos_idx,
-    tree,
-    vals,
-    top,
-):
-    """The bigram four-case search once per edge, with the messages of the current state."""
+def bigram_calls(trans, W_B, C, rho, offsets, sets):
+    """The bigram four-case search once per edge; returns a checksum."""
+    act, n_act, q_u = sets.act, sets.n_act, sets.q_u
+    lam_in, sum_in, lam_out, sum_out = sets.lam_in, sets.sum_in, sets.lam_out, sets.sum_out
     K = W_B.shape[0]
     cap = act.shape[1]
     mu_a = np.empty(cap)
@@ -138,6 +95,7 @@ def bigram_calls(
                 slot_b[act[row + 1, s]] = s
                 mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
             _, _, g = kern.bigram_sorted(
+                trans,
                 W_B,
                 C,
                 act[row],
@@ -150,14 +108,6 @@ def bigram_calls(
                 mark_b,
                 slot_b,
                 stamp,
-                pos_ptr,
-                pos_col,
-                pos_row,
-                cpos_ptr,
-                cpos_idx,
-                tree,
-                vals,
-                top,
                 stack,
             )
             total += g
@@ -209,49 +159,18 @@ def main(argv=None):
         done = passes
         s = est.solver_
         indptr, indices, values, offsets = s.arrays
-        lists = (s.fl_start, s.fl_cap, s.fl_label, s.fl_len)
+        data, weights, lists, sets = (
+            s._chain_data(),
+            s._weights(),
+            s._label_lists(),
+            s._active_sets(),
+        )
 
-        def unigram(
-            mode, s=s, lists=lists, indptr=indptr, indices=indices, values=values, offsets=offsets
-        ):
-            unigram_calls(
-                mode,
-                s.W.unigram,
-                indptr,
-                indices,
-                values,
-                offsets,
-                s._start,
-                s._end,
-                s.act,
-                s.n_act,
-                s.n_groups,
-                s.perm,
-                *lists,
-            )
+        def unigram(mode, s=s, data=data, weights=weights, lists=lists, sets=sets):
+            unigram_calls(data, weights, lists, sets, mode, s.n_groups, s.perm)
 
-        def bigram(s=s, offsets=offsets):
-            bigram_calls(
-                s.W.transition,
-                s.C,
-                s.rho,
-                offsets,
-                s.act,
-                s.n_act,
-                s.q_u,
-                s.lam_in,
-                s.sum_in,
-                s.lam_out,
-                s.sum_out,
-                s.pos_ptr,
-                s.pos_col,
-                s.pos_row,
-                s.cpos_ptr,
-                s.cpos_idx,
-                s.tree,
-                s.listed_vals,
-                s.top,
-            )
+        def bigram(s=s, offsets=offsets, sets=sets):
+            bigram_calls(s._transitions(), s.W.transition, s.C, s.rho, offsets, sets)
 
         sparse = median_seconds(lambda: unigram(kern.UNIGRAM_SPARSE), args.repeats)
         brute = median_seconds(lambda: unigram(kern.UNIGRAM_BRUTE), args.repeats)

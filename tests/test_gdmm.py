@@ -43,9 +43,18 @@ def _listed_pattern(W, rng=None):
     cpos_ptr = np.concatenate([[0], np.cumsum(listed.sum(0))]).astype(np.int64)
     vals = W[pos_row, pos_col]
     tree = np.zeros(2 * len(pos_col), dtype=np.int64)
-    kern.tree_build(tree, vals)
+    kern.build_transition_tree(tree, vals)
     top, _ = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, W.shape[0])
     return pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, top
+
+
+def _transitions(pattern):
+    """The bigram search's structures of :func:`_listed_pattern` as the kernels take them."""
+    pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, tree, vals, _ = pattern
+    top, top_at = _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, len(pos_ptr) - 1)
+    return kern.Transitions(
+        True, tree, vals, pos_ptr, pos_col, pos_row, cpos_ptr, cpos_idx, top, top_at
+    )
 
 
 def _tracked_tops(vals, pos_ptr, cpos_ptr, cpos_idx, K):
@@ -169,6 +178,7 @@ def test_bigram_oracles_match_brute_force(K, kind, zero_messages):
         )
         pattern = _listed_pattern(W, rng if _trial % 2 else None)
         fast = kern.bigram_sorted(
+            _transitions(pattern),
             W,
             C,
             act_a,
@@ -181,7 +191,6 @@ def test_bigram_oracles_match_brute_force(K, kind, zero_messages):
             _marks(K, act_b),
             _slots(K, act_b),
             7,
-            *pattern,
             stack,
         )
         assert brute == pytest.approx(expected, abs=0)
@@ -198,6 +207,7 @@ def test_bigram_sorted_keeps_ties_at_large_scores():
     marks = np.full(2, 7, np.int64)
     brute = kern.bigram_brute(W, 1.0, act_a, 2, mu_a, act_b, 2, mu_b, np.zeros(2), np.zeros(2))
     fast = kern.bigram_sorted(
+        _transitions(_listed_pattern(W)),
         W,
         1.0,
         act_a,
@@ -210,7 +220,6 @@ def test_bigram_sorted_keeps_ties_at_large_scores():
         marks,
         _slots(2, act_b),
         7,
-        *_listed_pattern(W),
         np.empty(130, np.int64),
     )
     assert fast == brute and brute[:2] == (0, 0)
@@ -227,7 +236,7 @@ def _unigram_state(rng, K, d, density, ties):
     member = np.zeros((d + 2, K), dtype=np.uint8)
     lab = np.empty(4 * (d + 2) * K + 4 * (d + 2), dtype=np.int32)  # doubling segments
     used = np.zeros(1, dtype=np.int64)
-    kern.build_label_lists(W_U, start, end, first, room, lab, member, length, used)
+    kern.build_label_lists(W_U, start, end, kern.LabelLists(first, room, lab, member, length, used))
     assert used[0] <= len(lab)
     return W_U, start, end, first, room, lab, length
 
@@ -286,33 +295,31 @@ def test_unigram_oracles_match_brute_force(K, density, ties, common):
             theta = np.zeros(K)
             group = groups.setdefault(mode, int(rng.integers(n_groups)))
             lists = sparse_lists if sparse_w else (first, room, lab, length)
+            none = np.zeros(1, dtype=np.int64)
             got = kern.unigram_fmo(
+                kern.ChainData(
+                    indptr, indices, values, none, none, np.zeros(1), np.zeros(1), True, 1
+                ),
+                kern.FactorWeights(
+                    W_U, np.zeros((K, K)), start, end, sparse_w, w_s if sparse_w else np.zeros(0)
+                ),
+                kern.LabelLists(
+                    lists[0], lists[1], lists[2], np.zeros((1, 1), np.uint8), lists[3], none
+                ),
                 mode,
-                W_U,
-                indptr,
-                indices,
-                values,
+                group,
+                n_groups,
+                perm,
                 0,
                 at_start,
                 at_end,
-                start,
-                end,
                 act,
                 len(act),
                 theta,
                 mark,
                 7,
-                group,
-                n_groups,
-                perm,
-                lists[0],
-                lists[1],
-                lists[2],
-                lists[3],
                 np.zeros(K),
                 np.zeros(K, dtype=np.int64),
-                sparse_w,
-                w_s if sparse_w else np.zeros(0),
             )
             if sparse_w:  # the same answer as on the dense weights
                 assert got[0] == results[mode][0]
@@ -688,7 +695,9 @@ def test_label_lists_refuse_to_overflow_their_pool():
     pool = guard[:10]  # room for two segments of four labels, not for all 30 labels
     first, room, length = (np.zeros(5, dtype=np.int64) for _ in range(3))
     member, used = np.zeros((5, 6), dtype=np.uint8), np.zeros(1, dtype=np.int64)
-    kern.build_label_lists(W_U, start, end, first, room, pool, member, length, used)
+    kern.build_label_lists(
+        W_U, start, end, kern.LabelLists(first, room, pool, member, length, used)
+    )
     assert used[0] > len(pool)
     assert np.all(guard[10:] == -7)  # nothing written past the pool
 

@@ -115,14 +115,27 @@ pass j. Every change of W_U, W_B, start or end during pass m also goes into R, s
 **Inlined helpers.** Numba counts references to arrays with atomic increments and
 decrements. Around a call to a compiled helper that takes many arrays and calls helpers of
 its own, they are not pruned, so every call pays two atomic operations per array argument.
-They took a large share of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The helpers
-called per factor are therefore compiled into ``gdmm_pass`` (``inline="always"``, which
-numba allows up to 30 arguments). That is not enough where a helper runs several times per
-factor: an inlined call still binds its array arguments, counted, each time it runs. So the
-bigram factor's pairwise steps (the line search, the messages, W_B with its bookkeeping) are
-written out in the pass, once, in a loop over the steps (docs/algorithms.rst, "Design
-choices and what was measured").
+They took a large share of a pass (``perf``: ``NRT_incref``/``NRT_decref``). The factor
+steps are therefore written out in the loop over an example's factors,
+:func:`_example_steps`, itself compiled into ``gdmm_pass`` (``inline="always"``); the
+helpers it calls per factor are inlined too. That is not enough where a helper runs
+several times per factor, or where an inlined helper receives the grouped arguments below:
+an inlined call still binds its array arguments, counted, each time it runs. With the
+unigram and bigram steps as inlined helpers taking the groups, a pass on OCR took 30–90%
+longer. So the steps, and the bigram factor's pairwise steps (the line search, the
+messages, W_B with its bookkeeping), are written out once, and only the rare activation of
+the bigram oracle's labels is a helper (docs/algorithms.rst, "Design choices and what was
+measured").
+
+**Arguments.** The kernels take their arrays grouped in named tuples, built once per call by
+the solver: the data (:class:`ChainData`), the weights (:class:`FactorWeights`), the
+averaging accumulators (:class:`Averaging`), the active sets (:class:`ActiveSets`), the
+bigram supports (:class:`PairSupport`), the bigram search's structures
+(:class:`Transitions`), the label lists (:class:`LabelLists`) and the pass's settings
+(:class:`PassSettings`).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -144,6 +157,107 @@ NEED_LIST_ROOM = 4
 
 
 # ------------------------------------------------------------------------------------------
+# the kernels' arguments, grouped (built once per call by the solver)
+# ------------------------------------------------------------------------------------------
+class ChainData(NamedTuple):
+    """The training sequences."""
+
+    indptr: np.ndarray  # CSR rows of the token features
+    indices: np.ndarray
+    values: np.ndarray
+    offsets: np.ndarray  # sequence i: tokens offsets[i] to offsets[i + 1] − 1
+    labels: np.ndarray  # the gold label of every token
+    loss_weights: np.ndarray  # (K,) the loss of a wrong label, by gold label
+    sq_norms: np.ndarray  # ‖x_t‖² per token
+    start_end: bool  # start and end weights at the ends of a chain
+    max_T: int  # the longest sequence
+
+
+class FactorWeights(NamedTuple):
+    """w(q): unary, transition, start and end weights."""
+
+    W_U: np.ndarray  # d × K (dense unary weights; (0, K) with sparse ones)
+    W_B: np.ndarray  # K × K
+    start: np.ndarray  # (K,), zeros without start and end weights
+    end: np.ndarray
+    sparse: bool  # the unary weights are w_s on the support, whose rows are the label lists
+    w_s: np.ndarray
+
+
+class Averaging(NamedTuple):
+    """The lazy average's accumulators (module docstring, "Averaging")."""
+
+    weight: float  # A_{m−1}, the weight of this pass's changes; 0: off
+    R_U: np.ndarray
+    R_B: np.ndarray
+    R_start: np.ndarray
+    R_end: np.ndarray
+    R_s: np.ndarray
+
+
+class ActiveSets(NamedTuple):
+    """Per token, aligned with its active-label slots (slot 0 the gold label)."""
+
+    act: np.ndarray  # the labels
+    n_act: np.ndarray  # the used slots
+    q_u: np.ndarray  # the unigram marginal
+    lam_in: np.ndarray  # λ and the column sums of the edge to the left
+    sum_in: np.ndarray
+    lam_out: np.ndarray  # λ and the row sums of the edge to the right
+    sum_out: np.ndarray
+    idle: np.ndarray  # passes without mass
+
+
+class PairSupport(NamedTuple):
+    """Per edge, the support of its bigram marginal as pairs of slots."""
+
+    pair_a: np.ndarray
+    pair_b: np.ndarray
+    q_b: np.ndarray
+    n_pair: np.ndarray
+
+
+class Transitions(NamedTuple):
+    """The bigram search's structures over the training transitions (:func:`bigram_sorted`)."""
+
+    sorted_search: bool  # the four-case search, else brute force
+    tree: np.ndarray  # the max-tree (:func:`build_transition_tree`)
+    vals: np.ndarray  # their W_B
+    pos_ptr: np.ndarray  # by rows, in column order
+    pos_col: np.ndarray
+    pos_row: np.ndarray
+    cpos_ptr: np.ndarray  # by columns
+    cpos_idx: np.ndarray
+    top: np.ndarray  # the largest listed W_B of every row and column
+    top_at: np.ndarray  # and its position
+
+
+class LabelLists(NamedTuple):
+    """The sparse unigram oracle's label lists: list j is ``label[start[j] : start[j] +
+    length[j]]`` in room ``cap[j]`` of the pool ``label``; ``member[j, k]`` whether k is in
+    it; ``used[0]`` the pool's used size. With sparse weights, the support's rows."""
+
+    start: np.ndarray
+    cap: np.ndarray
+    label: np.ndarray
+    member: np.ndarray
+    length: np.ndarray
+    used: np.ndarray
+
+
+class PassSettings(NamedTuple):
+    C: float
+    rho: float
+    eta: float  # the multiplier step (0: none)
+    unigram_mode: int  # UNIGRAM_*
+    n_groups: int  # the sampled oracle's label groups
+    perm: np.ndarray  # the labels in the order of those groups
+    seed: int  # the key of the pass's random choices
+    patience: int  # shrink a label idle for this many passes (0: never)
+    support_steps: int  # pairwise steps inside a bigram support after the oracle's
+
+
+# ------------------------------------------------------------------------------------------
 # the training transitions and their max-tree
 # ------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
@@ -161,7 +275,7 @@ def _wins(vals, i, j):
 
 
 @njit(cache=True)
-def tree_build(tree, vals):
+def build_transition_tree(tree, vals):
     """Segment tree over the n listed transitions, ``vals[i]`` the W_B of the i-th
     (n = len(tree) // 2): node n + i is leaf i, node m < n holds the better leaf of nodes 2m
     and 2m + 1, node 1 the best of all."""
@@ -358,38 +472,18 @@ def _zero_partner(W_B, C, fixed, mu, mark, stamp, by_row, best_a, best_b, best_g
 
 @njit(cache=True)
 def bigram_sorted(
-    W_B,
-    C,
-    act_a,
-    n_a,
-    mu_a,
-    act_b,
-    n_b,
-    mu_b,
-    mark_a,
-    mark_b,
-    slot_b,
-    stamp,
-    pos_ptr,
-    pos_col,
-    pos_row,
-    cpos_ptr,
-    cpos_idx,
-    tree,
-    vals,
-    top,
-    stack,
+    trans, W_B, C, act_a, n_a, mu_a, act_b, n_b, mu_b, mark_a, mark_b, slot_b, stamp, stack
 ):
     """The same argmin as :func:`bigram_brute` by the four-case search (module docstring).
 
     The active labels must be marked (``mark_a[act_a[s]] == stamp``, likewise for b) with
-    ``slot_b[act_b[s]] == s``. ``(pos_ptr, pos_col)`` lists, row by row in column order, every
-    pair that may have ``W_B > 0`` (the training transitions), ``pos_row`` gives each listed
-    pair's row, ``(cpos_ptr, cpos_idx)`` the listed positions column by column, ``tree`` is
-    the max-tree over the listed pairs (:func:`tree_build`), ``vals`` a copy of their W_B
-    (the scans read it, not the whole table), ``top`` the largest
-    listed W_B of every row (``top[0]``) and column (``top[1]``, :func:`tops_build`). Every
-    unlisted pair must have ``W_B <= 0``.
+    ``slot_b[act_b[s]] == s``. ``trans`` (:class:`Transitions`): ``(pos_ptr, pos_col)`` lists,
+    row by row in column order, every pair that may have ``W_B > 0`` (the training
+    transitions), ``pos_row`` gives each listed pair's row, ``(cpos_ptr, cpos_idx)`` the
+    listed positions column by column, ``tree`` is the max-tree over the listed pairs
+    (:func:`build_transition_tree`), ``vals`` a copy of their W_B (the scans read it, not the
+    whole table), ``top`` the largest listed W_B of every row (``top[0]``) and column
+    (``top[1]``, :func:`tops_build`). Every unlisted pair must have ``W_B <= 0``.
 
     A row a (message μ) whose bound ``−C max(top[0, a], 0) + μ`` (plus the smallest column
     message where both labels are active) exceeds the best gradient found is skipped: the
@@ -397,6 +491,8 @@ def bigram_sorted(
     every pair of the row rounds to a gradient at least as large, ties included. Likewise
     by columns.
     """
+    pos_ptr, pos_col, pos_row, top = trans.pos_ptr, trans.pos_col, trans.pos_row, trans.top
+    cpos_ptr, cpos_idx, vals = trans.cpos_ptr, trans.cpos_idx, trans.vals
     K = W_B.shape[0]
     best_a, best_b, best_g = -1, -1, 0.0
     # Both endpoints active. Every unlisted pair has W_B <= 0, so its gradient is at least
@@ -489,7 +585,7 @@ def bigram_sorted(
             )
     if n_a < K and n_b < K:  # neither active: the best listed pair outside, or a zero
         floor = _floor(best_a, best_g, 0.0, C)
-        p = tree_best(tree, vals, pos_row, pos_col, mark_a, mark_b, stamp, floor, stack)
+        p = tree_best(trans.tree, vals, pos_row, pos_col, mark_a, mark_b, stamp, floor, stack)
         if p >= 0:
             a, b = pos_row[p], pos_col[p]
             g = -C * vals[p]
@@ -519,37 +615,25 @@ def bigram_sorted(
 
 
 @njit(cache=True, inline="always")
-def _label_score(
-    W_U,
-    indptr,
-    indices,
-    values,
-    row,
-    k,
-    at_start,
-    at_end,
-    start,
-    end,
-    sparse_w,
-    w_s,
-    fl_start,
-    fl_len,
-    fl_label,
-):
+def _label_score(data, weights, lists, row, k, at_start, at_end):
+    """``<W_U[:, k], x_t>`` (+ start/end) of label k at token ``row``."""
+    indptr, indices, values = data.indptr, data.indices, data.values
     s = 0.0
-    if sparse_w:
-        K = start.shape[0]
+    if weights.sparse:
+        K = weights.start.shape[0]
+        w_s = weights.w_s
         for p in range(indptr[row], indptr[row + 1]):
-            q = support_position(fl_start, fl_label, K, indices[p], k)
+            q = support_position(lists.start, lists.label, K, indices[p], k)
             if q >= 0:
                 s += values[p] * w_s[q]
     else:
+        W_U = weights.W_U
         for p in range(indptr[row], indptr[row + 1]):
             s += values[p] * W_U[indices[p], k]
     if at_start:
-        s += start[k]
+        s += weights.start[k]
     if at_end:
-        s += end[k]
+        s += weights.end[k]
     return s
 
 
@@ -575,46 +659,47 @@ def _wins_label(s, k, best_s, best):
 
 @njit(cache=True, inline="always")
 def unigram_fmo(
+    data,
+    weights,
+    lists,
     mode,
-    W_U,
-    indptr,
-    indices,
-    values,
+    group,
+    n_groups,
+    perm,
     row,
     at_start,
     at_end,
-    start,
-    end,
     act_row,
     n_act,
     theta,
     mark,
     stamp,
-    group,
-    n_groups,
-    perm,
-    fl_start,
-    fl_cap,
-    fl_label,
-    fl_len,
     score,
     touched,
-    sparse_w,
-    w_s,
 ):
     """Scores ``theta[s] = <W_U[:, act_row[s]], x_t>`` (+ start/end) of the active labels and
     the best-scoring label outside the active set: ``(label, score)``, or ``(-1, 0)`` when
     every label is active (or the sampled group holds only active labels). Active labels
-    must be marked (``mark[k] == stamp``); ``group`` is the sampled oracle's random draw.
+    must be marked (``mark[k] == stamp``); ``group`` is the sampled oracle's random draw, one
+    of ``n_groups`` groups of the labels in the order ``perm``.
 
     The brute oracle scores every label in one feature-major sweep (contiguous, vectorized)
     and reads the answer off it. The sparse oracle walks the label lists of the token's
     features; features with long lists (more than K/16 labels, e.g. a bias) are added densely
     instead, since a list walk reads W_U at random while the sweep streams it.
 
-    With sparse weights (``sparse_w``) the unary weights are ``w_s`` on the support and the
-    label lists are the support's rows: a list entry's position is its weight's position.
+    With sparse weights (``weights.sparse``) the unary weights are ``w_s`` on the support and
+    the label lists are the support's rows: a list entry's position is its weight's position.
     """
+    indptr, indices, values = data.indptr, data.indices, data.values
+    W_U, start, end, sparse_w, w_s = (
+        weights.W_U,
+        weights.start,
+        weights.end,
+        weights.sparse,
+        weights.w_s,
+    )
+    fl_start, fl_label, fl_len = lists.start, lists.label, lists.length
     K = start.shape[0]
     best, best_s = -1, 0.0
     sweep = mode == UNIGRAM_BRUTE
@@ -659,23 +744,7 @@ def unigram_fmo(
                 best, best_s = k, score[k]
         return best, best_s
     for s in range(n_act):
-        theta[s] = _label_score(
-            W_U,
-            indptr,
-            indices,
-            values,
-            row,
-            act_row[s],
-            at_start,
-            at_end,
-            start,
-            end,
-            sparse_w,
-            w_s,
-            fl_start,
-            fl_len,
-            fl_label,
-        )
+        theta[s] = _label_score(data, weights, lists, row, act_row[s], at_start, at_end)
     if n_act >= K:
         return best, best_s
     if mode == UNIGRAM_SAMPLED:
@@ -684,23 +753,7 @@ def unigram_fmo(
             k = perm[r]
             if mark[k] == stamp:
                 continue
-            s = _label_score(
-                W_U,
-                indptr,
-                indices,
-                values,
-                row,
-                k,
-                at_start,
-                at_end,
-                start,
-                end,
-                sparse_w,
-                w_s,
-                fl_start,
-                fl_len,
-                fl_label,
-            )
+            s = _label_score(data, weights, lists, row, k, at_start, at_end)
             if _wins_label(s, k, best_s, best):
                 best, best_s = k, s
         return best, best_s
@@ -757,13 +810,20 @@ def unigram_fmo(
 # active sets and the label lists of the sparse unigram oracle
 # ------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
+def _list_push(lists, j, k):
     """Append label k to the list of feature j (the caller checked it is not there). Each
-    list is a contiguous segment of the pool ``fl_label`` (a walk streams it); a full
+    list is a contiguous segment of the pool ``lists.label`` (a walk streams it); a full
     segment moves to the pool's end with twice the room, so a push costs O(1) amortized
     and the pool holds at most about three times the listed labels. Should the pool lack
-    the room, ``fl_used[0]`` is set past its end and nothing is written: the caller grows
+    the room, ``used[0]`` is set past its end and nothing is written: the caller grows
     the pool and rebuilds (gdmm_pass checks the room before each example)."""
+    fl_start, fl_cap, fl_label, fl_len, fl_used = (
+        lists.start,
+        lists.cap,
+        lists.label,
+        lists.length,
+        lists.used,
+    )
     n = fl_len[j]
     if n == fl_cap[j]:
         base = fl_used[0]
@@ -779,26 +839,14 @@ def _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
         fl_used[0] = base + cap
     fl_label[fl_start[j] + n] = k
     fl_len[j] = n + 1
-    fl_member[j, k] = 1
+    lists.member[j, k] = 1
 
 
 @njit(cache=True, inline="always")
-def _list_token_label(
-    row,
-    k,
-    at_start,
-    at_end,
-    indptr,
-    indices,
-    d,
-    fl_start,
-    fl_cap,
-    fl_label,
-    fl_member,
-    fl_len,
-    fl_used,
-):
-    """Record that label k may now carry weight on every feature of token ``row``."""
+def _list_token_label(data, lists, d, row, k, at_start, at_end):
+    """Record that label k may now carry weight on every feature of token ``row`` (start
+    and end are features d and d + 1)."""
+    indptr, indices = data.indptr, data.indices
     n_feat = indptr[row + 1] - indptr[row]
     for q in range(n_feat + 2):
         if q < n_feat:
@@ -809,566 +857,471 @@ def _list_token_label(
             j = d + 1
         else:
             continue
-        if not fl_member[j, k]:
-            _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used)
+        if not lists.member[j, k]:
+            _list_push(lists, j, k)
 
 
 @njit(cache=True)
-def build_label_lists(W_U, start, end, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used):
+def build_label_lists(W_U, start, end, lists):
     """The label lists from scratch: feature j (start and end are features d and d + 1)
     lists every label k with ``W_U[j, k] != 0``."""
     d, K = W_U.shape
-    fl_start[:] = 0
-    fl_cap[:] = 0
-    fl_len[:] = 0
-    fl_member[:, :] = 0
-    fl_used[0] = 0
+    lists.start[:] = 0
+    lists.cap[:] = 0
+    lists.length[:] = 0
+    lists.member[:, :] = 0
+    lists.used[0] = 0
     for j in range(d + 2):
         for k in range(K):
             v = W_U[j, k] if j < d else (start[k] if j == d else end[k])
             if v != 0.0:
-                _list_push(j, k, fl_start, fl_cap, fl_label, fl_member, fl_len, fl_used)
+                _list_push(lists, j, k)
 
 
 @njit(cache=True)
-def list_active_labels(
-    indptr,
-    indices,
-    offsets,
-    start_end,
-    act,
-    n_act,
-    d,
-    fl_start,
-    fl_cap,
-    fl_label,
-    fl_member,
-    fl_len,
-    fl_used,
-):
+def list_active_labels(data, sets, d, lists):
     """List every active label of every token on the token's features. With this, the
     lists stay complete when a label is listed at its activation only: W_U[j, k] changes
     only through tokens at which k is active."""
+    offsets, act, n_act = data.offsets, sets.act, sets.n_act
     for i in range(offsets.shape[0] - 1):
         first, last = offsets[i], offsets[i + 1] - 1
         for row in range(first, last + 1):
             for s in range(n_act[row]):
-                _list_token_label(
-                    row,
-                    act[row, s],
-                    start_end and row == first,
-                    start_end and row == last,
-                    indptr,
-                    indices,
-                    d,
-                    fl_start,
-                    fl_cap,
-                    fl_label,
-                    fl_member,
-                    fl_len,
-                    fl_used,
-                )
+                at_start = data.start_end and row == first
+                at_end = data.start_end and row == last
+                _list_token_label(data, lists, d, row, act[row, s], at_start, at_end)
 
 
 @njit(cache=True, inline="always")
-def _activate(row, k, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle):
-    s = n_act[row]
-    idle[row, s] = 0
-    act[row, s] = k
-    q_u[row, s] = 0.0
-    lam_in[row, s] = 0.0
-    sum_in[row, s] = 0.0
-    lam_out[row, s] = 0.0
-    sum_out[row, s] = 0.0
-    n_act[row] = s + 1
+def _activate(sets, row, k):
+    """Label k takes token ``row``'s next slot, with no mass and no messages."""
+    s = sets.n_act[row]
+    sets.idle[row, s] = 0
+    sets.act[row, s] = k
+    sets.q_u[row, s] = 0.0
+    sets.lam_in[row, s] = 0.0
+    sets.sum_in[row, s] = 0.0
+    sets.lam_out[row, s] = 0.0
+    sets.sum_out[row, s] = 0.0
+    sets.n_act[row] = s + 1
     return s
 
 
 # ------------------------------------------------------------------------------------------
 # one pass
 # ------------------------------------------------------------------------------------------
+class _Scratch(NamedTuple):
+    grad: np.ndarray  # (cap,) per active slot
+    mu_a: np.ndarray  # messages of the left and right tokens' slots
+    mu_b: np.ndarray
+    proj: np.ndarray
+    scratch: np.ndarray
+    theta: np.ndarray
+    step: np.ndarray
+    changed: np.ndarray
+    pair_w: np.ndarray  # (cap_pairs,) W_B of the current bigram factor's support pairs
+    mark_a: np.ndarray  # (K,) labels marked with the factor's stamp
+    mark_b: np.ndarray
+    slot_a: np.ndarray
+    slot_b: np.ndarray
+    dense_a: np.ndarray
+    dense_b: np.ndarray
+    score: np.ndarray
+    touched: np.ndarray
+    stack: np.ndarray  # the max-tree search's
+    factors: np.ndarray  # (2 max_T,) an example's factors in random order
+
+
+@njit(cache=True, inline="always")
+def _scratch(K, cap, cap_pairs, max_T):
+    return _Scratch(
+        np.empty(cap),
+        np.empty(cap),
+        np.empty(cap),
+        np.empty(cap),
+        np.empty(cap),
+        np.empty(cap),
+        np.empty(cap),
+        np.empty(cap, dtype=np.int64),
+        np.empty(cap_pairs),
+        np.zeros(K, dtype=np.int64),
+        np.zeros(K, dtype=np.int64),
+        np.zeros(K, dtype=np.int64),
+        np.zeros(K, dtype=np.int64),
+        np.zeros(K),
+        np.zeros(K),
+        np.zeros(K),
+        np.empty(K, dtype=np.int64),
+        np.empty(130, dtype=np.int64),
+        np.empty(2 * max_T, dtype=np.int64),
+    )
+
+
 @njit(cache=True)
-def gdmm_pass(
-    indptr,
-    indices,
-    values,
-    offsets,
-    labels,
-    loss_weights,
-    sq_norms,
-    order,
-    first,
-    C,
-    rho,
-    start_end,
-    W_U,
-    W_B,
-    start,
-    end,
-    act,
-    n_act,
-    q_u,
-    lam_in,
-    sum_in,
-    lam_out,
-    sum_out,
-    pair_a,
-    pair_b,
-    q_b,
-    n_pair,
-    unigram_mode,
-    n_groups,
-    perm,
-    bigram_sorted_search,
-    tree,
-    vals,
-    pos_ptr,
-    pos_col,
-    pos_row,
-    cpos_ptr,
-    cpos_idx,
-    top,
-    top_at,
-    fl_start,
-    fl_cap,
-    fl_label,
-    fl_member,
-    fl_len,
-    fl_used,
-    seed,
-    counters,
-    eta,
-    idle,
-    patience,
-    max_T,
-    support_steps,
-    R_U,
-    R_B,
-    R_start,
-    R_end,
-    avg_weight,
-    sparse_w,
-    w_s,
-    R_s,
-):
+def gdmm_pass(data, weights, avg, sets, pairs, trans, lists, settings, order, first, counters):
     """GDMM on the examples ``order[first:]``: per example a block step on each of its
     factors (in random order), then the multiplier step on its edges. The multipliers of an
     example are read by its own factors only, so this is exactly Algorithm 1's pass followed
     by its multiplier step. Before an example it checks that its tokens, edges and label
     lists have room for what the example can add (3 labels per token, 1 pair per edge); if
     not, it returns ``(position, NEED_* flags)`` so the caller can grow the arrays and call
-    again. Returns ``(len(order), 0)`` when done; ``max_T`` is the longest sequence.
-    ``counters`` accumulates [unigram oracle calls, bigram oracle calls, labels activated,
-    pairs added]; ``support_steps`` is the number of extra pairwise steps inside a bigram
-    factor's support after its oracle step. Every change of the weights also goes into the
-    averaging accumulators ``R_*`` scaled by ``avg_weight`` (module docstring; 0 = off).
-    With sparse weights (``sparse_w``) the unary weights and their accumulator are ``w_s``
-    and ``R_s`` on the support, whose rows are the (fixed) label lists; ``W_U``, ``R_U`` are
+    again. Returns ``(len(order), 0)`` when done. ``counters`` accumulates [unigram oracle
+    calls, bigram oracle calls, labels activated, pairs added]. Every change of the weights
+    also goes into the averaging accumulators (``avg``, module docstring). With sparse
+    weights (``weights.sparse``) the unary weights and their accumulator are ``w_s`` and
+    ``R_s`` on the support, whose rows are the (fixed) label lists; ``W_U``, ``R_U`` are
     then unused.
     """
-    K = start.shape[0]
-    d = fl_start.shape[0] - 2 if sparse_w else W_U.shape[0]
-    cap = act.shape[1]
-    cap_pairs = q_b.shape[1]
-    pool_size = fl_label.shape[0]
-    sparse_lists = unigram_mode == UNIGRAM_SPARSE and not sparse_w  # lists that grow
-    grad = np.empty(cap)
-    pair_w = np.empty(cap_pairs)  # W_B of the current bigram factor's support pairs
-    mu_a = np.empty(cap)
-    mu_b = np.empty(cap)
-    proj = np.empty(cap)
-    scratch = np.empty(cap)
-    theta = np.empty(cap)
-    step = np.empty(cap)
-    changed = np.empty(cap, dtype=np.int64)
-    mark_a = np.zeros(K, dtype=np.int64)
-    mark_b = np.zeros(K, dtype=np.int64)
-    slot_a = np.zeros(K, dtype=np.int64)
-    slot_b = np.zeros(K, dtype=np.int64)
-    dense_a = np.zeros(K)
-    dense_b = np.zeros(K)
-    score = np.zeros(K)
-    touched = np.empty(K, dtype=np.int64)
-    stack = np.empty(130, dtype=np.int64)
-    factors = np.empty(2 * max_T, dtype=np.int64)
+    K = weights.start.shape[0]
+    d = lists.start.shape[0] - 2 if weights.sparse else weights.W_U.shape[0]
+    sparse_lists = settings.unigram_mode == UNIGRAM_SPARSE and not weights.sparse
+    ws = _scratch(K, sets.act.shape[1], pairs.q_b.shape[1], data.max_T)
     stamp = 0
     for idx in range(first, order.shape[0]):
         i = order[idx]
-        s0 = offsets[i]
-        T = offsets[i + 1] - s0
-        need = 0
-        list_need = 0
-        for row in range(s0, s0 + T):
-            if min(n_act[row] + 3, K) > cap:
-                need |= NEED_LABEL_SLOTS
-            if row < s0 + T - 1 and n_pair[row - i] + 1 > cap_pairs:
-                need |= NEED_PAIR_SLOTS
-            if sparse_lists:  # 3 activations at most, each pushing k on x_t's lists
-                list_need += 16 * (indptr[row + 1] - indptr[row] + 2)
-                for p in range(indptr[row], indptr[row + 1]):
-                    list_need += 4 * fl_len[indices[p]]
-                list_need += 4 * (fl_len[d] + fl_len[d + 1])
-        if sparse_lists and fl_used[0] + list_need > pool_size:
-            need |= NEED_LIST_ROOM
+        need = _room_needed(data, sets, pairs, lists, K, d, sparse_lists, i)
         if need:
             return idx, need
-        n_f = 2 * T - 1
-        for f in range(n_f):
-            factors[f] = f
-        for f in range(n_f - 1, 0, -1):
-            r = _random_below(seed, i, f, f + 1)
-            factors[f], factors[r] = factors[r], factors[f]
-        for f_idx in range(n_f):
-            f = factors[f_idx]
-            stamp += 1
-            if f < T:
-                # ---------------- unigram factor of token t ----------------
-                t = f
-                row = s0 + t
-                at_start = start_end and t == 0
-                at_end = start_end and t == T - 1
-                nA = n_act[row]
-                lw = loss_weights[labels[row]]
-                for s in range(nA):
-                    mark_a[act[row, s]] = stamp
-                counters[0] += 1
-                k_new, th_new = unigram_fmo(
-                    unigram_mode,
-                    W_U,
-                    indptr,
-                    indices,
-                    values,
-                    row,
-                    at_start,
-                    at_end,
-                    start,
-                    end,
-                    act[row],
-                    nA,
-                    theta,
-                    mark_a,
-                    stamp,
-                    _random_below(seed, i, n_f + t, n_groups),
-                    n_groups,
-                    perm,
-                    fl_start,
-                    fl_cap,
-                    fl_label,
-                    fl_len,
-                    score,
-                    touched,
-                    sparse_w,
-                    w_s,
-                )
-                for s in range(nA):
-                    grad[s] = -C * (theta[s] + (lw if s > 0 else 0.0))
-                n_edges = 0
-                if t > 0:
-                    n_edges += 1
-                    for s in range(nA):
-                        grad[s] -= lam_in[row, s] + rho * (sum_in[row, s] - q_u[row, s])
-                if t < T - 1:
-                    n_edges += 1
-                    for s in range(nA):
-                        grad[s] -= lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
-                g_min = grad[0]
-                for s in range(1, nA):
-                    g_min = min(g_min, grad[s])
-                if k_new >= 0 and -C * (th_new + lw) < g_min:
-                    s = _activate(
-                        row, k_new, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle
-                    )
-                    if sparse_lists:  # W_U[j, k_new] may become non-zero for j in x_t
-                        _list_token_label(
-                            row,
-                            k_new,
-                            at_start,
-                            at_end,
-                            indptr,
-                            indices,
-                            d,
-                            fl_start,
-                            fl_cap,
-                            fl_label,
-                            fl_member,
-                            fl_len,
-                            fl_used,
-                        )
-                    grad[s] = -C * (th_new + lw)
-                    nA += 1
-                    counters[2] += 1
-                c = C * C * (sq_norms[row] + at_start + at_end) + rho * n_edges
-                if c > 0.0:
-                    for s in range(nA):
-                        mu_a[s] = q_u[row, s] - grad[s] / c
-                    project_to_simplex(mu_a, nA, proj, scratch)
-                else:  # L is linear in this block: jump to the best vertex
-                    best = 0
-                    for s in range(nA):
-                        proj[s] = 0.0
-                        if grad[s] < grad[best]:
-                            best = s
-                    proj[best] = 1.0
-                n_changed = 0
-                for s in range(nA):
-                    delta = proj[s] - q_u[row, s]
-                    if delta != 0.0:
-                        q_u[row, s] = proj[s]
-                        changed[n_changed] = act[row, s]
-                        step[n_changed] = -C * delta
-                        n_changed += 1
-                for p in range(indptr[row], indptr[row + 1]):  # row-major: W_U[j] is contiguous
-                    j, v = indices[p], values[p]
-                    if sparse_w:  # a pair outside the support has no weight
-                        for r in range(n_changed):
-                            q = support_position(fl_start, fl_label, K, j, changed[r])
-                            if q >= 0:
-                                w_s[q] += step[r] * v
-                                if avg_weight > 0.0:
-                                    R_s[q] += avg_weight * step[r] * v
-                        continue
-                    for r in range(n_changed):
-                        W_U[j, changed[r]] += step[r] * v
-                    if avg_weight > 0.0:
-                        for r in range(n_changed):
-                            R_U[j, changed[r]] += avg_weight * step[r] * v
-                for r in range(n_changed):
-                    if at_start:
-                        start[changed[r]] += step[r]
-                        R_start[changed[r]] += avg_weight * step[r]
-                    if at_end:
-                        end[changed[r]] += step[r]
-                        R_end[changed[r]] += avg_weight * step[r]
-                continue
-            # ---------------- bigram factor of edge (t, t+1) ----------------
-            t = f - T
-            row = s0 + t
-            e = row - i
-            nA = n_act[row]
-            nB = n_act[row + 1]
-            for s in range(nA):
-                k = act[row, s]
-                mark_a[k] = stamp
-                slot_a[k] = s
-                mu_a[s] = lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
-            for s in range(nB):
-                k = act[row + 1, s]
-                mark_b[k] = stamp
-                slot_b[k] = s
-                mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
-            counters[1] += 1
-            if bigram_sorted_search:
-                a_new, b_new, g_new = bigram_sorted(
-                    W_B,
-                    C,
-                    act[row],
-                    nA,
-                    mu_a,
-                    act[row + 1],
-                    nB,
-                    mu_b,
-                    mark_a,
-                    mark_b,
-                    slot_b,
-                    stamp,
-                    pos_ptr,
-                    pos_col,
-                    pos_row,
-                    cpos_ptr,
-                    cpos_idx,
-                    tree,
-                    vals,
-                    top,
-                    stack,
-                )
-            else:
-                a_new, b_new, g_new = bigram_brute(
-                    W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b, dense_a, dense_b
-                )
-            # the away pair: the worst pair in the support of q_e
-            p_old = -1
-            g_old = 0.0
-            for p in range(n_pair[e]):
-                sa, sb = pair_a[e, p], pair_b[e, p]
-                pair_w[p] = W_B[act[row, sa], act[row + 1, sb]]
-                g = -C * pair_w[p] + mu_a[sa] + mu_b[sb]
-                if p_old < 0 or g > g_old:
-                    p_old, g_old = p, g
-            if g_new >= g_old:
-                continue
-            if mark_a[a_new] == stamp:
-                sa_new = slot_a[a_new]
-            else:
-                sa_new = _activate(
-                    row, a_new, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle
-                )
-                mu_a[sa_new] = 0.0  # a new label carries no message yet
-                if sparse_lists:
-                    _list_token_label(
-                        row,
-                        a_new,
-                        start_end and t == 0,
-                        False,
-                        indptr,
-                        indices,
-                        d,
-                        fl_start,
-                        fl_cap,
-                        fl_label,
-                        fl_member,
-                        fl_len,
-                        fl_used,
-                    )
-                counters[2] += 1
-            if mark_b[b_new] == stamp:
-                sb_new = slot_b[b_new]
-            else:
-                sb_new = _activate(
-                    row + 1, b_new, act, n_act, q_u, lam_in, sum_in, lam_out, sum_out, idle
-                )
-                mu_b[sb_new] = 0.0
-                if sparse_lists:
-                    _list_token_label(
-                        row + 1,
-                        b_new,
-                        False,
-                        start_end and t + 1 == T - 1,
-                        indptr,
-                        indices,
-                        d,
-                        fl_start,
-                        fl_cap,
-                        fl_label,
-                        fl_member,
-                        fl_len,
-                        fl_used,
-                    )
-                counters[2] += 1
-            p_new = -1
-            for p in range(n_pair[e]):
-                if pair_a[e, p] == sa_new and pair_b[e, p] == sb_new:
-                    p_new = p
-                    break
-            if p_new < 0:
-                p_new = n_pair[e]
-                pair_a[e, p_new] = sa_new
-                pair_b[e, p_new] = sb_new
-                q_b[e, p_new] = 0.0
-                n_pair[e] += 1
-                counters[3] += 1
-            # Pairwise steps (written out here rather than called: module docstring, "Inlined
-            # helpers"): first from the away pair to the oracle's pair, then up to
-            # support_steps steps from the support's worst pair to its best (first index
-            # on ties), which need no oracle call.
-            for n_step in range(support_steps + 1):
-                if n_step > 0:
-                    # gradients within rounding of each other tie (the first pair wins): an
-                    # exact line search leaves its two pairs at equal gradients, and which
-                    # of them rounding favours must not steer the next step
-                    p_new = -1
-                    p_old = -1
-                    for p in range(n_pair[e]):
-                        ma, mb = mu_a[pair_a[e, p]], mu_b[pair_b[e, p]]
-                        g = -C * pair_w[p] + ma + mb
-                        tie = TIE * (abs(C * pair_w[p]) + abs(ma) + abs(mb))
-                        if p_old < 0 or g > g_old + tie:
-                            p_old, g_old = p, g
-                        if p_new < 0 or g < g_new - tie:
-                            p_new, g_new = p, g
-                    if p_new == p_old or g_new >= g_old:
-                        break
-                # exact line search along D = e_new − e_old:
-                # γ = min(q_old, (g_old − g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²)))
-                sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
-                sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
-                curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
-                gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
-                q_b[e, p_new] += gamma
-                q_b[e, p_old] -= gamma
-                sum_out[row, sa_new] += gamma
-                sum_out[row, sa_old] -= gamma
-                sum_in[row + 1, sb_new] += gamma
-                sum_in[row + 1, sb_old] -= gamma
-                mu_a[sa_new] += rho * gamma  # μ moves with its marginal sum
-                mu_a[sa_old] -= rho * gamma
-                mu_b[sb_new] += rho * gamma
-                mu_b[sb_old] -= rho * gamma
-                for end_of_step in range(2):  # W_B at the new pair, then at the old one
-                    if end_of_step == 0:
-                        a, b, p, dw = act[row, sa_new], act[row + 1, sb_new], p_new, -gamma * C
-                    else:
-                        a, b, p, dw = act[row, sa_old], act[row + 1, sb_old], p_old, gamma * C
-                    W_B[a, b] += dw
-                    if avg_weight > 0.0:
-                        R_B[a, b] += avg_weight * dw
-                    at = listed_position(pos_ptr, pos_col, a, b)
-                    if at < 0:  # unlisted: drop a rounding residue above 0 (see _listed_changed)
-                        if W_B[a, b] > 0.0:
-                            W_B[a, b] = 0.0
-                    elif bigram_sorted_search:
-                        _listed_changed(
-                            W_B[a, b],
-                            at,
-                            a,
-                            b,
-                            tree,
-                            vals,
-                            pos_ptr,
-                            cpos_ptr,
-                            cpos_idx,
-                            top,
-                            top_at,
-                        )
-                    pair_w[p] = W_B[a, b]
-                if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
-                    last = n_pair[e] - 1
-                    pair_a[e, p_old] = pair_a[e, last]
-                    pair_b[e, p_old] = pair_b[e, last]
-                    q_b[e, p_old] = q_b[e, last]
-                    pair_w[p_old] = pair_w[last]
-                    n_pair[e] = last
-        _example_multipliers(
-            i,
-            offsets,
-            n_act,
-            q_u,
-            lam_in,
-            sum_in,
-            lam_out,
-            sum_out,
-            pair_a,
-            pair_b,
-            q_b,
-            n_pair,
-            eta,
+        stamp = _example_steps(
+            data, weights, avg, sets, pairs, trans, lists, settings, ws, i, stamp, counters
         )
-        if patience > 0:
-            _shrink_example(
-                i,
-                offsets,
-                act,
-                n_act,
-                q_u,
-                lam_in,
-                sum_in,
-                lam_out,
-                sum_out,
-                idle,
-                pair_a,
-                pair_b,
-                n_pair,
-                patience,
-            )
+        _example_multipliers(data.offsets, sets, pairs, i, settings.eta)
+        if settings.patience > 0:
+            _shrink_example(data.offsets, sets, pairs, i, settings.patience)
     return order.shape[0], 0
 
 
 @njit(cache=True)
-def _example_multipliers(
-    i, offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b, n_pair, eta
+def _room_needed(data, sets, pairs, lists, K, d, sparse_lists, i):
+    """The NEED_* flags of example i: what must grow before its factors may add 3 labels
+    per token (each pushed on the token's label lists) and 1 pair per edge."""
+    indptr, indices, offsets = data.indptr, data.indices, data.offsets
+    n_act, n_pair, fl_len = sets.n_act, pairs.n_pair, lists.length
+    cap = sets.act.shape[1]
+    s0 = offsets[i]
+    T = offsets[i + 1] - s0
+    need = 0
+    list_need = 0
+    for row in range(s0, s0 + T):
+        if min(n_act[row] + 3, K) > cap:
+            need |= NEED_LABEL_SLOTS
+        if row < s0 + T - 1 and n_pair[row - i] + 1 > pairs.q_b.shape[1]:
+            need |= NEED_PAIR_SLOTS
+        if sparse_lists:  # 3 activations at most, each pushing k on x_t's lists
+            list_need += 16 * (indptr[row + 1] - indptr[row] + 2)
+            for p in range(indptr[row], indptr[row + 1]):
+                list_need += 4 * fl_len[indices[p]]
+            list_need += 4 * (fl_len[d] + fl_len[d + 1])
+    if sparse_lists and lists.used[0] + list_need > lists.label.shape[0]:
+        need |= NEED_LIST_ROOM
+    return need
+
+
+@njit(cache=True, inline="always")
+def _example_steps(data, weights, avg, sets, pairs, trans, lists, settings, ws, i, stamp, counters):
+    """A block step on every factor of example i, in random order; returns the last stamp."""
+    C, rho = settings.C, settings.rho
+    act, n_act, q_u = sets.act, sets.n_act, sets.q_u
+    lam_in, sum_in, lam_out, sum_out = sets.lam_in, sets.sum_in, sets.lam_out, sets.sum_out
+    pair_a, pair_b, q_b, n_pair = pairs.pair_a, pairs.pair_b, pairs.q_b, pairs.n_pair
+    grad, mu_a, mu_b, proj, theta = ws.grad, ws.mu_a, ws.mu_b, ws.proj, ws.theta
+    step, changed, pair_w = ws.step, ws.changed, ws.pair_w
+    mark_a, mark_b, slot_a, slot_b = ws.mark_a, ws.mark_b, ws.slot_a, ws.slot_b
+    W_B = weights.W_B
+    sparse_w = weights.sparse
+    K = weights.start.shape[0]
+    d = lists.start.shape[0] - 2 if sparse_w else weights.W_U.shape[0]
+    sparse_lists = settings.unigram_mode == UNIGRAM_SPARSE and not sparse_w
+    W_U, R_U, w_s, R_s = weights.W_U, avg.R_U, weights.w_s, avg.R_s
+    avg_weight, R_B = avg.weight, avg.R_B
+    indptr, indices, values = data.indptr, data.indices, data.values
+    pos_ptr, pos_col = trans.pos_ptr, trans.pos_col
+    s0 = data.offsets[i]
+    T = data.offsets[i + 1] - s0
+    factors = ws.factors
+    n_f = 2 * T - 1
+    for f in range(n_f):
+        factors[f] = f
+    for f in range(n_f - 1, 0, -1):
+        r = _random_below(settings.seed, i, f, f + 1)
+        factors[f], factors[r] = factors[r], factors[f]
+    for f_idx in range(n_f):
+        f = factors[f_idx]
+        stamp += 1
+        if f < T:
+            t = f
+            row = s0 + t
+            at_start = data.start_end and t == 0
+            at_end = data.start_end and t == T - 1
+            nA = n_act[row]
+            lw = data.loss_weights[data.labels[row]]
+            for s in range(nA):
+                mark_a[act[row, s]] = stamp
+            counters[0] += 1
+            k_new, th_new = unigram_fmo(
+                data,
+                weights,
+                lists,
+                settings.unigram_mode,
+                _random_below(settings.seed, i, n_f + t, settings.n_groups),
+                settings.n_groups,
+                settings.perm,
+                row,
+                at_start,
+                at_end,
+                act[row],
+                nA,
+                theta,
+                mark_a,
+                stamp,
+                ws.score,
+                ws.touched,
+            )
+            for s in range(nA):
+                grad[s] = -C * (theta[s] + (lw if s > 0 else 0.0))
+            n_edges = 0
+            if t > 0:
+                n_edges += 1
+                for s in range(nA):
+                    grad[s] -= lam_in[row, s] + rho * (sum_in[row, s] - q_u[row, s])
+            if t < T - 1:
+                n_edges += 1
+                for s in range(nA):
+                    grad[s] -= lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
+            g_min = grad[0]
+            for s in range(1, nA):
+                g_min = min(g_min, grad[s])
+            if k_new >= 0 and -C * (th_new + lw) < g_min:
+                s = _activate(sets, row, k_new)
+                if settings.unigram_mode == UNIGRAM_SPARSE and not sparse_w:
+                    # W_U[j, k_new] may become non-zero for j in x_t
+                    _list_token_label(data, lists, d, row, k_new, at_start, at_end)
+                grad[s] = -C * (th_new + lw)
+                nA += 1
+                counters[2] += 1
+            c = C * C * (data.sq_norms[row] + at_start + at_end) + rho * n_edges
+            if c > 0.0:
+                for s in range(nA):
+                    mu_a[s] = q_u[row, s] - grad[s] / c
+                project_to_simplex(mu_a, nA, proj, ws.scratch)
+            else:  # L is linear in this block: jump to the best vertex
+                best = 0
+                for s in range(nA):
+                    proj[s] = 0.0
+                    if grad[s] < grad[best]:
+                        best = s
+                proj[best] = 1.0
+            n_changed = 0
+            for s in range(nA):
+                delta = proj[s] - q_u[row, s]
+                if delta != 0.0:
+                    q_u[row, s] = proj[s]
+                    changed[n_changed] = act[row, s]
+                    step[n_changed] = -C * delta
+                    n_changed += 1
+            for p in range(indptr[row], indptr[row + 1]):  # row-major: W_U[j] is contiguous
+                j, v = indices[p], values[p]
+                if weights.sparse:  # a pair outside the support has no weight
+                    for r in range(n_changed):
+                        q = support_position(lists.start, lists.label, K, j, changed[r])
+                        if q >= 0:
+                            w_s[q] += step[r] * v
+                            if avg_weight > 0.0:
+                                R_s[q] += avg_weight * step[r] * v
+                    continue
+                for r in range(n_changed):
+                    W_U[j, changed[r]] += step[r] * v
+                if avg_weight > 0.0:
+                    for r in range(n_changed):
+                        R_U[j, changed[r]] += avg_weight * step[r] * v
+            for r in range(n_changed):
+                if at_start:
+                    weights.start[changed[r]] += step[r]
+                    avg.R_start[changed[r]] += avg_weight * step[r]
+                if at_end:
+                    weights.end[changed[r]] += step[r]
+                    avg.R_end[changed[r]] += avg_weight * step[r]
+            continue
+        t = f - T
+        row = s0 + t
+        e = row - i
+        nA = n_act[row]
+        nB = n_act[row + 1]
+        for s in range(nA):
+            k = act[row, s]
+            mark_a[k] = stamp
+            slot_a[k] = s
+            mu_a[s] = lam_out[row, s] + rho * (sum_out[row, s] - q_u[row, s])
+        for s in range(nB):
+            k = act[row + 1, s]
+            mark_b[k] = stamp
+            slot_b[k] = s
+            mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
+        counters[1] += 1
+        if trans.sorted_search:
+            a_new, b_new, g_new = bigram_sorted(
+                trans,
+                W_B,
+                C,
+                act[row],
+                nA,
+                mu_a,
+                act[row + 1],
+                nB,
+                mu_b,
+                mark_a,
+                mark_b,
+                slot_b,
+                stamp,
+                ws.stack,
+            )
+        else:
+            a_new, b_new, g_new = bigram_brute(
+                W_B, C, act[row], nA, mu_a, act[row + 1], nB, mu_b, ws.dense_a, ws.dense_b
+            )
+        # the away pair: the worst pair in the support of q_e
+        p_old = -1
+        g_old = 0.0
+        for p in range(n_pair[e]):
+            sa, sb = pair_a[e, p], pair_b[e, p]
+            pair_w[p] = W_B[act[row, sa], act[row + 1, sb]]
+            g = -C * pair_w[p] + mu_a[sa] + mu_b[sb]
+            if p_old < 0 or g > g_old:
+                p_old, g_old = p, g
+        if g_new >= g_old:
+            continue
+        if mark_a[a_new] == stamp and mark_b[b_new] == stamp:
+            sa_new, sb_new = slot_a[a_new], slot_b[b_new]
+        else:
+            sa_new, sb_new = _activate_pair_labels(
+                data, sets, lists, ws, d, sparse_lists, i, t, a_new, b_new, stamp, counters
+            )
+        p_new = -1
+        for p in range(n_pair[e]):
+            if pair_a[e, p] == sa_new and pair_b[e, p] == sb_new:
+                p_new = p
+                break
+        if p_new < 0:
+            p_new = n_pair[e]
+            pair_a[e, p_new] = sa_new
+            pair_b[e, p_new] = sb_new
+            q_b[e, p_new] = 0.0
+            n_pair[e] += 1
+            counters[3] += 1
+        # Pairwise steps, written out here rather than called (module docstring, "Inlined
+        # helpers"): first from the away pair to the oracle's pair, then up to
+        # support_steps steps from the support's worst pair to its best (first index on
+        # ties), which need no oracle call.
+        for n_step in range(settings.support_steps + 1):
+            if n_step > 0:
+                # gradients within rounding of each other tie (the first pair wins): an
+                # exact line search leaves its two pairs at equal gradients, and which
+                # of them rounding favours must not steer the next step
+                p_new = -1
+                p_old = -1
+                for p in range(n_pair[e]):
+                    ma, mb = mu_a[pair_a[e, p]], mu_b[pair_b[e, p]]
+                    g = -C * pair_w[p] + ma + mb
+                    tie = TIE * (abs(C * pair_w[p]) + abs(ma) + abs(mb))
+                    if p_old < 0 or g > g_old + tie:
+                        p_old, g_old = p, g
+                    if p_new < 0 or g < g_new - tie:
+                        p_new, g_new = p, g
+                if p_new == p_old or g_new >= g_old:
+                    break
+            # exact line search along D = e_new − e_old:
+            # γ = min(q_old, (g_old − g_new) / (2C² + ρ (‖M_L D‖² + ‖M_R D‖²)))
+            sa_new, sb_new = pair_a[e, p_new], pair_b[e, p_new]
+            sa_old, sb_old = pair_a[e, p_old], pair_b[e, p_old]
+            curv = 2.0 * C * C + rho * (2.0 * (sa_new != sa_old) + 2.0 * (sb_new != sb_old))
+            gamma = min(q_b[e, p_old], (g_old - g_new) / curv)
+            q_b[e, p_new] += gamma
+            q_b[e, p_old] -= gamma
+            sum_out[row, sa_new] += gamma
+            sum_out[row, sa_old] -= gamma
+            sum_in[row + 1, sb_new] += gamma
+            sum_in[row + 1, sb_old] -= gamma
+            mu_a[sa_new] += rho * gamma  # μ moves with its marginal sum
+            mu_a[sa_old] -= rho * gamma
+            mu_b[sb_new] += rho * gamma
+            mu_b[sb_old] -= rho * gamma
+            for end_of_step in range(2):  # W_B at the new pair, then at the old one
+                if end_of_step == 0:
+                    a, b, p, dw = act[row, sa_new], act[row + 1, sb_new], p_new, -gamma * C
+                else:
+                    a, b, p, dw = act[row, sa_old], act[row + 1, sb_old], p_old, gamma * C
+                W_B[a, b] += dw
+                if avg_weight > 0.0:
+                    R_B[a, b] += avg_weight * dw
+                at = listed_position(pos_ptr, pos_col, a, b)
+                if at < 0:  # unlisted: drop a rounding residue above 0 (see _listed_changed)
+                    if W_B[a, b] > 0.0:
+                        W_B[a, b] = 0.0
+                elif trans.sorted_search:
+                    _listed_changed(
+                        W_B[a, b],
+                        at,
+                        a,
+                        b,
+                        trans.tree,
+                        trans.vals,
+                        pos_ptr,
+                        trans.cpos_ptr,
+                        trans.cpos_idx,
+                        trans.top,
+                        trans.top_at,
+                    )
+                pair_w[p] = W_B[a, b]
+            if q_b[e, p_old] <= 1e-15:  # drop the emptied pair
+                last = n_pair[e] - 1
+                pair_a[e, p_old] = pair_a[e, last]
+                pair_b[e, p_old] = pair_b[e, last]
+                q_b[e, p_old] = q_b[e, last]
+                pair_w[p_old] = pair_w[last]
+                n_pair[e] = last
+    return stamp
+
+
+@njit(cache=True)
+def _activate_pair_labels(
+    data, sets, lists, ws, d, sparse_lists, i, t, a_new, b_new, stamp, counters
 ):
+    """The slots of the bigram oracle's labels (a_new, b_new) at edge (t, t + 1) of example
+    i, activating (and listing) whichever is not active yet."""
+    mark_a, mark_b, slot_a, slot_b = ws.mark_a, ws.mark_b, ws.slot_a, ws.slot_b
+    mu_a, mu_b = ws.mu_a, ws.mu_b
+    s0 = data.offsets[i]
+    T = data.offsets[i + 1] - s0
+    row = s0 + t
+    if mark_a[a_new] == stamp:
+        sa_new = slot_a[a_new]
+    else:
+        sa_new = _activate(sets, row, a_new)
+        mu_a[sa_new] = 0.0  # a new label carries no message yet
+        if sparse_lists:
+            _list_token_label(data, lists, d, row, a_new, data.start_end and t == 0, False)
+        counters[2] += 1
+    if mark_b[b_new] == stamp:
+        sb_new = slot_b[b_new]
+    else:
+        sb_new = _activate(sets, row + 1, b_new)
+        mu_b[sb_new] = 0.0
+        if sparse_lists:
+            at_end = data.start_end and t + 1 == T - 1
+            _list_token_label(data, lists, d, row + 1, b_new, False, at_end)
+        counters[2] += 1
+    return sa_new, sb_new
+
+
+@njit(cache=True)
+def _example_multipliers(offsets, sets, pairs, i, eta):
     """Recompute the marginal sums of example i's edges exactly, then
     λ ← λ + η (M q_e − q_j) (Algorithm 1, step 2; ``eta = 0`` only measures). Returns
     ``(Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j>, Σ ‖M q_e − q_j‖²)`` before the step."""
+    n_act, q_u = sets.n_act, sets.q_u
+    lam_in, sum_in, lam_out, sum_out = sets.lam_in, sets.sum_in, sets.lam_out, sets.sum_out
+    pair_a, pair_b, q_b, n_pair = pairs.pair_a, pairs.pair_b, pairs.q_b, pairs.n_pair
     residual = 0.0
     lagrange = 0.0
     penalty = 0.0
@@ -1400,27 +1353,15 @@ def _example_multipliers(
 
 
 @njit(cache=True)
-def _shrink_example(
-    i,
-    offsets,
-    act,
-    n_act,
-    q_u,
-    lam_in,
-    sum_in,
-    lam_out,
-    sum_out,
-    idle,
-    pair_a,
-    pair_b,
-    n_pair,
-    patience,
-):
+def _shrink_example(offsets, sets, pairs, i, patience):
     """Drop from the active sets of example i the labels that have been idle (no mass in
     q_t and in no pair of either incident edge; the sums are exact here) for ``patience``
     consecutive multiplier steps. Their multipliers are dropped with them: the Lagrangian's
     value is unchanged (their constraint residual is 0), and should such a label become
     attractive again without its message the FMO re-activates it. The gold slot 0 stays."""
+    act, n_act, q_u, idle = sets.act, sets.n_act, sets.q_u, sets.idle
+    lam_in, sum_in, lam_out, sum_out = sets.lam_in, sets.sum_in, sets.lam_out, sets.sum_out
+    pair_a, pair_b, n_pair = pairs.pair_a, pairs.pair_b, pairs.n_pair
     first, stop = offsets[i], offsets[i + 1]
     for row in range(first, stop):
         for s in range(n_act[row] - 1, 0, -1):
@@ -1453,11 +1394,13 @@ def _shrink_example(
 
 
 @njit(cache=True)
-def mix_in_gold(offsets, q_u, sum_in, sum_out, pair_a, pair_b, q_b, n_pair, t):
+def mix_token_and_edge_marginals_with_gold(offsets, sets, pairs, t):
     """Every factor's marginal to ``t q + (1 − t) e_gold`` (slot 0 is a token's gold label,
     the slot pair (0, 0) an edge's gold pair, added where it left the support), with the
     row and column sums kept in step. Returns False, changing nothing, when an edge without
     its gold pair has no room for it (widen the pair slots and call again)."""
+    q_u, sum_in, sum_out = sets.q_u, sets.sum_in, sets.sum_out
+    pair_a, pair_b, q_b, n_pair = pairs.pair_a, pairs.pair_b, pairs.q_b, pairs.n_pair
     n_edges = q_b.shape[0]
     at = np.full(n_edges, -1, dtype=np.int64)
     for e in range(n_edges):
@@ -1492,28 +1435,14 @@ def mix_in_gold(offsets, q_u, sum_in, sum_out, pair_a, pair_b, q_b, n_pair, t):
 
 
 @njit(cache=True)
-def consistency(offsets, n_act, q_u, lam_in, sum_in, lam_out, sum_out, pair_a, pair_b, q_b, n_pair):
+def consistency_residuals(offsets, sets, pairs):
     """Over all examples: the residual Σ‖M q_e − q_j‖, Σ <λ, M q_e − q_j> and
     Σ ‖M q_e − q_j‖² (the last two give the augmented Lagrangian)."""
     residual = 0.0
     lagrange = 0.0
     penalty = 0.0
     for i in range(offsets.shape[0] - 1):
-        r, lg, pn = _example_multipliers(
-            i,
-            offsets,
-            n_act,
-            q_u,
-            lam_in,
-            sum_in,
-            lam_out,
-            sum_out,
-            pair_a,
-            pair_b,
-            q_b,
-            n_pair,
-            0.0,
-        )
+        r, lg, pn = _example_multipliers(offsets, sets, pairs, i, 0.0)
         residual += r
         lagrange += lg
         penalty += pn
@@ -1583,49 +1512,15 @@ def transport_rounding(offsets, C, act, n_act, q_u, pair_a, pair_b, q_b, n_pair,
 
 
 @njit(cache=True)
-def oracle_pass(
-    indptr,
-    indices,
-    values,
-    offsets,
-    C,
-    rho,
-    start_end,
-    W_U,
-    W_B,
-    start,
-    end,
-    act,
-    n_act,
-    q_u,
-    lam_in,
-    sum_in,
-    lam_out,
-    sum_out,
-    unigram_mode,
-    n_groups,
-    perm,
-    bigram_sorted_search,
-    tree,
-    vals,
-    pos_ptr,
-    pos_col,
-    pos_row,
-    cpos_ptr,
-    cpos_idx,
-    top,
-    fl_start,
-    fl_cap,
-    fl_label,
-    fl_len,
-    seed,
-    sparse_w,
-    w_s,
-):
+def oracle_pass(data, weights, sets, trans, lists, settings):
     """Every factor's FMO on the current state, without steps: times the oracles alone
     (the history's oracle share of a pass). Returns a checksum so nothing is optimized
     away."""
-    K = start.shape[0]
+    C, rho = settings.C, settings.rho
+    act, n_act, q_u = sets.act, sets.n_act, sets.q_u
+    lam_in, sum_in, lam_out, sum_out = sets.lam_in, sets.sum_in, sets.lam_out, sets.sum_out
+    offsets, W_B = data.offsets, weights.W_B
+    K = weights.start.shape[0]
     cap = act.shape[1]
     mu_a = np.empty(cap)
     mu_b = np.empty(cap)
@@ -1649,32 +1544,23 @@ def oracle_pass(
             for s in range(n_act[row]):
                 mark_a[act[row, s]] = stamp
             k, th = unigram_fmo(
-                unigram_mode,
-                W_U,
-                indptr,
-                indices,
-                values,
+                data,
+                weights,
+                lists,
+                settings.unigram_mode,
+                _random_below(settings.seed, i, t, settings.n_groups),
+                settings.n_groups,
+                settings.perm,
                 row,
-                start_end and t == 0,
-                start_end and t == T - 1,
-                start,
-                end,
+                data.start_end and t == 0,
+                data.start_end and t == T - 1,
                 act[row],
                 n_act[row],
                 theta,
                 mark_a,
                 stamp,
-                _random_below(seed, i, t, n_groups),
-                n_groups,
-                perm,
-                fl_start,
-                fl_cap,
-                fl_label,
-                fl_len,
                 score,
                 touched,
-                sparse_w,
-                w_s,
             )
             total += th
             if t == T - 1:
@@ -1688,8 +1574,9 @@ def oracle_pass(
                 mark_b[act[row + 1, s]] = stamp
                 slot_b[act[row + 1, s]] = s
                 mu_b[s] = lam_in[row + 1, s] + rho * (sum_in[row + 1, s] - q_u[row + 1, s])
-            if bigram_sorted_search:
+            if trans.sorted_search:
                 a, b, g = bigram_sorted(
+                    trans,
                     W_B,
                     C,
                     act[row],
@@ -1702,14 +1589,6 @@ def oracle_pass(
                     mark_b,
                     slot_b,
                     stamp,
-                    pos_ptr,
-                    pos_col,
-                    pos_row,
-                    cpos_ptr,
-                    cpos_idx,
-                    tree,
-                    vals,
-                    top,
                     stack,
                 )
             else:

@@ -96,7 +96,17 @@ distributions by the bound above): a lower bound on its
 optimum, the exact one on forests (the solver then takes the best point between it and the
 gold labelling, :func:`.objective.scaled_dual`). No consistent table lies closer to q_e(11),
 and the bound is exact once the residual vanishes.
+
+**Arguments.** The pass takes its arrays grouped in named tuples, built once per call by the
+solver: the data (:class:`ExampleData`), the weights (:class:`LabelWeights`), the outside
+pair search (:class:`EdgeSearch`), the active labels (:class:`LabelSets`), the pair pool
+(:class:`PairPool`) and the settings (:class:`SweepSettings`). The greedy selection
+(:func:`_greedy_selection`) and the block sweeps (:func:`_block_sweeps`) are compiled into
+the pass (``inline="always"``): a call binds every array of its groups, counted, which
+measurably slows a pass once it happens several times per example.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -109,7 +119,7 @@ NEED_CAPACITY = 1
 
 
 @njit(cache=True)
-def tree_build(values, tree):
+def build_max_tree(values, tree):
     """Max segment tree over ``values`` (leaves at ``P + e``, P a power of two)."""
     P = tree.shape[0] // 2
     tree[:] = -np.inf
@@ -241,17 +251,17 @@ def _residuals(q, p, mu_a, mu_b):
 
 
 @njit(cache=True)
-def _activate_pair(
-    i, a, b, mu, slot_label, edge_id, pair_base, n_pairs, pair_slots, pair_edge, q, lam
-):
+def _activate_pair(edge_id, sets, pool, i, a, b):
     """Append the edge between example i's slots a < b at its inactive state
     ``(1 − μ_a − μ_b, μ_a, μ_b, 0)`` with λ = 0: consistent, so the point does not move
     (the first entry clipped at 0 against rounding, where ``μ_a + μ_b`` is 1 + ε).
     The caller has checked that the two labels share an edge and that the example has a
     free row. Returns the row."""
+    mu, slot_label, n_pairs = sets.mu, sets.slot_label, pool.n_pairs
+    pair_slots, pair_edge, q, lam = pool.pair_slots, pool.pair_edge, pool.q, pool.lam
     l, k = slot_label[i, a], slot_label[i, b]
     e, mu_a, mu_b = edge_id[l, k], mu[i, l], mu[i, k]
-    p = pair_base[i] + n_pairs[i]
+    p = pool.pair_base[i] + n_pairs[i]
     n_pairs[i] += 1
     pair_slots[p, 0] = a
     pair_slots[p, 1] = b
@@ -320,101 +330,147 @@ def gold_pair_counts(Y, edge_id):
     return out
 
 
+class ExampleData(NamedTuple):
+    """The training examples."""
+
+    indptr: np.ndarray  # CSR rows of X
+    indices: np.ndarray
+    values: np.ndarray
+    Y: np.ndarray  # (n, L) gold labels
+    loss_weights: np.ndarray  # (L,)
+    sq_norms: np.ndarray  # ‖x_i‖²
+    edges: np.ndarray  # (E, 2) the label graph
+    edge_id: np.ndarray  # (L, L) an edge's id, −1 where none
+
+
+class LabelWeights(NamedTuple):
+    """w: the unary block ``U`` (d × L feature-major, or with a support its pairs,
+    :func:`~dualstruct.models.support.kernel_support`, whose arrays follow; empty for dense
+    weights) and the interaction weights ``V``."""
+
+    U: np.ndarray
+    support_labels: np.ndarray
+    entry_start: np.ndarray
+    entry_count: np.ndarray
+    V: np.ndarray
+
+
+class EdgeSearch(NamedTuple):
+    """The search of the best outside pair (:func:`best_outside_pair`)."""
+
+    tree: np.ndarray  # the max tree over V
+    ranges: np.ndarray  # its nodes' label ranges (:func:`tree_label_ranges`)
+    table: np.ndarray  # range maxima of the label terms (:func:`range_max_table`)
+    brute: bool  # scan every edge instead
+
+
+class LabelSets(NamedTuple):
+    """Per example: μ, its active labels' slots, and per slot the partner slot + 1 of an
+    inactive pair that held back its last step (0: none) and the visits it has been idle."""
+
+    mu: np.ndarray
+    slot_label: np.ndarray
+    n_slots: np.ndarray
+    blocked: np.ndarray
+    idle: np.ndarray
+
+
+class PairPool(NamedTuple):
+    """The active pairs (module docstring, "Storage")."""
+
+    pair_base: np.ndarray
+    pair_room: np.ndarray
+    n_pairs: np.ndarray
+    pair_slots: np.ndarray
+    pair_edge: np.ndarray
+    q: np.ndarray
+    lam: np.ndarray
+
+
+class SweepSettings(NamedTuple):
+    C: float
+    rho: float
+    eta: float
+    shrink_after: int  # visits without mass before an idle label leaves (0: never)
+    inner_sweeps: int  # at most this many sweeps of block steps per visit
+    inner_tol: float  # stop once a sweep moves at most this share of the first one's move
+
+
+class _Visit(NamedTuple):
+    U2: np.ndarray  # the dense unary weights as d × L (empty with a support)
+    theta: np.ndarray  # (L,) the example's unary scores
+    theta_row: np.ndarray  # the same memory as (1, L)
+    acc: np.ndarray
+    g: np.ndarray  # (L,) the label terms
+    bonus: np.ndarray  # (L,) positive interaction weights to active labels with mass
+    slot_of: np.ndarray  # (L,) a label's slot, −1 outside the active set
+    row_of: np.ndarray  # (cap, cap) slots (a < b) → pool row, −1 if inactive
+    z: np.ndarray  # (4,) a pair's projected step
+    qn: np.ndarray
+    simplex_scratch: np.ndarray
+
+
 @njit(cache=True)
-def gdmm_pass(
-    indptr,
-    indices,
-    values,
-    Y,
-    loss_weights,
-    sq_norms,
-    edges,
-    edge_id,
-    order,
-    C,
-    rho,
-    eta,
-    U,
-    support_labels,
-    entry_start,
-    entry_count,
-    V,
-    tree,
-    ranges,
-    table,
-    mu,
-    slot_label,
-    n_slots,
-    pair_base,
-    pair_room,
-    n_pairs,
-    pair_slots,
-    pair_edge,
-    q,
-    lam,
-    blocked,
-    idle,
-    shrink_after,
-    inner_sweeps,
-    inner_tol,
-    brute_search,
-    status,
-    stats,
-):
+def gdmm_pass(data, weights, search, sets, pool, settings, order, status, stats):
     """One GDMM pass (module docstring) over ``order``. Stops early with
     ``status = (NEED_CAPACITY, example, rows it needs)`` when an
     example's slots or rows cannot hold what its visit may add, before the visit changes
     anything but its idle labels (dropping them again finds none, so the caller gives the
     example more room and continues: the trajectory does not depend on the rooms).
-    ``blocked[i, s]`` is 1 + the slot of the inactive pair's other label that held back the
-    step of slot s at the last visit (0: none), ``idle[i, s]`` the visits since slot s last
-    carried mass; a label idle for ``shrink_after`` visits leaves (0: never). ``stats``
-    accumulates [labels added, block-step sweeps made, pairs activated, labels removed].
-    Returns the examples processed.
+    ``stats`` accumulates [labels added, block-step sweeps made, pairs activated, labels
+    removed]. Returns the examples processed.
 
-    ``U`` is the flat unary block of w: d × L feature-major, or with a support its pairs
-    (:func:`~dualstruct.models.support.kernel_support`: the support's labels and each data
-    entry's row; empty for dense weights), and then label l's curvature and score change use
-    only the features it may see."""
-    L = Y.shape[1]
-    cap_slots = slot_label.shape[1]
-    sparse = entry_start.shape[0] > 0
-    U2 = np.empty((0, L)) if sparse else U.reshape((U.shape[0] // L, L))
+    With a support (``weights.entry_start`` not empty) label l's curvature and score change
+    use only the features it may see."""
+    L = data.Y.shape[1]
+    cap_slots = sets.slot_label.shape[1]
+    sparse = weights.entry_start.shape[0] > 0
+    U = weights.U
     theta = np.empty(L)
-    theta_row = theta.reshape((1, L))
-    acc = np.empty(L)
-    g = np.empty(L)
-    bonus = np.empty(L)
-    slot_of = np.full(L, -1, dtype=np.int64)
-    row_of = np.full((cap_slots, cap_slots), -1, dtype=np.int64)  # slots (a < b) -> row
-    z = np.empty(4)
-    qn = np.empty(4)
-    simplex_scratch = np.empty(4)
+    ws = _Visit(
+        np.empty((0, L)) if sparse else U.reshape((U.shape[0] // L, L)),
+        theta,
+        theta.reshape((1, L)),
+        np.empty(L),
+        np.empty(L),
+        np.empty(L),
+        np.full(L, -1, dtype=np.int64),
+        np.full((cap_slots, cap_slots), -1, dtype=np.int64),
+        np.empty(4),
+        np.empty(4),
+        np.empty(4),
+    )
     status[0] = 0
+    indptr, values, V, edge_id = data.indptr, data.values, weights.V, data.edge_id
+    mu, slot_label, blocked, idle = sets.mu, sets.slot_label, sets.blocked, sets.idle
+    pair_slots, pair_edge, q, lam = pool.pair_slots, pool.pair_edge, pool.q, pool.lam
+    g, bonus, row_of, tree, eta = ws.g, ws.bonus, ws.row_of, search.tree, settings.eta
+    n_pairs = pool.n_pairs
     for idx in range(order.shape[0]):
         i = order[idx]
-        gold = Y[i]
-        if sparse:
+        gold = data.Y[i]
+        # the unary scores θ, the label terms g[l] = θ_l + Δδ_l and bonus[l], the positive
+        # interaction weights of l's edges to active labels with mass (rows of edge_id read
+        # in order: it is symmetric)
+        if weights.entry_start.shape[0] > 0:
             entry_unigram_scores(
                 indptr,
-                entry_start,
-                entry_count,
+                weights.entry_start,
+                weights.entry_count,
                 values,
                 i,
                 i + 1,
-                support_labels,
-                U,
-                theta_row,
-                acc,
+                weights.support_labels,
+                weights.U,
+                ws.theta_row,
+                ws.acc,
             )
         else:
-            unary_scores(indptr, indices, values, i, U2, theta)
-        # g[l]: the label terms; bonus[l]: the positive interaction weights of l's edges to
-        # active labels with mass (rows of edge_id read in order: it is symmetric)
+            unary_scores(indptr, data.indices, values, i, ws.U2, theta)
         for l in range(L):
-            g[l] = theta[l] + loss_weights[l] * (1 - 2 * gold[l])
+            g[l] = theta[l] + data.loss_weights[l] * (1 - 2 * gold[l])
             bonus[l] = 0.0
-        for t in range(n_slots[i]):
+        for t in range(sets.n_slots[i]):
             k = slot_label[i, t]
             if mu[i, k] <= 0.0:
                 continue
@@ -422,26 +478,10 @@ def gdmm_pass(
                 e = edge_id[k, l]
                 if e >= 0 and V[e] > 0.0:
                     bonus[l] += V[e]
-        if shrink_after > 0:  # idle labels that the selection would not take back leave
-            stats[3] += _drop_idle_labels(
-                i,
-                shrink_after,
-                gold,
-                g,
-                bonus,
-                slot_label,
-                n_slots,
-                pair_base,
-                n_pairs,
-                pair_slots,
-                pair_edge,
-                q,
-                lam,
-                blocked,
-                idle,
-            )
-        ns = n_slots[i]
-        base, room = pair_base[i], pair_room[i]
+        if settings.shrink_after > 0:  # idle labels that the selection would not take back
+            stats[3] += _drop_idle_labels(i, settings.shrink_after, gold, ws, sets, pool)
+        ns = sets.n_slots[i]
+        base, room, n_pairs = pool.pair_base[i], pool.pair_room[i], pool.n_pairs
         for p in range(base, base + n_pairs[i]):
             row_of[pair_slots[p, 0], pair_slots[p, 1]] = p
         # the pairs that held a step back: inactive edges of a blocked slot at the bound
@@ -450,7 +490,7 @@ def gdmm_pass(
             for a in range(b):
                 if _holds_back(i, a, b, blocked, row_of, mu, slot_label, edge_id):
                     held += 1
-        if ns + 2 > cap_slots or n_pairs[i] + held + ns + 1 > room:
+        if ns + 2 > slot_label.shape[1] or n_pairs[i] + held + ns + 1 > room:
             for p in range(base, base + n_pairs[i]):
                 row_of[pair_slots[p, 0], pair_slots[p, 1]] = -1
             status[0] = NEED_CAPACITY
@@ -461,247 +501,232 @@ def gdmm_pass(
             for b in range(ns):
                 for a in range(b):
                     if _holds_back(i, a, b, blocked, row_of, mu, slot_label, edge_id):
-                        row_of[a, b] = _activate_pair(
-                            i,
-                            a,
-                            b,
-                            mu,
-                            slot_label,
-                            edge_id,
-                            pair_base,
-                            n_pairs,
-                            pair_slots,
-                            pair_edge,
-                            q,
-                            lam,
-                        )
+                        row_of[a, b] = _activate_pair(edge_id, sets, pool, i, a, b)
                         stats[2] += 1
         for s in range(ns):
             blocked[i, s] = 0
         for s in range(ns):
-            slot_of[slot_label[i, s]] = s
-        # -- greedy factor selection ------------------------------------------------------
-        # (bonus counts inactive edges only: take out the active ones)
-        for p in range(base, base + n_pairs[i]):  # active edges are not inactive
-            e = pair_edge[p]
-            if V[e] > 0.0:
-                la, lb = slot_label[i, pair_slots[p, 0]], slot_label[i, pair_slots[p, 1]]
-                if mu[i, lb] > 0.0:
-                    bonus[la] -= V[e]
-                if mu[i, la] > 0.0:
-                    bonus[lb] -= V[e]
-        g1, g2 = -np.inf, -np.inf
-        best, best_a, best_b = 0.0, -1, -1
-        for l in range(L):
-            if slot_of[l] >= 0:
-                if mu[i, l] <= 0.0 and bonus[l] > 0.0 and g[l] + bonus[l] > best:
-                    best, best_a, best_b = g[l] + bonus[l], l, -1  # an active label at 0
-                continue
-            if g[l] > g1:
-                g1, g2 = g[l], g1
-            elif g[l] > g2:
-                g2 = g[l]
-            if g[l] + bonus[l] > best:
-                best, best_a, best_b = g[l] + bonus[l], l, -1
-        # an inactive edge of two active labels with mass and a positive interaction weight
-        best_pair_a, best_pair_b = -1, -1
-        for b in range(ns):
-            k = slot_label[i, b]
-            if mu[i, k] <= 0.0:
-                continue
-            for a in range(b):
-                l = slot_label[i, a]
-                if row_of[a, b] >= 0 or mu[i, l] <= 0.0:
-                    continue
-                e = edge_id[l, k]
-                if e >= 0 and V[e] > best:
-                    best, best_pair_a, best_pair_b = V[e], a, b
-        if best_pair_a >= 0:
-            best_a = -1
-        if g2 > -np.inf and edges.shape[0] > 0:
-            if not brute_search:
-                range_max_table(g, slot_of, table)
-            e, gain = best_outside_pair(
-                tree, ranges, table, edges, V, g, slot_of, g1 + g2, best, brute_search
-            )
-            if e >= 0:
-                best, best_a, best_b, best_pair_a = gain, edges[e, 0], edges[e, 1], -1
-        for s in range(ns):
-            slot_of[slot_label[i, s]] = -1
-        if best_pair_a >= 0:
-            a, b = best_pair_a, best_pair_b
-            row_of[a, b] = _activate_pair(
-                i, a, b, mu, slot_label, edge_id, pair_base, n_pairs, pair_slots, pair_edge, q, lam
-            )
-            stats[2] += 1
-        elif best_b >= 0:  # two new labels take the next slots at μ = 0, with their edge
-            slot_label[i, ns] = best_a
-            slot_label[i, ns + 1] = best_b
-            ns += 2
-            n_slots[i] = ns
-            stats[0] += 2
-            row_of[ns - 2, ns - 1] = _activate_pair(
-                i,
-                ns - 2,
-                ns - 1,
-                mu,
-                slot_label,
-                edge_id,
-                pair_base,
-                n_pairs,
-                pair_slots,
-                pair_edge,
-                q,
-                lam,
-            )
-            stats[2] += 1
-        elif best_a >= 0:
-            s = -1
-            for t in range(ns):
-                if slot_label[i, t] == best_a:
-                    s = t
-            if s < 0:  # a new label takes the next slot at μ = 0
-                s = ns
-                slot_label[i, ns] = best_a
-                ns += 1
-                n_slots[i] = ns
-                stats[0] += 1
-            # and its edges whose (1, 1) mass the gain counted
-            for t in range(ns):
-                k = slot_label[i, t]
-                if t == s or mu[i, k] <= 0.0:
-                    continue
-                e = edge_id[best_a, k]
-                a, b = (t, s) if t < s else (s, t)
-                if e >= 0 and V[e] > 0.0 and row_of[a, b] < 0:
-                    row_of[a, b] = _activate_pair(
-                        i,
-                        a,
-                        b,
-                        mu,
-                        slot_label,
-                        edge_id,
-                        pair_base,
-                        n_pairs,
-                        pair_slots,
-                        pair_edge,
-                        q,
-                        lam,
-                    )
-                    stats[2] += 1
-        # -- block steps on the active factors ---------------------------------------------
-        first_move = 0.0
-        for sweep in range(inner_sweeps):
-            stats[1] += 1
-            moved = 0.0  # Σ |Δμ| + Σ |Δq| of this sweep (probability units: scale-free)
-            for s in range(ns):
-                l = slot_label[i, s]
-                grad = -C * (theta[l] + loss_weights[l] * (1 - 2 * gold[l]))
-                sq_l = sq_norms[i]
-                if sparse:  # the features label l sees
-                    sq_l = 0.0
-                    for p in range(indptr[i], indptr[i + 1]):
-                        if entry_position(entry_start, entry_count, support_labels, L, p, l) >= 0:
-                            sq_l += values[p] * values[p]
-                curv = C * C * sq_l
-                upper, blocker = 1.0, -1  # μ_l + μ_k <= 1 on every inactive pair
-                for t in range(ns):
-                    if t == s:
-                        continue
-                    a, b = (t, s) if t < s else (s, t)
-                    p = row_of[a, b]
-                    if p < 0:
-                        k = slot_label[i, t]
-                        if 1.0 - mu[i, k] < upper and edge_id[l, k] >= 0:
-                            upper, blocker = 1.0 - mu[i, k], t
-                        continue
-                    ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
-                    if s == a:
-                        grad -= lam[p, 0] + rho * ra
-                    else:
-                        grad -= lam[p, 1] + rho * rb
-                    curv += rho
-                if curv <= 0.0:
-                    new = 1.0 if grad < 0.0 else (0.0 if grad > 0.0 else mu[i, l])
-                else:
-                    new = min(1.0, max(0.0, mu[i, l] - grad / curv))
-                if new > upper:  # held at the bound; the pair activates at the next visit
-                    new = upper
-                    blocked[i, s] = blocker + 1
-                delta = new - mu[i, l]
-                if delta != 0.0:
-                    moved += abs(delta)
-                    mu[i, l] = new
-                    step = -C * delta
-                    for p in range(indptr[i], indptr[i + 1]):
-                        if sparse:
-                            j = entry_position(entry_start, entry_count, support_labels, L, p, l)
-                            if j >= 0:
-                                U[j] += step * values[p]
-                        else:
-                            U[indices[p] * L + l] += step * values[p]
-                    theta[l] += step * sq_l
-            Q = C * C + 3.0 * rho
-            for p in range(base, base + n_pairs[i]):
-                e = pair_edge[p]
-                a, b = pair_slots[p, 0], pair_slots[p, 1]
-                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
-                ma = lam[p, 0] + rho * ra
-                mb = lam[p, 1] + rho * rb
-                z[0] = q[p, 0]
-                z[1] = q[p, 1] - ma / Q
-                z[2] = q[p, 2] - mb / Q
-                z[3] = q[p, 3] - (ma + mb - C * V[e]) / Q
-                project_to_simplex(z, 4, qn, simplex_scratch)
-                d11 = qn[3] - q[p, 3]
-                for j in range(4):
-                    moved += abs(qn[j] - q[p, j])
-                    q[p, j] = qn[j]
-                V[e] -= C * d11
-            if sweep == 0:
-                first_move = moved
-            elif moved <= inner_tol * first_move:
-                break
-        leaves = tree.shape[0] // 2  # the max tree follows V once per visit (it is read
-        for p in range(base, base + n_pairs[i]):  # only by the next examples' selection)
+            ws.slot_of[slot_label[i, s]] = s
+        _greedy_selection(data, weights, search, sets, pool, ws, i, stats)
+        _block_sweeps(data, weights, sets, pool, settings, ws, i, stats)
+        # the max tree follows V (once per visit: only the next examples' selection reads
+        # it), the multiplier step on the active pairs, and the idle counts
+        base, count = pool.pair_base[i], pool.n_pairs[i]
+        leaves = tree.shape[0] // 2
+        for p in range(base, base + count):
             e = pair_edge[p]
             if tree[leaves + e] != V[e]:
                 tree_set(tree, e, V[e])
-        # -- multiplier step ---------------------------------------------------------------
-        for p in range(base, base + n_pairs[i]):
+        for p in range(base, base + count):
             a, b = pair_slots[p, 0], pair_slots[p, 1]
             ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
             lam[p, 0] += eta * ra
             lam[p, 1] += eta * rb
             row_of[a, b] = -1
-        # -- idle labels: no mass, and none on their pairs' (1, 1) state ----------------------
-        for s in range(ns):
+        # idle labels: no mass, and none on their pairs' (1, 1) state
+        for s in range(sets.n_slots[i]):
             idle[i, s] = idle[i, s] + 1 if mu[i, slot_label[i, s]] <= 0.0 else 0
-        for p in range(base, base + n_pairs[i]):
+        for p in range(base, base + count):
             if q[p, 3] > 0.0:
                 idle[i, pair_slots[p, 0]] = 0
                 idle[i, pair_slots[p, 1]] = 0
     return order.shape[0]
 
 
+@njit(cache=True, inline="always")
+def _greedy_selection(data, weights, search, sets, pool, ws, i, stats):
+    """Algorithm 3, step 1 (module docstring, "Greedy factor selection"): the inactive
+    factor of largest gain, activated if the gain is positive; clears ``slot_of``."""
+    mu, slot_label, n_slots = sets.mu, sets.slot_label, sets.n_slots
+    pair_slots, pair_edge = pool.pair_slots, pool.pair_edge
+    edges, edge_id, V = data.edges, data.edge_id, weights.V
+    g, bonus, slot_of, row_of = ws.g, ws.bonus, ws.slot_of, ws.row_of
+    L = data.Y.shape[1]
+    ns = n_slots[i]
+    base = pool.pair_base[i]
+    # (bonus counts inactive edges only: take out the active ones)
+    for p in range(base, base + pool.n_pairs[i]):  # active edges are not inactive
+        e = pair_edge[p]
+        if V[e] > 0.0:
+            la, lb = slot_label[i, pair_slots[p, 0]], slot_label[i, pair_slots[p, 1]]
+            if mu[i, lb] > 0.0:
+                bonus[la] -= V[e]
+            if mu[i, la] > 0.0:
+                bonus[lb] -= V[e]
+    g1, g2 = -np.inf, -np.inf
+    best, best_a, best_b = 0.0, -1, -1
+    for l in range(L):
+        if slot_of[l] >= 0:
+            if mu[i, l] <= 0.0 and bonus[l] > 0.0 and g[l] + bonus[l] > best:
+                best, best_a, best_b = g[l] + bonus[l], l, -1  # an active label at 0
+            continue
+        if g[l] > g1:
+            g1, g2 = g[l], g1
+        elif g[l] > g2:
+            g2 = g[l]
+        if g[l] + bonus[l] > best:
+            best, best_a, best_b = g[l] + bonus[l], l, -1
+    # an inactive edge of two active labels with mass and a positive interaction weight
+    best_pair_a, best_pair_b = -1, -1
+    for b in range(ns):
+        k = slot_label[i, b]
+        if mu[i, k] <= 0.0:
+            continue
+        for a in range(b):
+            l = slot_label[i, a]
+            if row_of[a, b] >= 0 or mu[i, l] <= 0.0:
+                continue
+            e = edge_id[l, k]
+            if e >= 0 and V[e] > best:
+                best, best_pair_a, best_pair_b = V[e], a, b
+    if best_pair_a >= 0:
+        best_a = -1
+    if g2 > -np.inf and edges.shape[0] > 0:
+        if not search.brute:
+            range_max_table(g, slot_of, search.table)
+        e, gain = best_outside_pair(
+            search.tree,
+            search.ranges,
+            search.table,
+            edges,
+            V,
+            g,
+            slot_of,
+            g1 + g2,
+            best,
+            search.brute,
+        )
+        if e >= 0:
+            best, best_a, best_b, best_pair_a = gain, edges[e, 0], edges[e, 1], -1
+    for s in range(ns):
+        slot_of[slot_label[i, s]] = -1
+    if best_pair_a >= 0:
+        a, b = best_pair_a, best_pair_b
+        row_of[a, b] = _activate_pair(edge_id, sets, pool, i, a, b)
+        stats[2] += 1
+    elif best_b >= 0:  # two new labels take the next slots at μ = 0, with their edge
+        slot_label[i, ns] = best_a
+        slot_label[i, ns + 1] = best_b
+        ns += 2
+        n_slots[i] = ns
+        stats[0] += 2
+        row_of[ns - 2, ns - 1] = _activate_pair(edge_id, sets, pool, i, ns - 2, ns - 1)
+        stats[2] += 1
+    elif best_a >= 0:
+        s = -1
+        for t in range(ns):
+            if slot_label[i, t] == best_a:
+                s = t
+        if s < 0:  # a new label takes the next slot at μ = 0
+            s = ns
+            slot_label[i, ns] = best_a
+            ns += 1
+            n_slots[i] = ns
+            stats[0] += 1
+        # and its edges whose (1, 1) mass the gain counted
+        for t in range(ns):
+            k = slot_label[i, t]
+            if t == s or mu[i, k] <= 0.0:
+                continue
+            e = edge_id[best_a, k]
+            a, b = (t, s) if t < s else (s, t)
+            if e >= 0 and V[e] > 0.0 and row_of[a, b] < 0:
+                row_of[a, b] = _activate_pair(edge_id, sets, pool, i, a, b)
+                stats[2] += 1
+
+
+@njit(cache=True, inline="always")
+def _block_sweeps(data, weights, sets, pool, settings, ws, i, stats):
+    """Algorithm 3, step 3 (module docstring, "Block steps"): sweeps over example i's
+    active unigrams and pairs until one moves little against the first."""
+    indptr, indices, values, edge_id = data.indptr, data.indices, data.values, data.edge_id
+    U, V, support_labels = weights.U, weights.V, weights.support_labels
+    entry_start, entry_count = weights.entry_start, weights.entry_count
+    mu, slot_label, blocked = sets.mu, sets.slot_label, sets.blocked
+    pair_slots, pair_edge, q, lam = pool.pair_slots, pool.pair_edge, pool.q, pool.lam
+    theta, row_of, z, qn = ws.theta, ws.row_of, ws.z, ws.qn
+    C, rho = settings.C, settings.rho
+    L = data.Y.shape[1]
+    gold = data.Y[i]
+    sparse = entry_start.shape[0] > 0
+    ns = sets.n_slots[i]
+    base = pool.pair_base[i]
+    first_move = 0.0
+    for sweep in range(settings.inner_sweeps):
+        stats[1] += 1
+        moved = 0.0  # Σ |Δμ| + Σ |Δq| of this sweep (probability units: scale-free)
+        for s in range(ns):
+            l = slot_label[i, s]
+            grad = -C * (theta[l] + data.loss_weights[l] * (1 - 2 * gold[l]))
+            sq_l = data.sq_norms[i]
+            if sparse:  # the features label l sees
+                sq_l = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    if entry_position(entry_start, entry_count, support_labels, L, p, l) >= 0:
+                        sq_l += values[p] * values[p]
+            curv = C * C * sq_l
+            upper, blocker = 1.0, -1  # μ_l + μ_k <= 1 on every inactive pair
+            for t in range(ns):
+                if t == s:
+                    continue
+                a, b = (t, s) if t < s else (s, t)
+                p = row_of[a, b]
+                if p < 0:
+                    k = slot_label[i, t]
+                    if 1.0 - mu[i, k] < upper and edge_id[l, k] >= 0:
+                        upper, blocker = 1.0 - mu[i, k], t
+                    continue
+                ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+                if s == a:
+                    grad -= lam[p, 0] + rho * ra
+                else:
+                    grad -= lam[p, 1] + rho * rb
+                curv += rho
+            if curv <= 0.0:
+                new = 1.0 if grad < 0.0 else (0.0 if grad > 0.0 else mu[i, l])
+            else:
+                new = min(1.0, max(0.0, mu[i, l] - grad / curv))
+            if new > upper:  # held at the bound; the pair activates at the next visit
+                new = upper
+                blocked[i, s] = blocker + 1
+            delta = new - mu[i, l]
+            if delta != 0.0:
+                moved += abs(delta)
+                mu[i, l] = new
+                step = -C * delta
+                for p in range(indptr[i], indptr[i + 1]):
+                    if sparse:
+                        j = entry_position(entry_start, entry_count, support_labels, L, p, l)
+                        if j >= 0:
+                            U[j] += step * values[p]
+                    else:
+                        U[indices[p] * L + l] += step * values[p]
+                theta[l] += step * sq_l
+        Q = C * C + 3.0 * rho
+        for p in range(base, base + pool.n_pairs[i]):
+            e = pair_edge[p]
+            a, b = pair_slots[p, 0], pair_slots[p, 1]
+            ra, rb = _residuals(q, p, mu[i, slot_label[i, a]], mu[i, slot_label[i, b]])
+            ma = lam[p, 0] + rho * ra
+            mb = lam[p, 1] + rho * rb
+            z[0] = q[p, 0]
+            z[1] = q[p, 1] - ma / Q
+            z[2] = q[p, 2] - mb / Q
+            z[3] = q[p, 3] - (ma + mb - C * V[e]) / Q
+            project_to_simplex(z, 4, qn, ws.simplex_scratch)
+            d11 = qn[3] - q[p, 3]
+            for j in range(4):
+                moved += abs(qn[j] - q[p, j])
+                q[p, j] = qn[j]
+            V[e] -= C * d11
+        if sweep == 0:
+            first_move = moved
+        elif moved <= settings.inner_tol * first_move:
+            break
+
+
 @njit(cache=True)
-def _drop_idle_labels(
-    i,
-    shrink_after,
-    gold,
-    g,
-    bonus,
-    slot_label,
-    n_slots,
-    pair_base,
-    n_pairs,
-    pair_slots,
-    pair_edge,
-    q,
-    lam,
-    blocked,
-    idle,
-):
+def _drop_idle_labels(i, shrink_after, gold, ws, sets, pool):
     """Example i's labels outside the gold labelling that were idle (μ = 0, no (1, 1) mass
     on their pairs) for ``shrink_after`` visits, and that the greedy selection would not
     take back (``g_l + bonus_l <= 0``: the gain of the label with all its edges to labels
@@ -710,6 +735,10 @@ def _drop_idle_labels(
     pair's (1, 1) mass is 0, as in its inactive state ``(1 − μ_k, 0, μ_k, 0)``; its
     multipliers are forgotten. The last slot takes the freed one (its pairs renamed, a < b kept by
     swapping the two labels' states and multipliers). Returns the labels dropped."""
+    g, bonus = ws.g, ws.bonus
+    slot_label, n_slots, blocked, idle = sets.slot_label, sets.n_slots, sets.blocked, sets.idle
+    pair_base, n_pairs, pair_slots = pool.pair_base, pool.n_pairs, pool.pair_slots
+    pair_edge, q, lam = pool.pair_edge, pool.q, pool.lam
     dropped = 0
     s = 0
     while s < n_slots[i]:
@@ -756,11 +785,13 @@ def _drop_idle_labels(
 
 
 @njit(cache=True)
-def mix_in_gold(Y, mu, slot_label, n_slots, pair_base, n_pairs, pair_slots, q, t):
+def mix_label_and_pair_marginals_with_gold(Y, sets, pool, t):
     """Every factor's marginal to ``t q + (1 − t) e_gold``: μ toward ȳ, an active pair's
     four states toward its gold state (labels outside the active set have μ = ȳ = 0, gold
     labels are active). Inactive pairs stay consistent: ``μ_l + μ_k <= 1`` still holds,
     since two gold labels share an active pair."""
+    mu, slot_label = sets.mu, sets.slot_label
+    pair_base, n_pairs, pair_slots, q = pool.pair_base, pool.n_pairs, pool.pair_slots, pool.q
     for i in range(mu.shape[0]):
         for l in range(mu.shape[1]):
             mu[i, l] = t * mu[i, l] + (1.0 - t) * Y[i, l]
@@ -788,11 +819,17 @@ def pair_rounding(mu, slot_label, pair_base, n_pairs, pair_slots, pair_edge, q, 
 
 
 @njit(cache=True)
-def consistency(
-    mu, slot_label, n_slots, pair_base, n_pairs, pair_slots, q, lam, rho, loss_weights, Y
-):
+def state_summary(sets, pool, rho, loss_weights, Y):
     """``[Σ |r|, Σ λ·r + ρ/2 Σ r², active labels, active pairs, Σ_i δ(ȳ_i, μ_i)]`` over all
     examples (residual, the Lagrangian's penalty terms, set sizes, the loss term / C)."""
+    mu, slot_label, n_slots = sets.mu, sets.slot_label, sets.n_slots
+    pair_base, n_pairs, pair_slots, q, lam = (
+        pool.pair_base,
+        pool.n_pairs,
+        pool.pair_slots,
+        pool.q,
+        pool.lam,
+    )
     out = np.zeros(5)
     for i in range(slot_label.shape[0]):
         out[2] += n_slots[i]

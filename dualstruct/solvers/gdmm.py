@@ -17,6 +17,25 @@ import time
 import numpy as np
 
 from . import _gdmm_kernels as kern
+from ._gdmm_common import (
+    MARGINAL_ROUNDING as MARGINAL_ROUNDING,
+)
+from ._gdmm_common import (
+    SUM_ROUNDING as SUM_ROUNDING,
+)
+from ._gdmm_common import (
+    BestCertifiedDual,
+    ScaleFreePenalty,
+    check_distributions,
+    penalty_unit,
+    widen_columns,
+)
+from ._gdmm_common import (
+    _schedule as _schedule,
+)
+from ._gdmm_common import (
+    value_at as value_at,
+)
 from .base import PassSolver
 from .block import check_agrees
 from .objective import scaled_dual
@@ -39,90 +58,6 @@ AUTO_BRUTE_STREAMED = 0.95
 #: per-token arrays aligned with the active-label slots, and per-edge arrays of support pairs
 LABEL_SLOT_ARRAYS = ("act", "q_u", "lam_in", "sum_in", "lam_out", "sum_out", "idle")
 PAIR_SLOT_ARRAYS = ("pair_a", "pair_b", "q_b")
-
-
-def penalty_unit(C, loss_mean, sq_norm_mean):
-    """The penalty scale ``κ = C^{3/2} (δ̄ ψ̄²)^{1/2}`` of a GDMM problem, in which ρ and η are
-    given (:class:`ScaleFreePenalty`).
-
-    Parameters
-    ----------
-    C : float
-        Regularization constant.
-    loss_mean : float
-        δ̄, the mean loss of a wrong label in one unigram factor.
-    sq_norm_mean : float
-        ψ̄², the mean squared norm of a unigram factor's joint feature (a token's or an
-        example's features, intercept included).
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> from dualstruct.solvers.gdmm import penalty_unit
-    >>> penalty_unit(1.0, 1.0, 4.0)
-    2.0
-    >>> round(penalty_unit(10.0, 10.0, 4.0) / 10.0**2, 12)  # (C, δ) → (aC, aδ): κ → a² κ
-    2.0
-    """
-    unit = float(C) ** 1.5 * math.sqrt(max(float(loss_mean), 0.0) * max(float(sq_norm_mean), 0.0))
-    return unit if unit > 0.0 else 1.0
-
-
-class ScaleFreePenalty:
-    """ρ and η of GDMM in units of the problem's penalty scale κ (:func:`penalty_unit`).
-
-    **Why a unit.** Written in the marginals q (α / C), the dual is
-    ``G(q) = ½ C² ‖Ψ q‖² − C <δ, q>``. Two changes of the data leave its minimizer q*
-    unchanged and scale G: (C, δ) → (aC, aδ) multiplies G by a², and scaling every joint
-    feature by s together with C → C/s² multiplies G by 1/s². The augmented Lagrangian adds
-    ``<λ, r> + ρ/2 ‖r‖²`` with residuals r in units of probability, so GDMM's iterates q are
-    the same under both changes exactly when ρ, η (and λ) scale as G does. A factor's two
-    scales do: its linear term ``C δ̄`` and its curvature ``C² ψ̄²`` (the Hessian of a unigram
-    block, ``C² ‖x_t‖²``). ρ = ρ̃ κ with κ their geometric mean, ``C^{3/2} (δ̄ ψ̄²)^{1/2}``, makes the
-    trajectory depend only on ρ̃ under both changes. Between the two, the geometric mean is a
-    measured choice: the multipliers must grow to the size of the gradient, about ``C δ̄``, a
-    step η at a time, while a penalty far above the curvature makes the block steps short.
-    The best fixed ρ spans decades over C, while ρ / κ stays in a narrow range at every C
-    (BENCHMARKS.md, "Training across C").
-
-    Subclasses set ``self.penalty_scale`` (κ) in their set-up and call
-    :meth:`_set_penalties` before each pass; ``self.rho`` and ``self.eta`` are then the
-    absolute values the kernels use, ``rho_relative`` and ``eta_relative`` the schedules'.
-    """
-
-    penalty_scale = 1.0
-
-    def _init_schedules(self, rho, eta):
-        self.rho_schedule = _schedule("rho", rho)
-        self.eta_schedule = self.rho_schedule if eta is None else _schedule("eta", eta)
-        self._set_penalties()
-
-    def _set_penalties(self):
-        """ρ and η of the next pass, absolute: the schedules' values times κ."""
-        self.rho_relative = value_at(self.rho_schedule, self.passes)
-        self.eta_relative = value_at(self.eta_schedule, self.passes)
-        self.rho = self.penalty_scale * self.rho_relative
-        self.eta = self.penalty_scale * self.eta_relative
-
-    def _penalty_figures(self):
-        """A record's ρ and η (in units of κ) and κ."""
-        return {"rho": self.rho_relative, "eta": self.eta_relative, "kappa": self.penalty_scale}
-
-
-class BestCertifiedDual:
-    """The dual GDMM reports: the largest :meth:`certified_dual` at this and every earlier
-    check at the current C (``best_dual``, state; 0, the gold labelling's, at the start and
-    after a change of C). Each is the dual value of a feasible point, so the largest is one
-    too, and the reported dual never falls."""
-
-    best_dual = 0.0
-
-    def dual(self):
-        self.best_dual = max(self.best_dual, self.certified_dual())
-        return self.best_dual
 
 
 class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
@@ -373,16 +308,8 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         self.w *= s
         self.R *= s
         if t < 1.0:
-            while not kern.mix_in_gold(
-                self.data.offsets,
-                self.q_u,
-                self.sum_in,
-                self.sum_out,
-                self.pair_a,
-                self.pair_b,
-                self.q_b,
-                self.n_pair,
-                t,
+            while not kern.mix_token_and_edge_marginals_with_gold(
+                self.data.offsets, self._active_sets(), self._pair_support(), t
             ):
                 self._grow(kern.NEED_PAIR_SLOTS)
         self._prepare()  # the new κ, and the trees over the scaled W_B
@@ -529,7 +456,7 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         # a compact copy of the listed pairs' W_B (the search reads it, not the table)
         self.listed_vals = self.W.transition[self.pos_row, self.pos_col]
         self.tree = np.zeros(2 * n_listed, dtype=np.int64)
-        kern.tree_build(self.tree, self.listed_vals)
+        kern.build_transition_tree(self.tree, self.listed_vals)
         # every row's and column's largest listed W_B, which lets the search skip lines
         self.top = np.full((2, K), -np.inf)
         self.top_at = np.full((2, K), -1, dtype=np.int64)
@@ -563,33 +490,9 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             pool = 3 * min(listed, (d + 2) * K) + 4 * (d + 2) + 16 * data.X.nnz + 1024
             while True:
                 self.fl_label = np.empty(pool, dtype=np.int32)
-                kern.build_label_lists(
-                    self.W.unigram,
-                    self._start,
-                    self._end,
-                    self.fl_start,
-                    self.fl_cap,
-                    self.fl_label,
-                    self.fl_member,
-                    self.fl_len,
-                    self.fl_used,
-                )
-                indptr, indices, _, offsets = data.kernel_arrays()
-                kern.list_active_labels(
-                    indptr,
-                    indices,
-                    offsets,
-                    model.start_end,
-                    self.act,
-                    self.n_act,
-                    d,
-                    self.fl_start,
-                    self.fl_cap,
-                    self.fl_label,
-                    self.fl_member,
-                    self.fl_len,
-                    self.fl_used,
-                )
+                lists = self._label_lists()
+                kern.build_label_lists(self.W.unigram, self._start, self._end, lists)
+                kern.list_active_labels(self._chain_data(), self._active_sets(), d, lists)
                 if self.fl_used[0] <= pool:
                     break
                 pool *= 2  # a push found no room (it wrote nothing): build again, larger
@@ -617,11 +520,11 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         if need & kern.NEED_LABEL_SLOTS:
             cap = min(K, 2 * self.act.shape[1])
             for name in LABEL_SLOT_ARRAYS:
-                grown[name] = _widen(getattr(self, name), cap)
+                grown[name] = widen_columns(getattr(self, name), cap)
         if need & kern.NEED_PAIR_SLOTS:
             cap = 2 * self.q_b.shape[1]
             for name in PAIR_SLOT_ARRAYS:
-                grown[name] = _widen(getattr(self, name), cap)
+                grown[name] = widen_columns(getattr(self, name), cap)
         if need & kern.NEED_LIST_ROOM:
             n = 2 * self.fl_label.shape[0] + 16 * self.data.X.nnz
             grown["fl_label"] = np.resize(self.fl_label, n)
@@ -629,36 +532,51 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         # different widths, which the kernels index without bounds checks
         self.__dict__.update(grown)
 
-    def _sparse_args(self):
-        """(sparse weights?, their flat weights, their averaging accumulator)."""
-        if self.sparse_weights:
-            return True, self.W.unigram, self.RW.unigram
-        return False, self._no_weights, self._no_weights
-
     _no_weights = np.zeros(0)
 
-    def _kernel_args(self):
-        return (
-            self.model.start_end,
+    def _chain_data(self):
+        indptr, indices, values, offsets = self.arrays
+        return kern.ChainData(
+            indptr,
+            indices,
+            values,
+            offsets,
+            self.data.labels,
+            self.model.loss_weights,
+            self.sq_norms,
+            bool(self.model.start_end),
+            self.max_length,
+        )
+
+    def _weights(self):
+        sparse = self.sparse_weights
+        return kern.FactorWeights(
             self._W_U,
             self.W.transition,
             self._start,
             self._end,
-            self.act,
-            self.n_act,
-            self.q_u,
-            self.lam_in,
-            self.sum_in,
-            self.lam_out,
-            self.sum_out,
+            sparse,
+            self.W.unigram if sparse else self._no_weights,
         )
 
-    def _oracle_args(self):
-        # top_at comes last: only gdmm_pass, which updates the tops, needs it
-        return (
-            UNIGRAM_ORACLES[self.unigram_oracle],
-            self.n_groups,
-            self.perm,
+    def _averaging(self, weight):
+        return kern.Averaging(
+            weight,
+            self._R_U,
+            self.RW.transition,
+            self._R_start,
+            self._R_end,
+            self.RW.unigram if self.sparse_weights else self._no_weights,
+        )
+
+    def _active_sets(self):
+        return kern.ActiveSets(*(getattr(self, name) for name in kern.ActiveSets._fields))
+
+    def _pair_support(self):
+        return kern.PairSupport(self.pair_a, self.pair_b, self.q_b, self.n_pair)
+
+    def _transitions(self):
+        return kern.Transitions(
             self.bigram_oracle == "sorted",
             self.tree,
             self.listed_vals,
@@ -671,73 +589,63 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             self.top_at,
         )
 
+    def _label_lists(self):
+        return kern.LabelLists(
+            self.fl_start, self.fl_cap, self.fl_label, self.fl_member, self.fl_len, self.fl_used
+        )
+
+    def _settings(self, eta, seed):
+        return kern.PassSettings(
+            float(self.C),
+            float(self.rho),
+            float(eta),
+            UNIGRAM_ORACLES[self.unigram_oracle],
+            self.n_groups,
+            self.perm,
+            seed,
+            self.shrink_after,
+            self.support_steps,
+        )
+
     def _one_pass(self, order, chunks):
-        indptr, indices, values, offsets = self.arrays
         calls_before = self.counters[:2].sum()
         seed = int(self.rng.integers(2**62))  # one key for the pass's random choices
         self._set_penalties()
         eta = self.eta if (self.passes + 1) % self.inner_passes == 0 else 0.0
         # A_{m-1} for pass m = passes + 1: the weight of this pass's changes in R
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
+        data, settings = self._chain_data(), self._settings(eta, seed)
+        weights, averaging = self._weights(), self._averaging(float(avg_weight))
+        trans = self._transitions()
+        grown = True
         for part in self._pass_parts(order, chunks):  # polls a pending Ctrl-C between calls
             pos = 0
             while pos < len(part):
+                if grown:  # the arrays the growth replaced
+                    sets, pairs = self._active_sets(), self._pair_support()
+                    lists = self._label_lists()
                 pos, need = kern.gdmm_pass(
-                    indptr,
-                    indices,
-                    values,
-                    offsets,
-                    self.data.labels,
-                    self.model.loss_weights,
-                    self.sq_norms,
+                    data,
+                    weights,
+                    averaging,
+                    sets,
+                    pairs,
+                    trans,
+                    lists,
+                    settings,
                     part,
                     pos,
-                    self.C,
-                    self.rho,
-                    *self._kernel_args(),
-                    self.pair_a,
-                    self.pair_b,
-                    self.q_b,
-                    self.n_pair,
-                    *self._oracle_args(),
-                    self.fl_start,
-                    self.fl_cap,
-                    self.fl_label,
-                    self.fl_member,
-                    self.fl_len,
-                    self.fl_used,
-                    seed,
                     self.counters,
-                    eta,
-                    self.idle,
-                    self.shrink_after,
-                    self.max_length,
-                    self.support_steps,
-                    self._R_U,
-                    self.RW.transition,
-                    self._R_start,
-                    self._R_end,
-                    avg_weight,
-                    *self._sparse_args(),
                 )
+                grown = bool(need)
                 if need:
                     self._grow(need)
         if self.fl_used[0] > self.fl_label.shape[0]:  # gdmm_pass checks the room first
             raise RuntimeError("the label lists ran out of room; please report this")
         streamed = self.streamed_rows() if self.unigram_oracle == "sparse" else None
         self._maybe_stream_all(streamed)
-        residual, lagrange, penalty = kern.consistency(
-            offsets,
-            self.n_act,
-            self.q_u,
-            self.lam_in,
-            self.sum_in,
-            self.lam_out,
-            self.sum_out,
-            self.pair_a,
-            self.pair_b,
-            self.q_b,
-            self.n_pair,
+        residual, lagrange, penalty = kern.consistency_residuals(
+            self.arrays[3], self._active_sets(), self._pair_support()
         )
         self.residuals.append(residual)
         self._avg_cache = None
@@ -803,23 +711,14 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
             extra["labels_with_mass"] = float(np.count_nonzero(used & (self.q_u > 0.0))) / len(
                 self.n_act
             )
-            indptr, indices, values, offsets = self.arrays
             t0 = time.perf_counter()
             kern.oracle_pass(
-                indptr,
-                indices,
-                values,
-                offsets,
-                self.C,
-                self.rho,
-                *self._kernel_args(),
-                *self._oracle_args()[:-1],
-                self.fl_start,
-                self.fl_cap,
-                self.fl_label,
-                self.fl_len,
-                0,
-                *self._sparse_args()[:2],
+                self._chain_data(),
+                self._weights(),
+                self._active_sets(),
+                self._transitions(),
+                self._label_lists(),
+                self._settings(0.0, 0),
             )
             extra["oracle_time"] = time.perf_counter() - t0
         # cumulative: labels that entered an active set, pairs that entered a bigram support
@@ -852,63 +751,6 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         return [self.averaged_weights(), self.w] if self.averaging else [self.w]
 
 
-#: how far a restored marginal may stray from [0, 1], and a distribution's sum from 1
-MARGINAL_ROUNDING = 1e-9
-SUM_ROUNDING = 1e-6
-
-
-def check_distributions(name, q, live):
-    """Refuse a restored state whose rows of ``q`` (entries where ``live``) are not
-    distributions: entries in [0, 1] and sums 1, up to rounding. The certified dual is a
-    dual point only when they are."""
-    held = np.where(live, q, 0.0)
-    low, high = held.min(initial=0.0), held.max(initial=0.0)
-    if low < -MARGINAL_ROUNDING or high > 1.0 + MARGINAL_ROUNDING:
-        raise ValueError(
-            f"inconsistent GDMM state: the array {name!r} holds marginals outside [0, 1] "
-            f"(from {low:.6g} to {high:.6g})"
-        )
-    sums = held.sum(axis=1)
-    bad = np.flatnonzero(np.abs(sums - 1.0) > SUM_ROUNDING)
-    if bad.size:
-        raise ValueError(
-            f"inconsistent GDMM state: row {int(bad[0])} of the array {name!r} sums to "
-            f"{sums[bad[0]]:.9g}, not 1 (its rows are distributions)"
-        )
-
-
-def _schedule(name, value):
-    """A number or a list of (pass, value) points as a sorted tuple of points."""
-    try:
-        points = (
-            tuple((int(p), float(v)) for p, v in value)
-            if isinstance(value, (list, tuple))
-            else ((0, float(value)),)
-        )
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a number or a list of (pass, value) points, got {value!r}"
-        ) from None
-    if not points:
-        raise ValueError(f"{name}: the schedule has no points")
-    if any(v <= 0 or not math.isfinite(v) for _, v in points):
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    if any(p < 0 for p, _ in points) or any(b[0] < a[0] for a, b in zip(points, points[1:])):
-        raise ValueError(f"{name}: schedule passes must be >= 0 and non-decreasing, got {value!r}")
-    return points
-
-
-def value_at(points, passes):
-    """The schedule's value after ``passes`` passes: geometric between points, constant
-    before the first and after the last."""
-    if passes <= points[0][0]:
-        return points[0][1]
-    for (p0, v0), (p1, v1) in zip(points, points[1:]):
-        if passes < p1:
-            return v0 * (v1 / v0) ** ((passes - p0) / (p1 - p0))
-    return points[-1][1]
-
-
 def training_transitions(data, K):
     """The gold transitions (a, b) of the training sequences as sorted rows of a CSR pattern
     ``(pos_ptr, pos_col)``. Only these pairs can have ``W_B[a, b] > 0``: W_B is C times the
@@ -934,9 +776,3 @@ def _no_label_lists(d, K, lists):
         "fl_used": np.zeros(1, dtype=np.int64),
         "fl_label": np.empty(1, dtype=np.int32),
     }
-
-
-def _widen(a, cap):
-    out = np.zeros((a.shape[0], cap), dtype=a.dtype)
-    out[:, : a.shape[1]] = a
-    return out

@@ -6,15 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..models.support import kernel_support
-from .base import PassSolver
-from .block import check_agrees
-from .gdmm import (
+from ._gdmm_common import (
     MARGINAL_ROUNDING,
     BestCertifiedDual,
     ScaleFreePenalty,
     check_distributions,
     penalty_unit,
+    widen_columns,
 )
+from .base import PassSolver
+from .block import check_agrees
 from .objective import scaled_dual
 
 
@@ -413,7 +414,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         while P < max(1, E):
             P *= 2
         self.tree = np.empty(2 * P)
-        gk.tree_build(self.W.pairwise, self.tree)
+        gk.build_max_tree(self.W.pairwise, self.tree)
         self.tree_ranges = np.empty((2 * P, 4), dtype=np.int64)
         gk.tree_label_ranges(self.model.edges, P, self.tree_ranges)
         L = self.model.n_labels
@@ -434,27 +435,29 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self.w *= s
         self.w_avg *= s
         if t < 1.0:
-            gk.mix_in_gold(self.data.Y, self.mu, *self._pair_lists(), self.q, t)
+            gk.mix_label_and_pair_marginals_with_gold(
+                self.data.Y, self._label_sets(), self._pair_pool(), t
+            )
         self._rebuild()  # the new κ, and the tree over the scaled interaction weights
         self.lam *= ratio
 
-    def _pool(self):
-        """The active sets and the pair pool, in the order the kernels take them."""
-        return (
-            self.slot_label,
-            self.n_slots,
+    def _label_sets(self):
+        from . import _multilabel_gdmm_kernels as gk
+
+        return gk.LabelSets(self.mu, self.slot_label, self.n_slots, self.blocked, self.idle)
+
+    def _pair_pool(self):
+        from . import _multilabel_gdmm_kernels as gk
+
+        return gk.PairPool(
             self.pair_base,
             self.pair_room,
             self.n_pairs,
             self.pair_slots,
             self.pair_edge,
             self.q,
+            self.lam,
         )
-
-    def _pair_lists(self):
-        """The active sets and where each example's pairs are, in the order the kernels that
-        walk them take them."""
-        return self.slot_label, self.n_slots, self.pair_base, self.n_pairs, self.pair_slots
 
     def _check_pool(self):
         """The kernels do not check bounds: refuse a state whose pool rows could overflow or
@@ -594,9 +597,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         if self.n_slots[i] + 2 > self.capacity:
             new = _slots_for(int(self.n_slots[i]) + 2)
             grown.update(
-                slot_label=_widen_columns(self.slot_label, new),
-                blocked=_widen_columns(self.blocked, new),
-                idle=_widen_columns(self.idle, new),
+                slot_label=widen_columns(self.slot_label, new),
+                blocked=widen_columns(self.blocked, new),
+                idle=widen_columns(self.idle, new),
                 capacity=new,
             )
         # one C-level update, so that a Ctrl-C cannot leave the pool half moved
@@ -606,38 +609,41 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         from . import _multilabel_gdmm_kernels as gk
 
         indptr, indices, values = self.arrays
+        model = self.model
         status = np.zeros(3, dtype=np.int64)
         stats = np.zeros(4)
+        data = gk.ExampleData(
+            indptr,
+            indices,
+            values,
+            self.data.Y,
+            model.loss_weights,
+            self.sq_norms,
+            model.edges,
+            self.edge_id,
+        )
+        weights = gk.LabelWeights(self.w[: model.n_unary], *self._support, self.W.pairwise)
+        search = gk.EdgeSearch(
+            self.tree, self.tree_ranges, self.range_table, self.pair_search == "brute"
+        )
+        settings = gk.SweepSettings(
+            float(self.C),
+            float(self.rho),
+            float(self.eta),
+            self.shrink_after,
+            self.inner_sweeps,
+            self.inner_tol,
+        )
         done = 0
         while done < len(order):
             done += gk.gdmm_pass(
-                indptr,
-                indices,
-                values,
-                self.data.Y,
-                self.model.loss_weights,
-                self.sq_norms,
-                self.model.edges,
-                self.edge_id,
+                data,
+                weights,
+                search,
+                self._label_sets(),  # (growth replaces their arrays)
+                self._pair_pool(),
+                settings,
                 order[done:],
-                self.C,
-                self.rho,
-                self.eta,
-                self.w[: self.model.n_unary],
-                *self._support,
-                self.W.pairwise,
-                self.tree,
-                self.tree_ranges,
-                self.range_table,
-                self.mu,
-                *self._pool(),
-                self.lam,
-                self.blocked,
-                self.idle,
-                self.shrink_after,
-                self.inner_sweeps,
-                self.inner_tol,
-                self.pair_search == "brute",
                 status,
                 stats,
             )
@@ -664,14 +670,8 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     def _consistency(self):
         from . import _multilabel_gdmm_kernels as gk
 
-        return gk.consistency(
-            self.mu,
-            *self._pair_lists(),
-            self.q,
-            self.lam,
-            self.rho,
-            self.model.loss_weights,
-            self.data.Y,
+        return gk.state_summary(
+            self._label_sets(), self._pair_pool(), self.rho, self.model.loss_weights, self.data.Y
         )
 
     def diagnostics(self, check):
@@ -766,9 +766,3 @@ def _empty_pool(size):
         np.zeros((size, 4)),
         np.zeros((size, 2)),
     )
-
-
-def _widen_columns(a, width):
-    out = np.zeros((a.shape[0], width), dtype=a.dtype)
-    out[:, : a.shape[1]] = a
-    return out
