@@ -1,12 +1,15 @@
 """Solvers: HOW a model is trained. All share :mod:`dualstruct.solvers.objective`.
 
 BCFW, SSG and the cutting plane are written once over the model-kernel interface of
-:mod:`dualstruct.models.base` and train every model; GDMM works on the factors of the chain
-and multi-label models.
+:mod:`dualstruct.models.base` and train every model. GDMM trains every model that registers
+the factor functions of :mod:`dualstruct.models.factors` (:class:`FactorGDMM`: the
+multi-class model, the graph CRFs, users' kernel models); the chain and multi-label models
+have GDMMs of their own (:class:`GDMM`, :class:`MultiLabelGDMM`).
 """
 
 from .block import BlockBCFW, BlockSSG
 from .cutting_plane import CuttingPlane
+from .factor_gdmm import FactorGDMM, check_factor_model
 from .gdmm import GDMM
 from .history import History, Record
 from .multilabel import MultiLabelGDMM
@@ -15,37 +18,57 @@ from .objective import CertificateError, dual_objective, duality_gap, primal_obj
 #: the public names of the block solvers
 BCFW, SSG = BlockBCFW, BlockSSG
 
-#: every solver by the name estimators and the command line use; a name maps to one class,
-#: or to one class per model kind where the algorithm is model-specific (GDMM)
+
+def gdmm_class(model):
+    """The GDMM for ``model`` (a model or a model class): the chain's and the multi-label
+    model's own, else :class:`FactorGDMM` when the model's kernel registered the factor
+    functions; a ValueError names what is missing otherwise."""
+    from ..models.chain import ChainModel
+    from ..models.multilabel import MultiLabelModel
+
+    cls = model if isinstance(model, type) else type(model)
+    for own, solver in ((ChainModel, GDMM), (MultiLabelModel, MultiLabelGDMM)):
+        if issubclass(cls, own):
+            return solver
+    check_factor_model(model)
+    return FactorGDMM
+
+
+#: every solver by the name estimators and the command line use; a name maps to a class, or
+#: to a function of the model that returns one where the algorithm depends on it (GDMM)
 SOLVERS = {
     "bcfw": BlockBCFW,
     "ssg": BlockSSG,
     "cutting_plane": CuttingPlane,
-    "gdmm": {"chain": GDMM, "multilabel": MultiLabelGDMM},
+    "gdmm": gdmm_class,
 }
 
 
 def solver_class(name, model):
-    """The class of solver ``name`` for ``model``."""
+    """The class of solver ``name`` for ``model`` (a model or a model class)."""
     if name not in SOLVERS:
         raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {name!r}")
     entry = SOLVERS[name]
-    if isinstance(entry, dict):
-        kind = getattr(model, "kind", None)
-        if kind not in entry:
-            raise ValueError(
-                f"solver {name!r} trains {' and '.join(entry)} models, not {type(model).__name__}"
-            )
-        return entry[kind]
-    return entry
+    if isinstance(entry, type):
+        return entry
+    try:
+        return entry(model)
+    except ValueError as exc:
+        what = getattr(model, "__name__", type(model).__name__)
+        raise ValueError(f"solver {name!r} cannot train {what}: {exc}") from None
 
 
 def solver_names(model=None):
-    """The solver names available for ``model`` (all names when None)."""
+    """The solver names available for ``model`` (a model or a model class; all names when
+    None)."""
     names = []
     for name, entry in SOLVERS.items():
-        if model is None or not isinstance(entry, dict) or getattr(model, "kind", None) in entry:
-            names.append(name)
+        if model is not None and not isinstance(entry, type):
+            try:
+                entry(model)
+            except ValueError:
+                continue
+        names.append(name)
     return tuple(names)
 
 
@@ -57,6 +80,7 @@ __all__ = [
     "CuttingPlane",
     "GDMM",
     "MultiLabelGDMM",
+    "FactorGDMM",
     "SOLVERS",
     "solver_class",
     "solver_names",

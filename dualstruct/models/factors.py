@@ -1,0 +1,347 @@
+"""The factor-level kernel interface: what a model registers to be trained by GDMM
+(:class:`~dualstruct.solvers.FactorGDMM`).
+
+GDMM works on the factors of every example: nodes ``j`` with ``S_j`` states each and edges
+``e = (u, v)`` with a table over ``S_u × S_v`` state pairs. The score of a labelling is
+
+    ⟨w, φ(x_i, y)⟩ = Σ_j θ_j(y_j) + Σ_e θ_e(y_u, y_v),   θ_f(y_f) = ⟨w, φ_f(y_f)⟩
+
+and the loss is decomposable over the nodes, ``δ(ȳ, y) = Σ_j δ_j(y_j)`` with ``δ_j(ȳ_j) = 0``
+(a weighted Hamming loss). A model registers, for its kernel class (the ``NamedTuple`` its
+``block_data`` holds), numba implementations of the generic functions below with
+:func:`implements`, exactly as the block kernels register :mod:`dualstruct.models.base`'s
+(``j`` and ``e`` count from 0 within example ``i``):
+
+    factor_counts(k, i)                  (number of nodes, number of edges) of example i
+    node_info(k, i, j)                   (S_j, the gold state ȳ_j)
+    edge_nodes(k, i, e)                  (u, v): the edge's nodes; its table is [y_u, y_v]
+    node_score(k, i, w, j, a)            θ_j(a) = ⟨w, φ_j(a)⟩
+    edge_score(k, i, w, e, a, b)         θ_e(a, b)
+    node_loss(k, i, j, a)                δ_j(a) ≥ 0, zero at the gold state
+    add_node(k, i, j, a, c, w)           w += c φ_j(a)
+    add_edge(k, i, e, a, b, c, w)        w += c φ_e(a, b)
+    node_sq_distance(k, i, j, a, b)      ‖φ_j(a) − φ_j(b)‖²
+    edge_sq_distance(k, i, e, a, b, c, d)  ‖φ_e(a, b) − φ_e(c, d)‖²
+
+A marginal q_j (q_e) adds ``−C Σ_a q_j(a) φ_j(a)`` into ``w(q) = C Σ (φ(ȳ) − E_q φ)`` through
+``add_node`` (``add_edge``), and the line searches read the squared norms of differences.
+A model without edges (every ``factor_counts`` has 0 edges, the multi-class model) need not
+register the four edge functions; the solver refuses data with edges when they are missing.
+
+Two more are the factorwise maximization oracles (FMOs) GDMM calls once per factor step,
+given the messages ``μ`` (dense over the states, zero outside the active states):
+
+    node_oracle(k, i, w, j, C, act, n_act, mu)
+        (a, g): the state minimizing ``g(a) = −C (θ_j(a) + δ_j(a)) − mu[a]``
+    edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v)
+        (a, b, g): the pair minimizing ``−C θ_e(a, b) + mu_u[a] + mu_v[b]``
+
+Their defaults search every state (pair) with ``node_score`` (``edge_score``): right for
+dense weights and small tables. ``act[:n_act]`` lists the states whose message may be
+non-zero, so an oracle only has to settle the active states and the best inactive one —
+which is where the chain's and the multi-label model's sublinear oracles plug in: the
+chain's per-feature label lists and the walk over a sparse support's rows answer "the best
+inactive state of a unigram factor" as ``node_oracle``, its four-case search over max-trees
+of the transition table (and the multi-label model's ordered map of the (1, 1) scores) is
+an ``edge_oracle``, with the trees kept in the kernel and brought up to date by
+``add_edge``.
+
+Exactness: GDMM keeps the factor marginals locally consistent (the local polytope). On
+forests that is the marginal polytope, and GDMM trains the structural SVM itself; on loopy
+graphs it trains its relaxation over the local polytope, as the ``"lp"`` oracle of the
+graph models does.
+
+Examples
+--------
+A model with one node per example and two states scored by one weight each (the user guide
+"Your own models" registers a complete one):
+
+>>> from typing import NamedTuple
+>>> import numpy as np
+>>> from dualstruct.models import factors
+>>> class TwoStates(NamedTuple):
+...     labels: np.ndarray
+...     label_offsets: np.ndarray
+>>> @factors.implements(factors.node_score, TwoStates)
+... def _score(k, i, w, j, a):
+...     return w[a]
+>>> factors.missing_functions(TwoStates)[:3]
+('factor_counts', 'node_info', 'node_loss')
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from .._numba_cache import register_implementation
+
+
+# -- the generic functions (numba dispatches on the kernel's class) ----------------------------
+def factor_counts(k, i):
+    """``(number of nodes, number of edges)`` of example ``i``."""
+    raise NotImplementedError
+
+
+def node_info(k, i, j):
+    """``(number of states, gold state)`` of node ``j`` of example ``i``."""
+    raise NotImplementedError
+
+
+def edge_nodes(k, i, e):
+    """``(u, v)``: the nodes of edge ``e`` of example ``i`` (its table is ``[y_u, y_v]``)."""
+    raise NotImplementedError
+
+
+def node_score(k, i, w, j, a):
+    """``θ_j(a) = ⟨w, φ_j(a)⟩``."""
+    raise NotImplementedError
+
+
+def edge_score(k, i, w, e, a, b):
+    """``θ_e(a, b) = ⟨w, φ_e(a, b)⟩``."""
+    raise NotImplementedError
+
+
+def node_loss(k, i, j, a):
+    """``δ_j(a)``: the loss of state ``a`` at node ``j`` (0 at the gold state)."""
+    raise NotImplementedError
+
+
+def add_node(k, i, j, a, c, w):
+    """``w += c φ_j(a)``."""
+    raise NotImplementedError
+
+
+def add_edge(k, i, e, a, b, c, w):
+    """``w += c φ_e(a, b)``."""
+    raise NotImplementedError
+
+
+def node_sq_distance(k, i, j, a, b):
+    """``‖φ_j(a) − φ_j(b)‖²``."""
+    raise NotImplementedError
+
+
+def edge_sq_distance(k, i, e, a, b, c, d):
+    """``‖φ_e(a, b) − φ_e(c, d)‖²``."""
+    raise NotImplementedError
+
+
+def node_oracle(k, i, w, j, C, act, n_act, mu):
+    """``(a, g)``: the state minimizing ``−C (θ_j(a) + δ_j(a)) − mu[a]``."""
+    raise NotImplementedError
+
+
+def edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
+    """``(a, b, g)``: the pair minimizing ``−C θ_e(a, b) + mu_u[a] + mu_v[b]``."""
+    raise NotImplementedError
+
+
+NODE_FUNCTIONS = (factor_counts, node_info, node_loss, node_score, add_node, node_sq_distance)
+EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
+ORACLES = (node_oracle, edge_oracle)
+FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES
+
+#: generic function -> the kernel classes that registered it
+_REGISTERED: dict = {f: set() for f in FACTOR_FUNCTIONS}
+
+
+def implements(generic, kernel_class):
+    """Register the decorated function as ``generic``'s numba implementation for kernels of
+    ``kernel_class`` (a ``NamedTuple``), as :func:`dualstruct.models.base.implements` does
+    for the block kernels.
+
+    Parameters
+    ----------
+    generic : function
+        One of this module's generic functions (``node_score``, ``add_edge``, …).
+    kernel_class : type
+        The kernel's ``NamedTuple`` class.
+
+    Returns
+    -------
+    callable
+        A decorator; it returns the plain Python function it registers.
+
+    Examples
+    --------
+    >>> from typing import NamedTuple
+    >>> import numpy as np
+    >>> from dualstruct.models import factors
+    >>> class OneNode(NamedTuple):
+    ...     labels: np.ndarray
+    >>> @factors.implements(factors.factor_counts, OneNode)
+    ... def _counts(k, i):
+    ...     return 1, 0
+    >>> "factor_counts" in factors.missing_functions(OneNode)
+    False
+    """
+    if generic not in FACTOR_FUNCTIONS:
+        raise ValueError(f"{generic!r} is not a function of the factor interface")
+
+    def register(impl):
+        def typer(*args):
+            k = args[0]
+            if isinstance(k, types.BaseNamedTuple) and k.instance_class is kernel_class:
+                return impl
+            return None
+
+        typer.__signature__ = inspect.signature(generic)  # numba matches the names
+        overload(generic)(typer)
+        register_implementation(kernel_class, impl)  # the solvers' cache key
+        _REGISTERED[generic].add(kernel_class)
+        return impl
+
+    return register
+
+
+def _register_default(generic, impl):
+    """``impl`` serves every kernel class that did not register ``generic`` itself."""
+
+    def typer(*args):
+        k = args[0]
+        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _REGISTERED[generic]:
+            return impl
+        return None
+
+    typer.__signature__ = inspect.signature(generic)
+    overload(generic)(typer)
+
+
+#: model class -> its kernel class (the built-in models; users may set ``kernel_class``)
+_MODELS: dict = {}
+
+
+def register_model(model_class, kernel_class):
+    """Record that ``model_class``'s block data holds kernels of ``kernel_class`` (for
+    models that do not say so with a class attribute ``kernel_class``).
+
+    Parameters
+    ----------
+    model_class, kernel_class : type
+
+    Returns
+    -------
+    type
+        ``model_class``.
+
+    Examples
+    --------
+    >>> from typing import NamedTuple
+    >>> from dualstruct.models import KernelModel, factors
+    >>> class K(NamedTuple):
+    ...     pass
+    >>> class M(KernelModel):
+    ...     pass
+    >>> factors.kernel_class_of(factors.register_model(M, K)()) is K
+    True
+    """
+    _MODELS[model_class] = kernel_class
+    return model_class
+
+
+def kernel_class_of(model):
+    """The kernel class of ``model``: its attribute ``kernel_class``, else the one
+    registered for its class or a base class (:func:`register_model`); None if neither.
+
+    Parameters
+    ----------
+    model : object
+        A model, or a model class.
+
+    Returns
+    -------
+    type or None
+
+    Examples
+    --------
+    >>> from dualstruct.models import GraphCRF, factors
+    >>> factors.kernel_class_of(GraphCRF(2, 3)).__name__
+    'GraphKernel'
+    """
+    kclass = getattr(model, "kernel_class", None)
+    if isinstance(kclass, type):
+        return kclass
+    for cls in (model if isinstance(model, type) else type(model)).__mro__:
+        if cls in _MODELS:
+            return _MODELS[cls]
+    return None
+
+
+def missing_functions(kernel_class, edges=True) -> tuple:
+    """The names of the factor functions ``kernel_class`` has not registered and has no
+    default for (the edge functions only when ``edges``).
+
+    Parameters
+    ----------
+    kernel_class : type
+        A kernel ``NamedTuple`` class.
+    edges : bool, default True
+        Whether the model's examples have edges.
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> from dualstruct.models import factors
+    >>> from dualstruct.models.multiclass.kernels import MultiClassKernel
+    >>> import dualstruct.models.multiclass_factors  # registers the multi-class model's
+    >>> factors.missing_functions(MultiClassKernel, edges=False)
+    ()
+    """
+    needed = NODE_FUNCTIONS + (EDGE_FUNCTIONS if edges else ())
+    return tuple(f.__name__ for f in needed if kernel_class not in _REGISTERED[f])
+
+
+def _default_node_oracle(k, i, w, j, C, act, n_act, mu):
+    S = node_info(k, i, j)[0]
+    best, arg = np.inf, 0
+    for a in range(S):
+        g = -C * (node_score(k, i, w, j, a) + node_loss(k, i, j, a)) - mu[a]
+        if g < best:
+            best, arg = g, a
+    return arg, best
+
+
+def _default_edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
+    u, v = edge_nodes(k, i, e)
+    Su = node_info(k, i, u)[0]
+    Sv = node_info(k, i, v)[0]
+    best, arg_a, arg_b = np.inf, 0, 0
+    for a in range(Su):
+        for b in range(Sv):
+            g = -C * edge_score(k, i, w, e, a, b) + mu_u[a] + mu_v[b]
+            if g < best:
+                best, arg_a, arg_b = g, a, b
+    return arg_a, arg_b, best
+
+
+def _no_edges(k, i, e):
+    return 0, 0
+
+
+def _no_edge_score(k, i, w, e, a, b):
+    return 0.0
+
+
+def _no_add_edge(k, i, e, a, b, c, w):
+    return None
+
+
+def _no_edge_distance(k, i, e, a, b, c, d):
+    return 0.0
+
+
+_register_default(node_oracle, _default_node_oracle)
+_register_default(edge_oracle, _default_edge_oracle)
+# a model without edges: never called (the solver refuses edges without the functions)
+_register_default(edge_nodes, _no_edges)
+_register_default(edge_score, _no_edge_score)
+_register_default(add_edge, _no_add_edge)
+_register_default(edge_sq_distance, _no_edge_distance)

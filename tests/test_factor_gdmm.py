@@ -1,0 +1,256 @@
+"""GDMM over factors (FactorGDMM): the multi-class model, graph CRFs on forests and loopy
+graphs (local polytope), a user's kernel model; the certificate, resuming, dispatch."""
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from dualstruct.models import GraphCRF, KernelModel, MultiClassModel, factors
+from dualstruct.solvers import BCFW, FactorGDMM, solver_class, solver_names
+from dualstruct.solvers.objective import GAP_ROUNDING
+
+TOL = 1e-4
+
+
+def _graphs(n, loopy, seed=0, K=3, d=4):
+    """Random labelled graphs: trees (a forest per example), with two chords when loopy."""
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for _ in range(n):
+        m = int(rng.integers(4, 8))
+        y = rng.integers(0, K, m)
+        feats = rng.normal(size=(m, d))
+        feats[np.arange(m), y % d] += 1.0
+        edges = [(int(rng.integers(0, t)), t) for t in range(1, m)]
+        if loopy:
+            edges = sorted({tuple(sorted(e)) for e in edges + [(0, m - 1), (1, m - 2)]})
+        X.append((feats, np.array(edges)))
+        Y.append(y)
+    return X, Y
+
+
+def _optimum(model, data, C, weights=False, tol=1e-6):
+    bcfw = BCFW(model, C=C, max_iter=3000, tol=tol, check_every=10, random_state=0).fit(data)
+    optimum = bcfw.history.last_checked().primal
+    return (optimum, bcfw.weights()) if weights else optimum
+
+
+def _close(solver, optimum):
+    r = solver.history.last_checked()
+    assert r.primal == pytest.approx(optimum, rel=TOL)
+    assert r.dual == pytest.approx(optimum, rel=TOL)
+    assert r.dual <= r.primal * (1 + GAP_ROUNDING)
+
+
+def _fit(model, data, C, max_iter=1500, **kwargs):
+    return FactorGDMM(
+        model, C=C, max_iter=max_iter, tol=2e-5, check_every=10, random_state=0, **kwargs
+    ).fit(data)
+
+
+def test_multiclass_reaches_bcfw_optimum():
+    X, y = load_digits(return_X_y=True)
+    model = MultiClassModel(10, 64)
+    data = model.block_data(X[:60] / 16, y[:60])
+    solver = _fit(model, data, 1.0)
+    _close(solver, _optimum(model, data, 1.0))
+    assert solver.relaxation == "exact"
+
+
+def test_forest_graph_reaches_bcfw_optimum_and_the_gap_closes():
+    X, Y = _graphs(12, loopy=False)
+    model = GraphCRF(3, 4)
+    data = model.block_data(X, Y)
+    solver = _fit(model, data, 1.0)
+    _close(solver, _optimum(model, data, 1.0))
+    assert solver.relaxation == "exact"
+    checked = [r for r in solver.history.records if not np.isnan(r.relative_gap)]
+    gaps = np.array([r.gap for r in checked])
+    assert (gaps >= -GAP_ROUNDING * np.array([r.primal for r in checked])).all()
+    assert checked[-1].relative_gap <= 2e-5 < checked[0].relative_gap
+    assert checked[-1].extra["residual"] < checked[0].extra["residual"]
+
+
+def test_loopy_graph_trains_the_local_polytope_relaxation():
+    X, Y = _graphs(10, loopy=True, seed=1)
+    relaxed = GraphCRF(3, 4, inference_method="lp")
+    data = relaxed.block_data(X, Y)
+    solver = _fit(relaxed, data, 0.1)
+    assert solver.relaxation == "local polytope"
+    assert solver.history.last.extra["exact"] == 0.0
+    _close(solver, _optimum(relaxed, data, 0.1, tol=5e-5))  # the LP-relaxed SVM's optimum
+    exact = GraphCRF(3, 4)  # its primal is the exact one, which the relaxed dual may exceed
+    with pytest.raises(ValueError, match="inference_method='lp'"):
+        FactorGDMM(exact, max_iter=1).fit(exact.block_data(X, Y))
+
+
+def test_resume_equals_uninterrupted():
+    X, Y = _graphs(6, loopy=False, seed=2)
+    model = GraphCRF(3, 4)
+    data = model.block_data(X, Y)
+    whole = FactorGDMM(model, C=1.0, max_iter=12, check_every=4, random_state=3).fit(data)
+    first = FactorGDMM(model, C=1.0, max_iter=5, check_every=4, random_state=3).fit(data)
+    meta, arrays = first.state_dict()
+    again = FactorGDMM(model, C=1.0, max_iter=12, check_every=4, random_state=99)
+    again.load_state(data, meta, {k: np.array(v) for k, v in arrays.items()})
+    again.fit(data, max_iter=7)
+    np.testing.assert_array_equal(again.w, whole.w)
+    assert again.history.last.dual == whole.history.last.dual
+    arrays["w"] = arrays["w"] + 1.0  # w no longer what the marginals determine
+    with pytest.raises(ValueError, match="disagree"):
+        FactorGDMM(model, C=1.0).load_state(data, meta, arrays)
+
+
+def test_shrinking_keeps_a_consistent_certified_state():
+    X, Y = _graphs(6, loopy=False, seed=5)
+    model = GraphCRF(3, 4)
+    data = model.block_data(X, Y)
+    solver = FactorGDMM(
+        model, C=1.0, max_iter=60, shrink_after=1, check_every=20, random_state=0
+    ).fit(data)
+    assert solver.counters[3] > 0  # states left their nodes
+    assert all(r.gap >= 0 for r in solver.history.records if not np.isnan(r.gap))
+    meta, arrays = solver.state_dict()
+    FactorGDMM(model, C=1.0).load_state(data, meta, arrays)  # w agrees with the marginals
+
+
+# -- a user's kernel model: two nodes joined by a directed K × K table --------------------------
+class PairKernel(NamedTuple):
+    X: np.ndarray  # (n, 2, d) the two nodes' features
+    labels: np.ndarray  # int32 (2n,)
+    label_offsets: np.ndarray  # int64 (n + 1,)
+    n_states: int
+
+
+@factors.implements(factors.factor_counts, PairKernel)
+def _counts(k, i):
+    return 2, 1
+
+
+@factors.implements(factors.node_info, PairKernel)
+def _info(k, i, j):
+    return k.n_states, k.labels[2 * i + j]
+
+
+@factors.implements(factors.edge_nodes, PairKernel)
+def _edge(k, i, e):
+    return 0, 1
+
+
+@factors.implements(factors.node_score, PairKernel)
+def _node_score(k, i, w, j, a):
+    s = 0.0
+    for f in range(k.X.shape[2]):
+        s += k.X[i, j, f] * w[f * k.n_states + a]
+    return s
+
+
+@factors.implements(factors.edge_score, PairKernel)
+def _edge_score(k, i, w, e, a, b):
+    return w[k.X.shape[2] * k.n_states + a * k.n_states + b]
+
+
+@factors.implements(factors.node_loss, PairKernel)
+def _node_loss(k, i, j, a):
+    return 0.0 if a == k.labels[2 * i + j] else 1.0
+
+
+@factors.implements(factors.add_node, PairKernel)
+def _add_node(k, i, j, a, c, w):
+    for f in range(k.X.shape[2]):
+        w[f * k.n_states + a] += c * k.X[i, j, f]
+
+
+@factors.implements(factors.add_edge, PairKernel)
+def _add_edge(k, i, e, a, b, c, w):
+    w[k.X.shape[2] * k.n_states + a * k.n_states + b] += c
+
+
+@factors.implements(factors.node_sq_distance, PairKernel)
+def _node_distance(k, i, j, a, b):
+    return 0.0 if a == b else 2.0 * np.sum(k.X[i, j] ** 2)
+
+
+@factors.implements(factors.edge_sq_distance, PairKernel)
+def _edge_distance(k, i, e, a, b, c, d):
+    return 0.0 if a == c and b == d else 2.0
+
+
+class PairModel(KernelModel):
+    """Two K-state nodes with d features each and a directed K × K table: the weights of a
+    directed GraphCRF on the graph 0 → 1. Its hinge (for the primal) by enumeration."""
+
+    kernel_class = PairKernel
+
+    def __init__(self, K, d):
+        self.K, self.d = K, d
+        self.size = d * K + K * K
+
+    def block_data(self, X, Y):
+        from dualstruct.data import BlockData
+
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        k = PairKernel(
+            X, np.asarray(Y, dtype=np.int32).ravel(), np.arange(0, 2 * len(X) + 1, 2), self.K
+        )
+        return BlockData(k, (X,))
+
+    def hinge(self, w, data):
+        k, K, d = data.kernel, self.K, self.d
+        theta = np.einsum("njf,fa->nja", k.X, w[: d * K].reshape(d, K))
+        gold = k.labels.reshape(-1, 2)
+        score = theta[:, 0, :, None] + theta[:, 1, None, :] + w[d * K :].reshape(K, K)
+        a, b = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
+        loss = (a != gold[:, :1, None]).astype(float) + (b != gold[:, 1:, None])
+        value = (score + loss).reshape(len(gold), -1)
+        rows = np.arange(len(gold))
+        best = value.max(axis=1) - score[rows, gold[:, 0], gold[:, 1]]
+        return best, None
+
+
+def test_user_kernel_model_registering_factor_functions():
+    rng = np.random.default_rng(4)
+    n, K, d = 15, 3, 4
+    Y = rng.integers(0, K, (n, 2))
+    X = rng.normal(size=(n, 2, d))
+    X[np.arange(n)[:, None], [0, 1], Y % d] += 1.0
+    user = PairModel(K, d)
+    assert solver_class("gdmm", user) is FactorGDMM
+    solver = _fit(user, user.block_data(X, Y), 1.0)
+    graph = GraphCRF(K, d, directed=True)  # the same problem, trained by BCFW
+    data = graph.block_data([(x, np.array([[0, 1]])) for x in X], list(Y))
+    optimum, w = _optimum(graph, data, 1.0, weights=True)
+    _close(solver, optimum)
+    np.testing.assert_allclose(solver.weights(), w, atol=0.02 * np.abs(w).max())
+
+
+def test_a_user_kernel_is_kept_out_of_the_compiled_cache():
+    """numba's on-disk index names the class of every signature compiled: a kernel class
+    of a test module (or a script's __main__) in it would break loading the engine in
+    processes that cannot import that module. Such kernels use an uncached copy."""
+    import pickle
+
+    from dualstruct.solvers import _factor_gdmm_kernels as cached
+
+    user = PairModel(3, 2)
+    solver = FactorGDMM(user, max_iter=1).fit(user.block_data(np.ones((2, 2, 2)), [[0, 1], [2, 0]]))
+    assert solver.relaxation == "exact"
+    compiled = [str(sig) for sig in cached.factor_pass.signatures]
+    assert not any("PairKernel" in sig for sig in compiled), compiled
+    assert pickle.loads(pickle.dumps(solver)).w.tolist() == solver.w.tolist()
+
+
+def test_gdmm_needs_the_factor_functions():
+    class Bare(NamedTuple):
+        labels: np.ndarray
+
+    class BareModel(KernelModel):
+        kernel_class = Bare
+
+    assert "gdmm" not in solver_names(BareModel())
+    with pytest.raises(ValueError, match="factor_counts, node_info, node_loss"):
+        solver_class("gdmm", BareModel())
+    assert solver_class("gdmm", MultiClassModel) is FactorGDMM
+    assert solver_class("gdmm", GraphCRF(2, 2)) is FactorGDMM
