@@ -147,6 +147,27 @@ def test_branch_and_bound_equals_brute_force(seed):
     assert bound - value <= 1e-9 * max(1.0, abs(bound))  # certified within the budget
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_branch_and_bound_from_an_incumbent_equals_brute_force(seed):
+    """A first labelling (any, or the maximizer itself) changes the search, not its answer;
+    the maximizer as incumbent is certified at the root when the LP is tight there."""
+    theta, edges, pot = _loopy(seed)
+    n, K = theta.shape
+    rng = np.random.default_rng(seed)
+    best = np.empty(n, dtype=np.int64)
+    exact = enumerate_map(theta, edges, pot, best)
+    for start in (rng.integers(0, K, n), best.copy()):
+        x = start.astype(np.int64)
+        first, second = np.zeros((len(edges), K)), np.zeros((len(edges), K))
+        s = labelling_score(theta, edges, pot, x)
+        value, bound, nodes = branch_and_bound(
+            theta, edges, pot, first, second, x, 200, 1e-9, 10**4, s
+        )
+        assert value == pytest.approx(exact, abs=1e-9) and value >= s
+        assert labelling_score(theta, edges, pot, x) == pytest.approx(value)
+        assert bound - value <= 1e-9 * max(1.0, abs(bound))
+
+
 def test_branch_and_bound_out_of_budget_still_bounds():
     found = 0
     for seed in STUCK:

@@ -330,18 +330,28 @@ def _bound_at(theta, edges, pot, y1, y2, belief, xs):
 
 
 @njit(cache=True)
-def branch_and_bound(theta, edges, pot, to_first, to_second, x, max_sweeps, tol, budget):
+def branch_and_bound(
+    theta, edges, pot, to_first, to_second, x, max_sweeps, tol, budget, start=-np.inf
+):
     """Exact MAP by branch and bound over MPLP bounds (module docstring), from the messages
-    ``to_first``, ``to_second`` (a warm start; on return the root's messages). Writes the best
+    ``to_first``, ``to_second`` (a warm start; on return the root's messages). ``start``:
+    the score of a labelling already in ``x`` (a first incumbent: every node whose bound does
+    not exceed it is pruned, the root included), ``-inf`` for none. Writes the best
     labelling into ``x``; returns ``(its score, bound, nodes solved)``: the bound equals the
     score up to ``tol · max(1, |bound|)`` when the search ended within ``budget`` nodes (the
     root counts), else it is the largest bound left open."""
     n, K = theta.shape
     E = edges.shape[0]
     belief = np.empty((n, K))
+    x0 = x.copy()
+    # within the certificate's tolerance of the incumbent (half of it: |bound| ≈ |start|)
+    target = start + 0.5 * tol * max(1.0, abs(start)) if start > -np.inf else -np.inf
     value, bound, _ = mplp(
-        theta, edges, pot, to_first, to_second, belief, x, max_sweeps, tol, -np.inf
+        theta, edges, pot, to_first, to_second, belief, x, max_sweeps, tol, target
     )
+    if start > value:
+        value = start
+        x[:] = x0
     slack = tol * max(1.0, abs(bound))
     if bound - value <= slack or budget <= 1 or n == 0:
         return value, max(bound, value), 1

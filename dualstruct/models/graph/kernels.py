@@ -18,7 +18,8 @@ optimum, fractional where the LP is not tight (``ws.node_mu``, ``ws.edge_mu``): 
 BCFW step and SSG then train the relaxed structural SVM over the local polytope, whose
 ``φ(μ) = (Σ_u x_u ⊗ μ_u, Σ_e z_e ⊗ Σ_{a,b} μ_e(a, b) e_{pair_index[a, b]})`` and
 ``δ(ȳ, μ) = Σ_u c_{ȳ_u} (1 − μ_u(ȳ_u))`` are linear in μ. The oracle warm-starts MPLP from
-the messages it left for the same graph (``warm_first``, ``warm_second``). ``lp_stats``
+the messages it left for the same graph (``warm_first``, ``warm_second``) and the search from
+the labelling it returned last (``warm_labels``, the gold labelling at first). ``lp_stats``
 counts [oracle calls on loopy graphs, those not certified: exact MAP for ``BRANCH``, the LP's
 optimum for ``LP``]; ``search_stats`` [branch-and-bound nodes beyond the roots, PDHG
 iterations].
@@ -70,6 +71,7 @@ class GraphKernel(NamedTuple):
     entry_start: np.ndarray  # sparse: int64 per node feature entry, its feature's support row
     entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
     n_unary: int  # node weights: d·K dense, the support's size sparse
+    warm_labels: np.ndarray  # int64 per node: the oracle's last labelling (gold at first)
 
 
 class _Workspace(NamedTuple):
@@ -120,11 +122,16 @@ def _map(k, i, theta, pot, x, ws, oracle):
         first[:] = 0.0
         second[:] = 0.0
     if k.method[i] == BRANCH or not oracle:
+        start = -np.inf
+        if oracle:  # the graph's last labelling is the search's first incumbent
+            x[:] = k.warm_labels[n0 : n0 + n]
+            start = labelling_score(theta, edges, pot, x)
         v, bound, nodes = branch_and_bound(
-            theta, edges, pot, first, second, x, k.lp_sweeps, k.lp_tol, k.bb_budget
+            theta, edges, pot, first, second, x, k.lp_sweeps, k.lp_tol, k.bb_budget, start
         )
         if oracle:
             k.search_stats[0] += nodes - 1
+            k.warm_labels[n0 : n0 + n] = x
     else:
         v, bound, _ = mplp(
             theta, edges, pot, first, second, ws.belief[:n], x, k.lp_sweeps, k.lp_tol, -np.inf

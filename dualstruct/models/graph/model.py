@@ -203,13 +203,22 @@ class EdgeFeatureGraphCRF(KernelModel):
         K = float(self.n_states)
         return 50.0 * per * (K * K + K)
 
-    def block_data(self, X, Y=None) -> BlockData:
-        """Block data of graphs ``X`` and their labellings ``Y`` (zeros when None)."""
+    def _graphs(self, X, Y):
+        """``X`` and ``Y`` as lists of graphs and node labellings (the grid models turn
+        images into graphs here)."""
         X = list(X)
         if Y is not None:
             Y = list(Y)
             if len(Y) != len(X):
                 raise ValueError(f"X has {len(X)} graphs, Y {len(Y)}")
+        return X, Y
+
+    def block_data(self, X, Y=None) -> BlockData:
+        """Block data of graphs ``X`` and their labellings ``Y`` (zeros when None)."""
+        X = list(X)
+        Y = None if Y is None else list(Y)
+        source = (self.block_data, X, Y)
+        X, Y = self._graphs(X, Y)
         rows, edge_list, feats, labels, methods = [], [], [], [], []
         node_offsets, edge_offsets = [0], [0]
         K = self.n_states
@@ -300,11 +309,12 @@ class EdgeFeatureGraphCRF(KernelModel):
             self.support is not None,
             *kernel_support(self.support, indices),
             self.n_unary,
+            np.concatenate(labels).astype(np.int64),
         )
         return BlockData(
             kernel,
             (kernel.indptr, kernel.indices, kernel.values, kernel.edges, kernel.edge_features),
-            source=(self.block_data, X, Y),
+            source=source,
         )
 
     def predict(self, w, X) -> list:
