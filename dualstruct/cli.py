@@ -195,6 +195,13 @@ class Progress:
         step = max(1, self.next_check - last)  # the checks spaced as the last two
         return self.next_check + max(0, -(-(target - self.next_check) // step)) * step
 
+    def training_starts(self, estimator):
+        """Before the first pass: the solver training uses, and why (``solver_choice_``)."""
+        choice = getattr(estimator, "solver_choice_", None)
+        if choice is not None and not getattr(self, "_solver_shown", False):
+            print(f"solver {choice.solver}: {choice.reason}", file=self.out, flush=True)
+            self._solver_shown = True
+
     def __call__(self, estimator, record):
         info = getattr(estimator, "weights_info_", None)
         if info and not getattr(self, "_weights_shown", False):
@@ -400,7 +407,7 @@ def _multilabel_train(args, out, backend, sc):
             args,
             {
                 "edges": svm.edges,
-                "solver": svm.solver,
+                "solver": (svm.solver, svm.solver_choice_.solver),
                 "C": svm.C,
                 "inference": (svm.inference, svm._inference()),
                 "interactions": svm.interactions,
@@ -597,7 +604,7 @@ def _train(args, out, backend, sc):
         _refuse_changed_settings(
             args,
             {
-                "solver": fitted.solver,
+                "solver": (fitted.solver, fitted.solver_choice_.solver),
                 "C": fitted.C,
                 "rescaling": fitted.rescaling,
                 "slack_search": fitted.slack_search,
@@ -1048,6 +1055,7 @@ def cmd_info(args, out):
         ),
         "n_features": int(svm.n_features_in_),
         "params": {k: v for k, v in svm.get_params().items() if k != "callback"},
+        "solver": f"{svm.solver_choice_.solver} ({svm.solver_choice_.reason})",
         "passes": int(svm.n_iter_),
         "stop_reason": svm.history_.stop_reason,
         "resumable": getattr(svm, "_saved_state", None) is not None,
@@ -1178,10 +1186,9 @@ def _backend_params(args):
         options["checkpoint_every"] = args.spark_checkpoint_every
     solver_options = {}
     if args.local_passes is not None:
-        key = "local_passes" if args.solver == "bcfw" else "batch_fraction"
-        if args.solver != "bcfw":
+        if args.solver not in ("bcfw", "auto"):  # "auto" trains BCFW on Spark
             raise CLIError("--local-passes is for --solver bcfw (CoCoA+)")
-        solver_options[key] = args.local_passes
+        solver_options["local_passes"] = args.local_passes
     return {
         "backend": "spark",
         "n_partitions": args.partitions or 2,
@@ -1235,8 +1242,9 @@ def _add_spark_arguments(parser):
 
 
 SOLVER_HELP = (
-    "bcfw: block-coordinate Frank-Wolfe, proximal (default); ssg: stochastic subgradient; "
-    "cutting_plane: 1-slack cutting plane; gdmm: for large label sets"
+    "auto (default): gdmm or bcfw by a rule measured on the benchmarks (the first line of "
+    "training says which and why); bcfw: block-coordinate Frank-Wolfe, proximal; ssg: "
+    "stochastic subgradient; cutting_plane: 1-slack cutting plane; gdmm: for large label sets"
 )
 SEED_HELP = "random seed of the training run (default 0)"
 JSON_HELP = "print the result as JSON"
@@ -1270,8 +1278,8 @@ def build_parser():
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
     t.add_argument(
         "--solver",
-        choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
-        default="bcfw",
+        choices=("auto", "bcfw", "ssg", "cutting_plane", "gdmm"),
+        default="auto",
         help=SOLVER_HELP,
     )
     t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
@@ -1441,8 +1449,8 @@ def build_parser():
     )
     mt.add_argument(
         "--solver",
-        choices=("bcfw", "ssg", "cutting_plane", "gdmm"),
-        default="bcfw",
+        choices=("auto", "bcfw", "ssg", "cutting_plane", "gdmm"),
+        default="auto",
         help=SOLVER_HELP,
     )
     mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")

@@ -7,6 +7,7 @@ from .multilabel import MultiLabelSVM
 from .path import PathPoint, regularization_path
 from .ssvm import SSVM
 from .structured import StructuredSVM
+from .tagger import SequenceTagger
 
 __all__ = [
     "StructuredSVM",
@@ -60,8 +61,6 @@ def load(path, model=None):
             f"holds a {header.get('model_type')!r} model"
         )
     if header.get("model_type") == "tagger":
-        from ..tagger import SequenceTagger
-
         return SequenceTagger.from_arrays(header, arrays, path)
     if header.get("model_type") == "multilabel":
         return MultiLabelSVM.from_arrays(header, arrays, path)

@@ -17,6 +17,7 @@ from .. import io
 from ..memory import memory_advice
 from ..solvers import solver_class
 from ..solvers.base import MAX_C, checked_setting
+from .auto import AUTO, SolverChoice, given, resolved
 
 
 def frozen_params(est, names) -> dict:
@@ -147,6 +148,9 @@ def train(est, solver, data, state):
     est.solver_ = solver
     est._state_params = state
     solver.memory_advice = memory_advice(est, solver)  # in the estimator's own options
+    starting = getattr(est.callback, "training_starts", None)
+    if starting is not None:  # e.g. the command line's progress lines say the solver first
+        starting(est)
     try:
         solver.start(data)
         est._committed = True
@@ -167,15 +171,16 @@ def train(est, solver, data, state):
 
 
 def make_solver(est, model, **kwargs):
-    """The solver ``est.solver`` for ``model``: in process, or on the estimator's
-    distributed ``backend`` with ``est.n_partitions`` partitions."""
+    """The solver ``est.solver`` (or the one ``"auto"`` chose) for ``model``: in process, or
+    on the estimator's distributed ``backend`` with ``est.n_partitions`` partitions."""
     options = dict(est.solver_options or {})
+    name = resolved(est)
     if getattr(est, "backend", "local") == "local":
-        return solver_class(est.solver, model)(model, **kwargs, **options)
+        return solver_class(name, model)(model, **kwargs, **options)
     from ..distributed import distributed_solver
 
     return distributed_solver(
-        est.solver, model, est.n_partitions, est.backend_options, **kwargs, **options
+        name, model, est.n_partitions, est.backend_options, **kwargs, **options
     )
 
 
@@ -184,7 +189,8 @@ def check_backend_params(est):
     from the checkpoint directory instead."""
     from ..distributed import check_backend
 
-    check_backend(est.backend, est.n_partitions, est.backend_options, est.solver)
+    solver = "bcfw" if est.solver == AUTO else est.solver  # what "auto" trains on Spark
+    check_backend(est.backend, est.n_partitions, est.backend_options, solver)
     if est.backend != "local" and est.warm_start:
         raise ValueError(
             "warm_start does not apply to backend='spark': resume a run from its "
@@ -341,6 +347,28 @@ def read_coef(arrays, size):
     return coef
 
 
+def read_solver_choice(header, solver) -> SolverChoice:
+    """The solver a model file was trained with and why (its ``solver_choice`` field);
+    files without one were trained with an explicit ``solver``."""
+    choice = header.get("solver_choice")
+    if choice is None:
+        if solver == AUTO:
+            raise ValueError("solver is 'auto' but the field 'solver_choice' is missing")
+        return given(solver)
+    if (
+        not isinstance(choice, list)
+        or len(choice) != 2
+        or not all(isinstance(v, str) for v in choice)
+        or choice[0] == AUTO
+        or (solver != AUTO and choice[0] != solver)
+    ):
+        raise ValueError(
+            f"the field 'solver_choice' must be [solver, reason] naming the solver "
+            f"{solver!r} or, for 'auto', the one it chose; got {choice!r}"
+        )
+    return SolverChoice(*choice)
+
+
 def read_history(header, arrays):
     """The training history stored in a model file (its ``history.*`` columns)."""
     from ..solvers import History
@@ -376,7 +404,7 @@ def carry_over(est, solver, changed):
         return
     if changed:
         hint = (
-            f"; solver {est.solver!r} keeps no dual point to carry to a new C"
+            f"; solver {resolved(est)!r} keeps no dual point to carry to a new C"
             if "C" in changed
             else ""
         )

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
+from .._pystruct import refuse_pystruct_keywords
 from .base import check_real
 
 #: what a model must offer to be trained with hidden variables
@@ -75,6 +76,7 @@ class LatentSSVM(BaseEstimator):
     True
     """
 
+    @refuse_pystruct_keywords
     def __init__(self, base_estimator, max_iter=10, tol=1e-3, random_state=None, verbose=0):
         self.base_estimator = base_estimator
         self.max_iter = max_iter

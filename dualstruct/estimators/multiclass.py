@@ -9,8 +9,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import io
+from .._pystruct import refuse_pystruct_keywords
 from ..models.multiclass import MultiClassModel
 from ..solvers import solver_class, solver_names
+from .auto import AUTO, choose_other, given
 from .base import (
     SolverResults,
     _classes_from_json,
@@ -24,6 +26,7 @@ from .base import (
     model_file_errors,
     read_coef,
     read_history,
+    read_solver_choice,
     restore_on_error,
     seed_to_json,
     train,
@@ -45,9 +48,10 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     ----------
     C : float, default 1.0
         Regularization constant.
-    solver : {"bcfw", "ssg", "cutting_plane"}, default "bcfw"
+    solver : {"auto", "bcfw", "ssg", "cutting_plane"}, default "auto"
         Block-coordinate Frank-Wolfe (exact steps on one example's dual block at a time),
-        stochastic subgradient, or the 1-slack cutting plane.
+        stochastic subgradient, or the 1-slack cutting plane; ``"auto"`` trains BCFW
+        (``solver_choice_`` says so and why).
     fit_intercept : bool, default True
         Append a constant feature (value ``intercept_scaling``) so every class has a bias.
     intercept_scaling : float, default 1.0
@@ -63,6 +67,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     classes_ : array of the class labels (sorted)
     coef_ : (n_classes, ``n_features_in_``) weights; ``intercept_`` : (n_classes,)
     n_features_in_, feature_names_in_ (when X has column names), history_, n_iter_
+    solver_choice_ : ``(solver, reason)``, the solver trained with and why
 
     Examples
     --------
@@ -74,10 +79,11 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     True
     """
 
+    @refuse_pystruct_keywords
     def __init__(
         self,
         C=1.0,
-        solver="bcfw",
+        solver="auto",
         fit_intercept=True,
         intercept_scaling=1.0,
         loss_weights=None,
@@ -110,7 +116,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         return tags
 
     def _validate_params(self):
-        names = solver_names(MultiClassModel)
+        names = (AUTO, *solver_names(MultiClassModel))
         if self.solver not in names:
             raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
         check_training_params(self)
@@ -179,7 +185,8 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 self._set_weights(solver)
                 return bool(self.callback(self, record))
 
-        solver = solver_class(self.solver, model)(
+        choice = given(self.solver) if self.solver != AUTO else choose_other(model)
+        solver = solver_class(choice.solver, model)(
             model,
             C=self.C,
             max_iter=self.max_iter,
@@ -192,7 +199,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             validation=validation,
             **(self.solver_options or {}),
         )
-        self.model_ = model
+        self.model_, self.solver_choice_ = model, choice
         return train(self, solver, data, state=None)
 
     def _set_weights(self, solver):
@@ -251,6 +258,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
             "n_iter": int(self.n_iter_),
             "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
+            "solver_choice": list(self.solver_choice_),
         }
         arrays = {
             "coef": np.asarray(self.weights_, dtype=np.float64),
@@ -266,6 +274,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 raise ValueError(f"not a multi-class model ({header.get('model_type')!r})")
             est = cls(**header["estimator_params"])
             est._validate_params()
+            est.solver_choice_ = read_solver_choice(header, est.solver)
             est.classes_ = _classes_from_json(header["classes"], header["class_kind"])
             est.n_features_in_ = header_integer(header, "n_features_in", 1)
             loss_weights = np.asarray(arrays["loss_weights"], dtype=np.float64)

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
 from .. import io
+from .._pystruct import refuse_pystruct_keywords
 from ..distributed import json_backend_options
 from ..distributed.reading import MultiLabelFiles, is_spark_input
 from ..memory import check_memory, memory_advice
@@ -25,6 +26,7 @@ from ..models.multilabel import (
     training_memory_parts,
 )
 from ..solvers import solver_names
+from .auto import AUTO, choose_multilabel, given, resolved
 from .base import (
     AUTO_DENSE_MAX_BYTES,
     SolverResults,
@@ -50,6 +52,7 @@ from .base import (
     model_file_errors,
     read_coef,
     read_history,
+    read_solver_choice,
     restore_on_error,
     seed_to_json,
     strongest_per_row,
@@ -65,9 +68,14 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     ----------
     edges : {"independent", "chain", "tree", "full"} or (E, 2) int array, default "full"
         Which label pairs interact; ``"tree"`` is the Chow–Liu tree of the training labels.
-    solver : {"bcfw", "ssg", "cutting_plane", "gdmm"}, default "bcfw"
+    solver : {"auto", "bcfw", "ssg", "cutting_plane", "gdmm"}, default "auto"
         ``"gdmm"``: GDMM with block-greedy coordinate descent, which never calls the LP and
         is the fast choice for many labels on the full graph (it solves the LP relaxation).
+        ``"auto"``: GDMM from 10⁷ examples × weights on (bibtex, also any 10 of its labels),
+        or where BCFW's classic step on the LP would keep more than 8 GiB of per-example
+        weights; else BCFW (yeast, scene; always for settings GDMM does not train: slack
+        rescaling, ``interactions="table"``, exact inference on a loopy graph, Spark).
+        ``solver_choice_`` says which and why (:mod:`dualstruct.estimators.auto`).
     C : float, default 1.0
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)`` (``H_i``: see ``rescaling``).
     inference : {"auto", "exact", "lp"}, default "auto"
@@ -134,7 +142,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     ``unary_weights_`` (d × L; a scipy CSR matrix with observed weights), ``intercept_`` (L,)
     and ``interaction_weights_`` ((E,), or (E, 2, 2) tables indexed by the outcomes of the
     edge's two labels) are read from ``coef_``; ``weights_info_`` says which unary weights
-    training chose and their memory.
+    training chose and their memory; ``solver_choice_``, ``(solver, reason)``, the solver
+    trained with and why.
 
     Examples
     --------
@@ -150,10 +159,11 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     (3,)
     """
 
+    @refuse_pystruct_keywords
     def __init__(
         self,
         edges="full",
-        solver="bcfw",
+        solver="auto",
         C=1.0,
         inference="auto",
         max_iter=200,
@@ -223,10 +233,9 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             raise ValueError(
                 f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got {self.edges!r}"
             )
-        if self.solver not in solver_names(MultiLabelModel):
-            raise ValueError(
-                f"solver must be one of {solver_names(MultiLabelModel)}, got {self.solver!r}"
-            )
+        names = (AUTO, *solver_names(MultiLabelModel))
+        if self.solver not in names:
+            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
         if self.rescaling not in ("margin", "slack"):
             raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
         if self.interactions not in INTERACTIONS:
@@ -307,14 +316,16 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             )
         return is_on.astype(np.int64)
 
-    def _inference(self):
-        """What "auto" resolves to: the LP for GDMM (it solves the LP relaxation); exact for
-        slack rescaling (its oracle enumerates anyway, and weights trained against exact
-        maximizers need not make the LP tight: BENCHMARKS.md, "Slack rescaling (yeast, full
-        graph, 600 s budget)")."""
+    def _inference(self, solver=None):
+        """What "auto" resolves to for ``solver`` (default: the one training uses): the LP
+        for GDMM (it solves the LP relaxation); exact for slack rescaling (its oracle
+        enumerates anyway, and weights trained against exact maximizers need not make the LP
+        tight: BENCHMARKS.md, "Slack rescaling (yeast, full graph, 600 s budget)")."""
         if self.inference != "auto":
             return self.inference
-        if self.solver == "gdmm":
+        if solver is None and (self.solver != AUTO or hasattr(self, "solver_choice_")):
+            solver = resolved(self)  # unfitted under "auto": not chosen yet
+        if solver == "gdmm":
             return "lp"
         return "exact" if self.rescaling == "slack" else "auto"
 
@@ -343,7 +354,10 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 raise ValueError("Y must be None for MultiLabelFiles (the labels come with them)")
             return X.fit(self, validation_data)  # scans the files, then comes back here
         if on_executors:
+            self.solver_choice_ = given("bcfw" if self.solver == AUTO else self.solver)
             data = X.prepare(self)  # sets the widths, label values and model_
+            if self.solver == AUTO:
+                self.solver_choice_ = self._choose_solver(getattr(data, "n_sequences", 0))
             resume = None
         elif continuing or resume is not None:
             changed = changed_params(state, self._state_params)
@@ -398,15 +412,11 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 self.n_labels_,
                 lambda: observed_support(data, self.weights_min_count),
             )
-            self.model_ = MultiLabelModel(
-                self.n_labels_,
-                data.X.shape[1],
-                edges=edges,
-                loss_weights=self.loss_weights,
-                inference=self._inference(),
-                interactions=self.interactions,
-                support=support,
-            ).fit_edges(Y)
+            solver = self.solver if self.solver != AUTO else "bcfw"
+            self.model_ = self._make_model(edges, support, Y, solver)
+            self.solver_choice_ = self._choose_solver(data.X.shape[0])
+            if self._inference(self.solver_choice_.solver) != self._inference(solver):
+                self.model_ = self._make_model(edges, support, Y, self.solver_choice_.solver)
             self.edges_ = self.model_.edges
             resume = None
         validation = None
@@ -449,6 +459,38 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         else:
             continue_solver(self, solver, callback, validation)
         return train(self, solver, data, state)
+
+    def _make_model(self, edges, support, Y, solver):
+        """The model of ``n_labels_`` labels over the training labels ``Y``, with the
+        inference ``solver`` trains against."""
+        return MultiLabelModel(
+            self.n_labels_,
+            self.n_features_in_ + int(bool(self.fit_intercept)),
+            edges=edges,
+            loss_weights=self.loss_weights,
+            inference=self._inference(solver),
+            interactions=self.interactions,
+            support=support,
+        ).fit_edges(Y)
+
+    def _choose_solver(self, n_examples):
+        """``solver_choice_`` for a new training run of ``model_`` on ``n_examples``."""
+        if self.solver != AUTO:
+            return given(self.solver)
+        model = self.model_
+        return choose_multilabel(
+            type(model),
+            n_examples,
+            model.n_labels,
+            len(model.edges),
+            model.size,
+            model._is_forest(),
+            inference=self.inference,
+            rescaling=self.rescaling,
+            interactions=self.interactions,
+            backend=self.backend,
+            solver_options=self.solver_options,
+        )
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self):
@@ -550,6 +592,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             "n_iter": int(self.n_iter_),
             "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
+            "solver_choice": list(self.solver_choice_),
         }
         header["label_values"], header["label_kind"] = _classes_to_json(self.label_values_.ravel())
         header["outputs_2d"] = bool(self.outputs_2d_)
@@ -585,6 +628,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             params["loss_weights"] = arrays["loss_weights"]
             est = cls(**params)
             est._validate_params()
+            est.solver_choice_ = read_solver_choice(header, est.solver)
             est.n_labels_ = header_integer(header, "n_labels", 1)
             est.n_features_in_ = header_integer(header, "n_features_in", 1)
             outputs_2d = header.get("outputs_2d", True)

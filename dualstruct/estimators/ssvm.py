@@ -15,10 +15,12 @@ from .._pystruct import refuse_pystruct_keywords
 from ..models.base import KernelModel
 from ..models.chain import ChainModel
 from ..models.graph import EdgeFeatureGraphCRF, GraphCRF
+from ..models.grid import DirectionalGridCRF, EdgeFeatureGridCRF, GridCRF
 from ..models.multiclass import MultiClassModel
 from ..models.multilabel import MultiLabelModel
 from ..models.user import UserModel
 from ..solvers import solver_class, solver_names
+from .auto import AUTO, choose_other, given
 from .base import (
     SolverResults,
     add_training_record,
@@ -33,6 +35,7 @@ from .base import (
     model_file_errors,
     read_coef,
     read_history,
+    read_solver_choice,
     restore_on_error,
     seed_to_json,
     train,
@@ -45,7 +48,16 @@ _WARM_PARAMS = ("model", "solver", "C", "averaging", "solver_options")
 #: the built-in models a model file can name; they are rebuilt from their parameters
 BUILTIN_MODELS = {
     cls.__name__: cls
-    for cls in (MultiClassModel, GraphCRF, EdgeFeatureGraphCRF, ChainModel, MultiLabelModel)
+    for cls in (
+        MultiClassModel,
+        GraphCRF,
+        EdgeFeatureGraphCRF,
+        GridCRF,
+        DirectionalGridCRF,
+        EdgeFeatureGridCRF,
+        ChainModel,
+        MultiLabelModel,
+    )
 }
 
 
@@ -64,9 +76,11 @@ class SSVM(SolverResults, BaseEstimator):
         :class:`~dualstruct.models.MultiClassModel`, the graph CRFs) trains in compiled
         code. PyStruct's learner keywords (``inference_cache``, ``switch_to``, …) are
         refused with what to use instead.
-    solver : {"bcfw", "ssg", "cutting_plane"}
+    solver : {"auto", "bcfw", "ssg", "cutting_plane"}
         Block-coordinate pairwise Frank-Wolfe (duality-gap certificate), Pegasos subgradient,
-        or the 1-slack cutting plane (duality-gap certificate).
+        or the 1-slack cutting plane (duality-gap certificate); ``"auto"`` (default) trains
+        BCFW (``solver_choice_`` says so and why; the chain and multi-label estimators
+        choose GDMM where it certifies sooner).
     C : float
         Regularization constant.
     max_iter, tol, check_every, averaging, random_state, verbose
@@ -90,6 +104,7 @@ class SSVM(SolverResults, BaseEstimator):
     coef_ : ndarray (size_joint_feature,), the weights
     history_ : :class:`~dualstruct.solvers.History`
     n_iter_ : int, passes made
+    solver_choice_ : ``(solver, reason)``, the solver trained with and why
 
     Examples
     --------
@@ -109,7 +124,7 @@ class SSVM(SolverResults, BaseEstimator):
     def __init__(
         self,
         model,
-        solver="bcfw",
+        solver="auto",
         C=1.0,
         max_iter=500,
         tol=1e-3,
@@ -136,16 +151,18 @@ class SSVM(SolverResults, BaseEstimator):
 
     def _validate_params(self):
         # every model trains through a block kernel here (GDMM needs its own estimators)
-        names = solver_names(self.model if isinstance(self.model, KernelModel) else UserModel)
-        if self.solver not in names:
+        kernel = isinstance(self.model, KernelModel) and not hasattr(self.model, "ssvm_model")
+        names = solver_names(self.model if kernel else UserModel)
+        if self.solver != AUTO and self.solver not in names:
+            names = (AUTO, *names)
             raise ValueError(f"solver must be one of {names} for this model, got {self.solver!r}")
         check_training_params(self)
 
     def _kernel_model(self):
-        if isinstance(self.model, KernelModel):
-            return self.model
         if hasattr(self.model, "ssvm_model"):  # the chain and multi-label models
             return self.model.ssvm_model()
+        if isinstance(self.model, KernelModel):
+            return self.model
         return UserModel(self.model)
 
     @restore_on_error
@@ -193,7 +210,9 @@ class SSVM(SolverResults, BaseEstimator):
                 solver = self.solver_
                 continue_solver(self, solver, callback, validation)
         if solver is None:
-            solver = solver_class(self.solver, model)(
+            choice = given(self.solver) if self.solver != AUTO else choose_other(model)
+            self.solver_choice_ = choice
+            solver = solver_class(choice.solver, model)(
                 model,
                 C=self.C,
                 max_iter=self.max_iter,
@@ -262,6 +281,7 @@ class SSVM(SolverResults, BaseEstimator):
             "n_iter": int(self.n_iter_),
             "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
+            "solver_choice": list(self.solver_choice_),
         }
         add_training_record(self, header, arrays)
         return header, arrays
@@ -313,6 +333,7 @@ class SSVM(SolverResults, BaseEstimator):
                 raise ValueError(f"unknown model kind {described['kind']!r}")
             est = cls(user_model, **header["estimator_params"])
             est._validate_params()
+            est.solver_choice_ = read_solver_choice(header, est.solver)
             coef = read_coef(arrays, kernel_model.size)
             est.model_, est.coef_ = kernel_model, coef
             est.n_iter_ = header_integer(header, "n_iter")

@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from .. import io
+from .._pystruct import refuse_pystruct_keywords
 from ..distributed import json_backend_options
 from ..distributed.reading import TaggedOnExecutors, is_spark_input
 from ..metrics import token_accuracy
@@ -17,6 +18,7 @@ from ..models.base import effective_n_jobs
 from ..models.chain import observed_support
 from ..sequences import PackedSequences, pack_sequences
 from ..solvers import solver_names
+from .auto import AUTO, choose_chain, given
 from .base import (
     SolverResults,
     _classes_from_json,
@@ -43,6 +45,7 @@ from .base import (
     model_file_errors,
     read_coef,
     read_history,
+    read_solver_choice,
     restore_on_error,
     seed_to_json,
     strongest_per_row,
@@ -63,11 +66,13 @@ class StructuredSVM(SolverResults, BaseEstimator):
     ----------
     model : {"chain"}
         Linear chain: per-label token weights, label transitions, start and end weights.
-    solver : {"bcfw", "ssg", "cutting_plane", "gdmm"}
+    solver : {"auto", "bcfw", "ssg", "cutting_plane", "gdmm"}
         Block-coordinate Frank-Wolfe (dual, gap certificate), Pegasos subgradient, the
         1-slack cutting-plane method (dual, gap certificate; the classic SVM^struct solver),
         or GDMM with factorwise oracles for large label sets (dual, gap certificate at
-        checks; :class:`~dualstruct.solvers.GDMM`).
+        checks; :class:`~dualstruct.solvers.GDMM`). ``"auto"`` (default): GDMM from 500
+        labels on, else BCFW (BCFW for slack rescaling and on Spark); ``solver_choice_``
+        says which and why (:mod:`dualstruct.estimators.auto`).
     C : float
         Regularization constant (larger fits the training data harder).
     max_iter : int
@@ -148,6 +153,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
     coef_ : ndarray, the flat weight vector (layout of :class:`~dualstruct.models.ChainModel`)
     history_ : :class:`~dualstruct.solvers.History`
     n_iter_ : int, passes made
+    solver_choice_ : ``(solver, reason)``, the solver trained with and why
 
     Examples
     --------
@@ -161,10 +167,11 @@ class StructuredSVM(SolverResults, BaseEstimator):
     True
     """
 
+    @refuse_pystruct_keywords
     def __init__(
         self,
         model="chain",
-        solver="bcfw",
+        solver="auto",
         C=1.0,
         max_iter=500,
         tol=1e-2,
@@ -217,10 +224,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
     def _validate_params(self):
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
-        if self.solver not in solver_names(ChainModel):
-            raise ValueError(
-                f"solver must be one of {solver_names(ChainModel)}, got {self.solver!r}"
-            )
+        names = (AUTO, *solver_names(ChainModel))
+        if self.solver not in names:
+            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
         check_training_params(self)
         effective_n_jobs(self.n_jobs)
         check_backend_params(self)
@@ -401,11 +407,13 @@ class StructuredSVM(SolverResults, BaseEstimator):
             carry_over(self, solver, changed_params(state, self._state_params))
         elif on_executors:
             data = X.prepare(self)  # sets classes_, n_features_in_ and model_
+            self.solver_choice_ = self._choose_solver()
             solver = None
             resume = None
         else:
             data = self._pack(X, y, fit=True)
             self.model_ = self._make_model(data.n_features, self._support(data))
+            self.solver_choice_ = self._choose_solver()
             solver = None
             resume = None
         validation = None
@@ -453,6 +461,17 @@ class StructuredSVM(SolverResults, BaseEstimator):
         else:
             continue_solver(self, solver, callback, validation)
         return train(self, solver, data, state)
+
+    def _choose_solver(self):
+        """``solver_choice_`` for a new training run on ``model_``."""
+        if self.solver != AUTO:
+            return given(self.solver)
+        return choose_chain(
+            self.model_,
+            rescaling=self.rescaling,
+            backend=self.backend,
+            solver_options=self.solver_options,
+        )
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self):
@@ -562,6 +581,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             "n_iter": int(self.n_iter_),
             "stop_reason": self.history_.stop_reason,
             "final": final_summary(self.history_),
+            "solver_choice": list(self.solver_choice_),
         }
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
         if self.model_.support is not None:
@@ -587,6 +607,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 params["loss_weights"] = {k: v for k, v in pairs}
             est = cls(**params)
             est._validate_params()
+            est.solver_choice_ = read_solver_choice(header, est.solver)
             est.classes_ = _classes_from_json(header["classes"], header["classes_type"])
             est.n_features_in_ = header_integer(header, "n_features_in", 1)
             m = header["model"]
