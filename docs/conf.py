@@ -36,6 +36,8 @@ numpydoc_xref_param_type = False
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
+    # the sub-sections of the gallery (each a folder of examples/ with a README)
+    "subsection_order": ["../examples/pystruct", "*"],
     "filename_pattern": r"/plot_",
     "download_all_examples": False,
     "remove_config_comments": True,

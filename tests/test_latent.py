@@ -57,6 +57,26 @@ def test_inference_matches_brute_force(per_label):
             assert hinge[0] == pytest.approx(max(aug) - _score(model, x, h_gold, w))
 
 
+def test_oracle_cut_short_reports_an_upper_bound():
+    """With the search cut short (one branch-and-bound node), the loss-augmented oracle's
+    value is its bound: never below the true maximum, so the duality gap stays honest."""
+    rng = np.random.default_rng(3)
+    model = LatentGraphCRF(2, 3, [2, 2], enumerate_up_to=0, bb_budget=1)
+    K, low = model.n_states, 0
+    for _ in range(40):
+        w = rng.normal(size=model.size) * 3
+        n, edges = 4, np.array([[0, 1], [1, 2], [2, 3], [0, 3], [0, 2]])
+        x = (rng.normal(size=(n, 3)), edges)
+        h_gold = rng.integers(0, K, size=n)
+        every = [np.array(h) for h in itertools.product(range(K), repeat=n)]
+        best = max(model.loss(h_gold, h) + _score(model, x, h, w) for h in every)
+        hinge, _ = model.hinge(w, model.block_data([x], [h_gold]))
+        gap = hinge[0] - (best - _score(model, x, h_gold, w))
+        assert gap >= -1e-9
+        low += gap > 1e-6
+    assert low > 0  # the bound was not always tight: the search was cut short
+
+
 def test_loss_counts_visible_labels_only():
     model = LatentGraphCRF(2, 1, 2, loss_weights=[1.0, 3.0])
     assert model.loss(np.array([0, 2, 3]), np.array([1, 3, 2])) == 0.0  # same labels

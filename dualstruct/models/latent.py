@@ -24,6 +24,7 @@ from ..data.blocks import state_codes
 from . import base
 from .graph import GraphCRF
 from .graph.kernels import GraphKernel
+from .graph.kernels import _map as graph_map
 
 
 class LatentGraphKernel(NamedTuple):
@@ -37,7 +38,6 @@ class LatentGraphKernel(NamedTuple):
 
 class _LatentWorkspace(NamedTuple):
     inner: tuple  # the graph kernel's workspace
-    saved: np.ndarray  # (max_nodes, K) node scores put aside while the oracle decodes
 
 
 @njit(cache=True, inline="always")
@@ -54,7 +54,7 @@ def _label_loss(k, i, y):
 @base.implements(base.workspace, LatentGraphKernel)
 def _workspace(k):
     inner = base.workspace(k.graph)
-    return _LatentWorkspace(inner, np.empty_like(inner.theta))
+    return _LatentWorkspace(inner)
 
 
 @base.implements(base.prepare, LatentGraphKernel)
@@ -82,17 +82,18 @@ def _oracle(k, i, w, ws, loss_scale, y):
         g = k.state_label[k.labels[n0 + t]]
         extra = loss_scale * k.label_weights[g]
         for c in range(k.n_states):
-            ws.saved[t, c] = theta[t, c]
             aug[t, c] = theta[t, c]
             if k.state_label[c] != g:
                 aug[t, c] += extra
-            theta[t, c] = aug[t, c]
-    # the graph CRF's decoding maximizes the prepared node scores: the augmented ones here
-    value = base.decode(k.graph, i, w, ws.inner, y)
+    # the graph CRF's oracle search over the augmented scores; it returns its upper bound
+    # on the maximum (the labelling's value where the search is exact)
+    e0 = k.graph.edge_offsets[i]
+    E = k.graph.edge_offsets[i + 1] - e0
+    x = ws.inner.x[:n]
+    _, bound = graph_map(k.graph, i, aug[:n], ws.inner.pot[:E], x, ws.inner, True)
     for t in range(n):
-        for c in range(k.n_states):
-            theta[t, c] = ws.saved[t, c]
-    return value
+        y[t] = x[t]
+    return bound
 
 
 @base.implements(base.oracle_value, LatentGraphKernel)
