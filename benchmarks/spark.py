@@ -276,6 +276,11 @@ def count_rounds(model, data, C, solver, K, H, args, options):
         "compute_mean": float(secs.mean()),
         "wall_s": time.perf_counter() - t0,
         "history": [(r.passes, r.primal, r.dual, r.relative_gap) for r in s.history],
+        "agreement": [
+            (r.passes, r.extra["agreement"])
+            for r in s.history
+            if r.extra and math.isfinite(r.extra.get("agreement", math.nan))
+        ],
     }
 
 
@@ -565,6 +570,11 @@ def report(rows, args, models, check_s, spark):
         )
         if fit:
             print(f"# CoCoA+ H={H}: rounds to {tgt:g} ≈ {fit[0]:.1f} K^{fit[1]:.2f}")
+    for r in rows:  # ‖Σ_k Δw_k‖² / Σ_k ‖Δw_k‖²: K alike, 1 orthogonal, < 1 pulling apart
+        if r.get("agreement"):
+            points = r["agreement"][:: max(1, len(r["agreement"]) // 8)]
+            trail = ", ".join(f"{a:.2f} ({k})" for k, a in points)
+            print(f"# {r['solver']} K={r['K']} H={r['H']:g} agreement (round): {trail}")
 
 
 def plot(rows, args, om, check_s, what):

@@ -415,3 +415,32 @@ def test_cocoa_trains_slack_rescaling_to_bcfws_optimum(chain_problem):
     assert cocoa.history.last_checked().primal == pytest.approx(
         primal_objective(model, data, cocoa.weights(), 1.0, "slack"), rel=1e-12
     )
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_agreement_measures_how_the_partitions_moves_add_up(chain_problem, K):
+    model, data = chain_problem
+    solver = CoCoA(model, 1.0, n_partitions=K, max_iter=3, check_every=1, random_state=0)
+    seen = []
+    engine = solver.engine
+    run = engine.cocoa_round
+
+    def recording(w, *args, **kwargs):
+        results = run(w, *args, **kwargs)
+        deltas = []
+        for r in results:
+            d = np.zeros(w.size)
+            if r.delta_index is None:
+                d += r.delta_values
+            else:
+                d[r.delta_index] += r.delta_values
+            deltas.append(d)
+        total = np.sum(deltas, axis=0)
+        seen.append((total @ total) / sum(d @ d for d in deltas))
+        return results
+
+    engine.cocoa_round = recording
+    solver.fit(data)
+    extra = solver.history.records[-1].extra
+    assert 0 <= seen[-1] <= K
+    assert extra["agreement"] == pytest.approx(seen[-1], rel=1e-6)

@@ -399,6 +399,12 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         The parameters of :class:`~dualstruct.solvers.base.PassSolver` (``max_iter`` counts
         rounds, ``check_every`` rounds between exact checks).
 
+    Notes
+    -----
+    With several partitions every check's ``extra`` holds ``agreement``, the last round's
+    ``‖Σ_k Δw_k‖² / Σ_k ‖Δw_k‖²``: K when the partitions moved alike (σ' = K is then
+    tight), 1 when their moves were orthogonal, below 1 when they pulled against each other.
+
     Examples
     --------
     >>> from dualstruct import pack_sequences
@@ -539,6 +545,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         self.lowest_gaps, self.stalled = np.inf, 0
         self.best_dual = -np.inf
         self.gap_sum = 0.0
+        self.agreement = float("nan")
         if self._proximal_on:
             self._restart_proximal()
             self.prox_w = self.w.copy()  # x: scores, is returned
@@ -568,6 +575,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
 
     def _after_load(self):
         self._avg_cache = None
+        self.agreement = float("nan")
         check_step_count(self.scalars[1], "scalars")
         if not (np.isfinite(self.kappa) and self.kappa >= 0):
             raise ValueError(f"the saved solver field 'kappa' must be >= 0, got {self.kappa!r}")
@@ -672,6 +680,9 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         )
         if results[0].absolute:
             return self._take_state(results[0])
+        own = sum(r.sq_norm() for r in results)  # Σ_k ‖Δw_k‖²
+        along = sum(r.dot(self.w) for r in results)  # ⟨u, Σ_k Δw_k⟩
+        before = float(self.w @ self.w)
         loss_change = average_loss = gap_sum = visits = 0.0
         for k, r in enumerate(results):  # in partition order: the same sums wherever the
             r.add_to(self.w)  # partitions ran; each result is let go once added
@@ -688,6 +699,8 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         self.scalars[1] += visits  # the partitions number their steps on from the same m
         self.scalars[2] += average_loss
         self.gap_sum = gap_sum
+        moved = float(self.w @ self.w) - before - 2.0 * along  # ‖Σ_k Δw_k‖²
+        self.agreement = max(moved, 0.0) / own if own > 0 else float("nan")
         self._avg_cache = None
         return sum(r.oracle_calls for r in results)
 
@@ -710,6 +723,8 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             out.update(
                 kappa=self.kappa, proximal_term=self._proximal_term(), block_gap_sum=self.gap_sum
             )
+        if self.n_partitions > 1:
+            out["agreement"] = self.agreement
         return out
 
     def single_machine_solver(self):

@@ -128,6 +128,16 @@ class RoundResult(NamedTuple):
         else:
             w[self.delta_index] += values
 
+    def sq_norm(self) -> float:
+        """``‖Δw‖²``."""
+        return float(self.delta_values @ self.delta_values)
+
+    def dot(self, w) -> float:
+        """``⟨w, Δw⟩``."""
+        if self.delta_index is None:
+            return float(w @ self.delta_values)
+        return float(w[self.delta_index] @ self.delta_values)
+
     def add_average_to(self, R):
         """``R += ΔR`` (nothing without averaging)."""
         if self.average_values is None:
