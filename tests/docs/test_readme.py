@@ -12,7 +12,7 @@ import pytest
 
 from dualstruct import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
@@ -58,9 +58,9 @@ def test_the_set_up_installs_what_the_tests_import():
         if not marker or 'extra == "dev"' in marker:
             installed.add(re.split(r"[<>=!~\[ ]", name.strip())[0].lower())
     distribution = {"sklearn": "scikit-learn"}
-    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"dualstruct"}
+    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"dualstruct"}
     missing = set()
-    for path in (ROOT / "tests").glob("*.py"):
+    for path in (ROOT / "tests").rglob("*.py"):
         for module in _imported_modules(path):
             if module in sys.stdlib_module_names or module in local:
                 continue

@@ -7,7 +7,7 @@ that announce every case before running it, so that a crash or a hang names the 
 parent (:func:`run_suite`) restarts a worker after a crash. A case is a ``(family, seed)``
 pair; everything it does follows from the seed, and :func:`plan_case` describes it.
 
-Run it alone: ``python tests/fuzz_cases.py [n_cases] [seed]`` prints the summary.
+Run it alone: ``python tests/package/fuzz_cases.py [n_cases] [seed]`` prints the summary.
 """
 
 from __future__ import annotations
@@ -1643,7 +1643,7 @@ class Report:
 
 def reproduce(plan, fixture_dir=None):
     """Run one case in this process with its exceptions unhandled (a crash crashes here):
-    ``python tests/fuzz_cases.py repro '<plan as JSON>'``. ``plan`` is a case's plan as the
+    ``python tests/package/fuzz_cases.py repro '<plan as JSON>'``. ``plan`` is a case's plan as the
     summary prints it; the fixtures are built in ``fixture_dir`` (default: a temporary
     folder) when missing."""
     if fixture_dir is None:

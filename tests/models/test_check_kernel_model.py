@@ -1,4 +1,5 @@
-"""check_kernel_model passes on every built-in kernel model and catches broken kernels."""
+"""check_kernel_model passes on a user's model and catches broken kernels (the built-in
+models pass it in ``test_kernel_conformance.py``)."""
 
 from typing import NamedTuple
 
@@ -8,68 +9,12 @@ import pytest
 from dualstruct.data import BlockData
 from dualstruct.models import (
     ChainModel,
-    EdgeFeatureGraphCRF,
-    GraphCRF,
     KernelModel,
-    MultiClassModel,
-    MultiLabelModel,
     UserModel,
     base,
 )
-from dualstruct.models.graph.model import grid_edges
-from dualstruct.models.multilabel import MultiLabelRowsModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.testing import check_kernel_model
-
-
-def _sequences(rng, n=5, K=3, d=4):
-    X = [rng.normal(size=(int(rng.integers(1, 4)), d)) for _ in range(n)]
-    return X, [rng.integers(0, K, len(x)) for x in X]
-
-
-@pytest.mark.parametrize("start_end", [True, False])
-def test_chain_model(start_end):
-    X, Y = _sequences(np.random.default_rng(0))
-    chain = ChainModel(3, 4, start_end=start_end)
-    data = chain.block_data(pack_sequences(X, Y))
-    check_kernel_model(chain, X, Y, data=data)
-
-
-@pytest.mark.parametrize("edges", ["independent", "tree", "full"])
-def test_multilabel_model(edges):
-    rng = np.random.default_rng(1)
-    X, Y = rng.normal(size=(5, 3)), rng.integers(0, 2, (5, 4))
-    model = MultiLabelModel(4, 3, edges=edges, loss_weights=rng.uniform(0.5, 2, 4))
-    if edges == "tree":
-        model.fit_edges(Y)
-    data = MultiLabelRowsModel(model).block_data(X, Y)
-    check_kernel_model(model, X, Y, data=data, n_states=2)
-
-
-def test_multiclass_model():
-    rng = np.random.default_rng(2)
-    model = MultiClassModel(3, 4, loss_weights=[1.0, 2.0, 0.5])
-    check_kernel_model(model, rng.normal(size=(6, 4)), rng.integers(0, 3, 6))
-
-
-def _graphs(rng, edge_features, n=4, K=3, d=4):
-    X, Y = [], []
-    for g in range(n):
-        edges, z = grid_edges(*((2, 2) if g % 2 else (1, 3)), directions=True)
-        nodes = rng.normal(size=(edges.max() + 1, d))
-        X.append((nodes, edges, z) if edge_features else (nodes, edges))
-        Y.append(rng.integers(0, K, len(nodes)))
-    return X, Y
-
-
-def test_graph_crf():
-    X, Y = _graphs(np.random.default_rng(3), False)
-    check_kernel_model(GraphCRF(3, 4, inference="exact"), X, Y)
-
-
-def test_edge_feature_graph_crf():
-    X, Y = _graphs(np.random.default_rng(4), True)
-    check_kernel_model(EdgeFeatureGraphCRF(3, 4, 2, inference="exact"), X, Y)
 
 
 class _Binary:

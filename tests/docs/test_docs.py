@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from numpydoc.validate import validate
 
-API = Path(__file__).resolve().parent.parent / "docs" / "api.rst"
+API = Path(__file__).resolve().parents[2] / "docs" / "api.rst"
 NAMES = [
     line.strip()
     for line in API.read_text().splitlines()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
 

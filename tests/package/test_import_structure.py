@@ -1,6 +1,6 @@
 """The package's import direction: models and inference never import the solvers, the
-estimators or the distributed code, and the models, inference and solvers import no cycle
-(imports inside functions included)."""
+estimators or the distributed code; no two files of the package import each other through a
+cycle (imports inside functions included); an import inside a function says why."""
 
 import ast
 import importlib.util
@@ -9,8 +9,8 @@ from pathlib import Path
 ROOT = Path(importlib.util.find_spec("dualstruct").origin).parent  # not imported
 #: what models and inference may not import
 UPSTREAM = ("dualstruct.solvers", "dualstruct.estimators", "dualstruct.distributed")
-#: the layers checked for cycles
-LAYERS = ("dualstruct.models", "dualstruct.inference", "dualstruct.solvers")
+#: optional dependencies a function may import without a comment
+OPTIONAL = ("pyspark", "matplotlib")
 
 
 def _module_name(path):
@@ -90,16 +90,59 @@ def _cycle(graph):
     return None
 
 
-def test_no_import_cycle_among_models_inference_and_solvers():
+def test_no_import_cycle_between_files():
+    graph = _graph()
     graph = {
-        name: {t for _, t in edges if _in(t, LAYERS) and t != name}
-        for name, edges in _graph().items()
-        if _in(name, LAYERS)
+        name: {t for _, t in edges if t in graph and t != name} for name, edges in graph.items()
     }
     cycle = _cycle(graph)
     assert cycle is None, " -> ".join(cycle)
 
 
+def _function_imports(path):
+    """(line, module, source line, line above) of every import inside a function."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    module = node.names[0].name if isinstance(node, ast.Import) else node.module
+                    line = node.lineno
+                    above = lines[line - 2] if line > 1 else ""
+                    yield line, module or ".", lines[line - 1], above
+
+
+def _unexplained(path, name):
+    found = set()
+    for line, module, text, above in _function_imports(path):
+        optional = any(module == p or module.startswith(p + ".") for p in OPTIONAL)
+        if not optional and "#" not in text and not above.strip().startswith("#"):
+            found.add(f"{name} (line {line}): {text.strip()}")
+    return found
+
+
+def test_imports_inside_functions_say_why():
+    """An import inside a function (not of an optional dependency) carries a comment, on its
+    line or the line above, saying why it is not at the top of the file."""
+    wrong = sorted(w for name, path in _modules().items() for w in _unexplained(path, name))
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_comment_check_finds_an_unexplained_import(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "def f():\n"
+        "    import numpy\n"
+        "    import matplotlib.pyplot\n"
+        "    import scipy.optimize  # only where a QP is solved\n"
+        "    # the sparse matrices of one reader\n"
+        "    import scipy.sparse\n",
+        encoding="utf-8",
+    )
+    assert _unexplained(path, "m") == {"m (line 2): import numpy"}

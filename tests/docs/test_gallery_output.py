@@ -5,7 +5,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parent.parent / "docs" / "conf.py"
+CONF = Path(__file__).resolve().parents[2] / "docs" / "conf.py"
 
 
 def test_warnings_in_gallery_output_carry_no_file_path(tmp_path):
