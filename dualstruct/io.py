@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .memory import available_bytes
+
 FORMAT_NAME = "dualstruct-model"
 FORMAT_VERSION = 1
 _HEADER_KEY = "__header__"
@@ -229,8 +231,6 @@ def _check_members(meta, sizes: dict) -> None:
             )
         total += nbytes
         largest = max(largest, (nbytes, name))
-    from .memory import available_bytes
-
     room = available_bytes()
     if room is not None and total > room:
         raise ValueError(

@@ -10,6 +10,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from ..io import require_file
+
 DATA_ENV = "DUALSTRUCT_DATA"
 REQUIRE_ENV = "DUALSTRUCT_REQUIRE_DATA"
 
@@ -92,8 +94,6 @@ def find_data_file(relpath: str, data_home=None) -> Path | None:
 def open_text(path):
     """Open a UTF-8 text file for reading line by line, transparently gunzipping ``*.gz``.
     Bytes that are not UTF-8 raise a ``ValueError`` naming the file and the line."""
-    from ..io import require_file
-
     return _Utf8Lines(require_file(path))
 
 

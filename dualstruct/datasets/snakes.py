@@ -12,6 +12,7 @@ import zipfile
 
 import numpy as np
 
+from ..models.graph import grid_edges
 from ._base import DATA_ENV, find_data_file
 
 SNAKES_RELPATH = "snakes/snakes.npz"
@@ -118,8 +119,6 @@ def snakes_graphs(images, edge_features="colours"):
 
     Colours are the distinct RGB values of all images given, in sorted order; pass train and
     test images together or fix the colours first if they may differ."""
-    from ..models.graph import grid_edges
-
     if edge_features not in ("colours", "direction", None):
         raise ValueError(
             f"edge_features must be 'colours', 'direction' or None, got {edge_features!r}"

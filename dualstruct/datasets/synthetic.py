@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..models.graph import grid_edges
+
 
 def make_chain(
     n_sequences=600,
@@ -128,8 +130,6 @@ def make_crosses(n_samples=20, size=8, n_crosses=1, noise=5, *, random_state=Non
     >>> X[0][0].shape, int(Y[0].sum())                    # 64 pixels, one cross of 5
     ((64, 2), 5)
     """
-    from ..models.graph import grid_edges
-
     if size < 5 or n_crosses < 1 or n_samples < 1 or noise < 0:
         raise ValueError(
             "make_crosses needs size >= 5, n_crosses >= 1, n_samples >= 1 and noise >= 0, "

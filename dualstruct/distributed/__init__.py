@@ -55,7 +55,7 @@ def check_backend(backend, n_partitions, backend_options, solver):
 
 def distributed_solver(solver, model, n_partitions, backend_options, **kwargs):
     """The Spark-backed solver ``solver`` ("bcfw": CoCoA+, "ssg": mini-batch SSG)."""
-    from .spark import SparkEngine
+    from .spark import SparkEngine  # the Spark engine: loaded by Spark runs only
 
     engine = SparkEngine(
         **{k: v for k, v in (backend_options or {}).items() if k != "keep_dual_state"}

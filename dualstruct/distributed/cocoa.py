@@ -44,6 +44,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data.blocks import labelling_bound
+from ..solvers import BCFW
+from ..solvers import _block_kernels as kern
 from ..solvers.base import PassSolver, WeightedAverageDual, _DeferredInterrupt, model_size
 from ..solvers.block import (
     PROXIMAL_PATIENCE,
@@ -589,8 +591,6 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         block shares and must agree to a relative 1e-6. The weighted average, the proximal
         iterates and the partitions' states on Spark's executors are not verifiable here
         (trusted as saved; a gross lie gives a negative gap, which stops training)."""
-        from ..solvers import _block_kernels as kern
-
         m = float(self.scalars[1])
         visits = self.passes * self.local_passes * self.data.n_sequences
         check_step_bound(m, "scalars", visits, "(block visits)")
@@ -736,8 +736,6 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         γ-scaled local updates), so the new solver's dual and gap equal this one's. This
         brings every partition's dual state to the driver: call it once training is over.
         Its ``passes`` and history go on from this run's rounds."""
-        from ..solvers import BCFW
-
         if self.data is None or self.passes == 0:
             raise RuntimeError("single_machine_solver needs a run that has made a round")
         bcfw = BCFW(

@@ -32,6 +32,7 @@ reads every file once per executor process (it keeps about 1/K of the sentences)
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gzip
 import hashlib
@@ -40,13 +41,26 @@ import pickle
 import shutil
 import socket
 import tempfile
+import time
 import uuid
+import zlib
 from collections import Counter
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
 
 from ..data.blocks import BlockData
+from ..estimators import base as estimators_base
+from ..features import TokenFeatures, Vocabulary
+from ..memory import check_memory, memory_advice
+from ..models.multilabel import MultiLabelDataset, MultiLabelModel, training_memory_parts
+from ..models.support import FULL_ROWS_FROM, support_from_pairs
+from ..sequences import PackedSequences
+from ..solvers.block import kernel_model
+from ..tags import SCHEMES, is_chunk_tagset, to_iobes
 
 #: a vocabulary entry on the driver is about ``ENTRY_BYTES + name length`` bytes (its
 #: offset, and the transient Python string while the sorted names stream in)
@@ -109,6 +123,7 @@ def iter_tagged(path, how: TaggedFormat):
             for i, (tokens, tags) in enumerate(pickle.load(fh)):
                 yield i, tokens, tags
         return
+    # the dataset readers (and urllib, xml) load only when files are read
     from ..datasets.conll import conllu_sentence, iter_conll_blocks
 
     for numbers, rows in iter_conll_blocks(path, how.fmt):
@@ -179,16 +194,12 @@ def _scan_task(how, paths):
 def _encode(labels, scheme):
     if scheme is None:
         return list(labels)
-    from ..tags import to_iobes
-
     return to_iobes(labels).tolist()
 
 
 def _count_task(how, feature_params, scheme, ranges):
     """``(("f", name), tokens)`` and ``(("l", label), tokens)`` of the sentences in
     ``ranges`` (``(path, first, stop)`` sentence numbers within the file)."""
-    from ..features import TokenFeatures
-
     feats = TokenFeatures(**feature_params)
     hashed = feats.hashing is not None
     for path, first, stop in ranges:
@@ -237,8 +248,6 @@ def vocabulary_folder() -> str:
     added file from its path while its SparkContext lives, so the folder goes only at exit."""
     global _VOCABULARY_FOLDER
     if _VOCABULARY_FOLDER is None:
-        import atexit
-
         _VOCABULARY_FOLDER = tempfile.mkdtemp(prefix="dualstruct-vocabularies-")
         atexit.register(shutil.rmtree, _VOCABULARY_FOLDER, True)
     return _VOCABULARY_FOLDER
@@ -249,8 +258,6 @@ def write_vocabulary(names, folder=None) -> VocabularyRef:
     :class:`~dualstruct.features.Vocabulary`) into ``folder`` as gzip of
     :meth:`Vocabulary.to_bytes <dualstruct.features.Vocabulary.to_bytes>` (the same bytes for
     the same names: one name per content, as Spark requires of added files)."""
-    from ..features import Vocabulary
-
     vocab = names if isinstance(names, Vocabulary) else Vocabulary.from_names(names)
     blob = vocab.to_bytes()
     digest = hashlib.sha256(blob).hexdigest()
@@ -270,8 +277,6 @@ def write_vocabulary(names, folder=None) -> VocabularyRef:
 def load_vocabulary(ref: VocabularyRef):
     """The vocabulary (a :class:`~dualstruct.features.Vocabulary`) of ``ref``, read once per
     process."""
-    from ..features import Vocabulary
-
     vocab = _VOCABULARIES.get(ref.digest)
     if vocab is not None:
         return vocab
@@ -420,11 +425,6 @@ def read_tagged_partition(spec: TaggedSpec, indices) -> BlockData:
     """The block data of the sentences ``indices``, read and featurized on this executor
     exactly as :meth:`SequenceTagger.fit <dualstruct.tagger.SequenceTagger.fit>` does in
     memory."""
-    import scipy.sparse as sp
-
-    from ..features import TokenFeatures
-    from ..sequences import PackedSequences
-
     sentences, labels = read_tagged_sentences(spec, indices)
     feats = TokenFeatures(**spec.feature_params)
     feats.vocabulary_ = None if spec.vocabulary is None else load_vocabulary(spec.vocabulary)
@@ -487,8 +487,6 @@ class PackedIndices:
     takes about a byte each instead of eight)."""
 
     def __init__(self, indices):
-        import zlib
-
         arr = np.sort(np.asarray(indices, dtype=np.int64))
         gaps = np.diff(arr, prepend=0)
         dtype = np.uint8 if gaps.max(initial=0) < 256 else np.int64
@@ -497,8 +495,6 @@ class PackedIndices:
         self.blob = zlib.compress(gaps.astype(dtype).tobytes(), 6)
 
     def __array__(self, dtype=None, copy=None):
-        import zlib
-
         gaps = np.frombuffer(zlib.decompress(self.blob), dtype=self.dtype).astype(np.int64)
         if len(gaps) != self.n:
             raise ValueError("corrupted example numbers in a partition's recipe")
@@ -510,7 +506,7 @@ class PackedIndices:
 def spark_session(backend_options):
     """The active Spark session, or one started with ``backend_options`` (as the engine would)
     and stopped at the end."""
-    from .spark import SparkEngine
+    from .spark import SparkEngine  # the Spark engine: loaded by Spark runs only
 
     options = {
         k: v for k, v in (backend_options or {}).items() if k not in ("keep_dual_state", "resume")
@@ -534,8 +530,6 @@ def _errors(items):
 def refuse_large_vocabulary(n_names, n_chars, n_labels, what="feature vocabulary"):
     """MemoryError (with the estimate) when the driver cannot hold the vocabulary and a
     weight vector over it."""
-    from ..memory import check_memory
-
     check_memory(
         f"the {what} of {n_names:,} features (collected on the driver)",
         {
@@ -581,6 +575,7 @@ class TaggedFiles:
             raise ValueError("TaggedFiles needs at least one path")
         if format not in ("conll", "conllu"):
             raise ValueError(f"format must be 'conll' or 'conllu', got {format!r}")
+        # the dataset readers (and urllib, xml) load only when files are read
         from ..datasets.conll import CONLLU_LABELS
 
         if format == "conllu" and label not in CONLLU_LABELS:
@@ -593,8 +588,6 @@ class TaggedFiles:
         """Read every file once on the executors (one task per file): the
         :class:`FileScan` of each, or a ValueError naming the file (and line) at fault."""
         if self.scans is None:
-            from functools import partial
-
             out = (
                 sc.parallelize(self.paths, len(self.paths))
                 .mapPartitions(partial(_scan_task, self.how))
@@ -656,10 +649,6 @@ def _ranges(scans, n_tasks):
 def count_vocabulary(sc, how, scans, feature_params, scheme):
     """The distributed count: ``(vocabulary ref or None, n_features, classes)``; the
     vocabulary (``min_count`` applied on the executors) is shipped to every executor."""
-    from functools import partial
-
-    from ..features import TokenFeatures, Vocabulary
-
     feats = TokenFeatures(**feature_params)
     ranges = _ranges(scans, 2 * sc.defaultParallelism)
     counts = (
@@ -712,8 +701,6 @@ def _pairs_task(spec, ranges):
     """The (column, label) pairs of the sentences in ``ranges``, as ``(key, count)`` with
     ``key = column · K + label`` (the intercept column too), featurized as the partitions
     are."""
-    from ..features import TokenFeatures
-
     feats = TokenFeatures(**spec.feature_params)
     feats.vocabulary_ = None if spec.vocabulary is None else load_vocabulary(spec.vocabulary)
     feats.n_features_ = spec.n_features
@@ -748,10 +735,6 @@ def count_observed_pairs(sc, spec, scans, min_count):
     """The observed support ``(indptr, labels)`` of the sentences on the executors, as
     :func:`~dualstruct.models.chain.observed_support` finds it in memory: the pairs are
     counted by ``reduceByKey``, and only the pairs reach the driver."""
-    from functools import partial
-
-    from ..models.support import FULL_ROWS_FROM, support_from_pairs
-
     ranges = _ranges(scans, 2 * sc.defaultParallelism)
     parts = (
         sc.parallelize(ranges, len(ranges))
@@ -785,9 +768,6 @@ class TaggedOnExecutors:
 
     def prepare(self, est):
         """Set ``est``'s classes, width and model; return the :class:`ExecutorData`."""
-        from ..estimators.base import choose_support
-        from ..solvers.block import kernel_model
-
         est.classes_ = np.asarray(self.classes)
         est.n_features_in_ = self.n_features
         width = self.n_features + (1 if est.fit_intercept else 0)
@@ -805,7 +785,7 @@ class TaggedOnExecutors:
                 est.weights_min_count,
             )
 
-        support = choose_support(est, width, len(est.classes_), observed)
+        support = estimators_base.choose_support(est, width, len(est.classes_), observed)
         est.model_ = est._make_model(width, support)
         scans = self.files.scans
         files, start = [], 0
@@ -844,12 +824,6 @@ def fit_tagger(tagger, examples, labels=None, validation_data=None, on_stage=Non
     on the executors: :class:`TaggedFiles`, or an RDD of ``(tokens, tags)`` pairs, or a
     DataFrame whose first two columns are the tokens and the tags (:func:`spill_examples`).
     The validation data, if any, is featurized on the driver."""
-    import time
-
-    from sklearn.base import clone
-
-    from ..features import TokenFeatures
-    from ..tags import SCHEMES, is_chunk_tagset
 
     if labels is not None:
         raise ValueError(
@@ -993,8 +967,6 @@ def spill_examples(examples, backend_options, sc):
     feature dicts; tags: a list of str), or a DataFrame whose first two columns are those,
     written partition by partition into a folder the executors share: ``(TaggedFiles over
     the written parts, the folder)``."""
-    from functools import partial
-
     rdd = examples
     if type(examples).__name__ == "DataFrame":
         if len(examples.columns) < 2:
@@ -1028,6 +1000,7 @@ def _row_pair(row):
 def _load_multilabel(path, labels, n_features, n_labels):
     """``(X, Y, feature names, label names)`` of one LIBSVM or ARFF file, read by the local
     loaders (their checks and messages); names are None for LIBSVM."""
+    # the dataset readers (and urllib, xml) load only when files are read
     from ..datasets.multilabel import load_arff, load_libsvm_multilabel
 
     if path.endswith((".arff", ".arff.gz")):
@@ -1069,10 +1042,6 @@ class MultiLabelSpec(NamedTuple):
 def read_multilabel_partition(spec: MultiLabelSpec, indices) -> BlockData:
     """The block data of the examples ``indices`` (sorted), read on this executor as the
     local loaders read them (one file in memory at a time)."""
-    import scipy.sparse as sp
-
-    from ..models.multilabel import MultiLabelDataset
-
     indices = np.asarray(indices, dtype=np.int64)
     Xs, Ys = [], []
     for path, start, count in spec.files:
@@ -1141,8 +1110,6 @@ class MultiLabelFiles:
         loaders' checks: the :class:`MultiLabelScan` of each, or a ValueError naming the file
         (and line) at fault; ARFF files must share their feature and label attributes."""
         if self.scans is None:
-            from functools import partial
-
             task = partial(_scan_multilabel_task, self.labels, self.n_features, self.n_labels)
             self._sc = sc
             out = sc.parallelize(self.paths, len(self.paths)).mapPartitions(task).collect()
@@ -1181,11 +1148,6 @@ class MultiLabelFiles:
     def prepare(self, est):
         """Set ``est``'s widths, label values and model as its ``fit`` does from the matrices;
         return the :class:`ExecutorData`."""
-        from ..estimators.base import AUTO_DENSE_MAX_BYTES, choose_support
-        from ..memory import check_memory, memory_advice
-        from ..models.multilabel import MultiLabelModel, training_memory_parts
-        from ..solvers.block import kernel_model
-
         n, d, L = self.shape
         if (est.backend_options or {}).get("keep_dual_state"):
             raise ValueError(
@@ -1204,7 +1166,7 @@ class MultiLabelFiles:
         width = d + (1 if est.fit_intercept else 0)
         edges = est.edges if isinstance(est.edges, str) else np.asarray(est.edges)
         dense = est.weights == "dense" or (
-            est.weights == "auto" and 8 * width * L <= AUTO_DENSE_MAX_BYTES
+            est.weights == "auto" and 8 * width * L <= estimators_base.AUTO_DENSE_MAX_BYTES
         )
         check_memory(
             f"MultiLabelSVM over {L:,} labels",
@@ -1218,7 +1180,7 @@ class MultiLabelFiles:
                 "executors; use weights='dense'"
             )
 
-        support = choose_support(est, width, L, observed)
+        support = estimators_base.choose_support(est, width, L, observed)
         est.model_ = MultiLabelModel(
             L,
             width,

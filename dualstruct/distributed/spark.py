@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import uuid
@@ -75,8 +76,6 @@ def check_master_reachable(master, timeout=10.0):
     accepts connections (else a clear error now, instead of Spark's retries)."""
     if not master.startswith("spark://"):
         return
-    import socket
-
     errors = []
     for address in master[len("spark://") :].split(","):
         host, _, port = address.rpartition(":")
@@ -494,6 +493,6 @@ def _with_state_serializer(rdd):
 
 
 def _tasks():
-    from . import _spark_tasks
+    from . import _spark_tasks  # imports pyspark (the spark extra)
 
     return _spark_tasks

@@ -13,9 +13,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from .. import io
+from .. import distributed, io
 from ..memory import memory_advice
-from ..solvers import solver_class
+from ..models.support import support_size_summary
+from ..solvers import History, solver_class
 from ..solvers.base import MAX_C, checked_setting
 from .auto import AUTO, SolverChoice, given, resolved
 
@@ -34,11 +35,9 @@ def frozen_params(est, names) -> dict:
 def _problem_options(options):
     """``solver_options`` without those of a distributed run only (its local passes and
     aggregation): a run continued on one machine may drop them."""
-    from ..distributed import DISTRIBUTED_ONLY_OPTIONS
-
     if not isinstance(options, dict):
         return options
-    kept = {k: v for k, v in options.items() if k not in DISTRIBUTED_ONLY_OPTIONS}
+    kept = {k: v for k, v in options.items() if k not in distributed.DISTRIBUTED_ONLY_OPTIONS}
     return kept or None
 
 
@@ -177,9 +176,7 @@ def make_solver(est, model, **kwargs):
     name = resolved(est)
     if getattr(est, "backend", "local") == "local":
         return solver_class(name, model)(model, **kwargs, **options)
-    from ..distributed import distributed_solver
-
-    return distributed_solver(
+    return distributed.distributed_solver(
         name, model, est.n_partitions, est.backend_options, **kwargs, **options
     )
 
@@ -187,10 +184,8 @@ def make_solver(est, model, **kwargs):
 def check_backend_params(est):
     """``backend``, ``n_partitions`` and ``backend_options``; a warm start on Spark resumes
     from the checkpoint directory instead."""
-    from ..distributed import check_backend
-
     solver = "bcfw" if est.solver == AUTO else est.solver  # what "auto" trains on Spark
-    check_backend(est.backend, est.n_partitions, est.backend_options, solver)
+    distributed.check_backend(est.backend, est.n_partitions, est.backend_options, solver)
     if est.backend != "local" and est.warm_start:
         raise ValueError(
             "warm_start does not apply to backend='spark': resume a run from its "
@@ -371,8 +366,6 @@ def read_solver_choice(header, solver) -> SolverChoice:
 
 def read_history(header, arrays):
     """The training history stored in a model file (its ``history.*`` columns)."""
-    from ..solvers import History
-
     hist = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("history.")}
     if len({v.shape for v in hist.values()}) > 1 or any(v.ndim != 1 for v in hist.values()):
         raise ValueError("history columns differ in shape")
@@ -469,8 +462,6 @@ def add_training_record(est, header, arrays, include_solver_state=False):
 def strongest_per_row(matrix, n, names=None) -> list:
     """For every row of ``matrix`` (dense or scipy sparse), its ``n`` entries of largest
     magnitude as ``(column name or index, weight)``, strongest first (ties: lower column)."""
-    import scipy.sparse as sp
-
     out = []
     if sp.issparse(matrix):
         matrix = sp.csr_matrix(matrix)
@@ -514,8 +505,6 @@ def choose_support(est, n_features, n_labels, observed):
     the d × K matrix takes at most ``AUTO_DENSE_MAX_BYTES`` per copy or the observed pairs
     are at least ``AUTO_SPARSE_FRACTION`` of it. Sets ``weights_info_`` (printed when
     verbose): which weights, how many, their memory."""
-    from ..models.support import support_size_summary
-
     dense = n_features * n_labels
     if est.weights == "dense" or (est.weights == "auto" and 8 * dense <= AUTO_DENSE_MAX_BYTES):
         support = None

@@ -12,6 +12,7 @@ from .. import io
 from .._pystruct import refuse_pystruct_keywords
 from ..distributed import json_backend_options
 from ..distributed.reading import TaggedOnExecutors, is_spark_input
+from ..inference.slack_search import SEARCHES
 from ..metrics import token_accuracy
 from ..models import ChainModel
 from ..models.base import effective_n_jobs
@@ -234,8 +235,6 @@ class StructuredSVM(SolverResults, BaseEstimator):
         check_bool("fit_intercept", self.fit_intercept)
         check_bool("start_end", self.start_end)
         check_choice("rescaling", self.rescaling, ("margin", "slack"))
-        from ..inference.slack_search import SEARCHES
-
         check_choice("slack_search", self.slack_search, tuple(SEARCHES))
         if self.loss_weights is not None:
             if not hasattr(self.loss_weights, "items"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..solvers import History
+from ..solvers._block_kernels import atoms_dual_point
 from ..solvers.base import data_fingerprint
 from ..solvers.block import BlockBCFW, BlockSSG, segment_dual
 
@@ -80,8 +81,6 @@ def _move_atoms(solver, old, new):
 
 def _recompute_dual(solver):
     """The weights and loss term the atoms give against the solver's (new) block data."""
-    from ..solvers._block_kernels import atoms_dual_point
-
     w = np.zeros_like(solver.w)
     loss = atoms_dual_point(
         solver.blocks.kernel,

@@ -1,5 +1,7 @@
 """Models: WHAT is predicted — factor structure, parameter layout, loss and oracles."""
 
+from .._pystruct import models_getattr
+
 # the factor functions GDMM trains the multi-class and graph models with
 from . import factors, graph_factors, multiclass_factors  # noqa: E402, F401
 from .base import KernelModel, StructuredModel
@@ -33,6 +35,4 @@ __all__ = [
 
 def __getattr__(name):
     """PyStruct's model names (``ChainCRF``, …): an ImportError saying what to use instead."""
-    from .._pystruct import models_getattr  # dualstruct._pystruct imports this package
-
     return models_getattr(name, globals())

@@ -329,7 +329,7 @@ class LatentGraphCRF(base.KernelModel):
         -------
         list of int arrays
         """
-        from sklearn.cluster import KMeans
+        from sklearn.cluster import KMeans  # ~0.2 s to import, for the k-means start only
 
         data = self._visible(X, Y)
         g = data.kernel.graph

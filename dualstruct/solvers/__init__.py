@@ -7,6 +7,8 @@ multi-class model, the graph CRFs, users' kernel models); the chain and multi-la
 have GDMMs of their own (:class:`GDMM`, :class:`MultiLabelGDMM`).
 """
 
+from ..models.chain import ChainModel
+from ..models.multilabel import MultiLabelModel
 from .block import BlockBCFW, BlockSSG
 from .cutting_plane import CuttingPlane
 from .factor_gdmm import FactorGDMM, check_factor_model
@@ -23,9 +25,6 @@ def gdmm_class(model):
     """The GDMM for ``model`` (a model or a model class): the chain's and the multi-label
     model's own, else :class:`FactorGDMM` when the model's kernel registered the factor
     functions; a ValueError names what is missing otherwise."""
-    from ..models.chain import ChainModel
-    from ..models.multilabel import MultiLabelModel
-
     cls = model if isinstance(model, type) else type(model)
     for own, solver in ((ChainModel, GDMM), (MultiLabelModel, MultiLabelGDMM)):
         if issubclass(cls, own):

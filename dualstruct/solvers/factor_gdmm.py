@@ -7,6 +7,7 @@ kernel models. The kernels and the derivation are in
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import numpy as np
@@ -66,8 +67,6 @@ def kernels_for(kernel_class):
     if kernel_class.__module__.startswith("dualstruct."):
         return kern
     if not _UNCACHED:
-        import importlib.util
-
         name = kern.__name__ + "_uncached"
         spec = importlib.util.spec_from_file_location(name, kern.__file__)
         module = importlib.util.module_from_spec(spec)

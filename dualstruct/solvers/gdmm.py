@@ -15,6 +15,7 @@ import math
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import _gdmm_kernels as kern
 from ._gdmm_common import (
@@ -370,8 +371,6 @@ class GDMM(ScaleFreePenalty, BestCertifiedDual, PassSolver):
         """A restored w is w(q) = C Σ_i (φ(x_i, ȳ_i) − E_q φ(x_i, ·)) up to rounding (the
         kernels keep it so), else the certified dual would not be the dual value of any
         point."""
-        import scipy.sparse as sp
-
         model, data, C = self.model, self.data, self.C
         K, n_tok = model.n_labels, data.n_tokens
         rows = np.broadcast_to(np.arange(n_tok)[:, None], used.shape)[used]

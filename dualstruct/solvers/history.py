@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..plotting import plot_history
+
 FIELDS = (
     "passes",
     "time",
@@ -137,8 +139,6 @@ class History:
     def plot(self, x="time", ax=None, label=None):
         """Draw primal, dual, gap and held-out score against ``x`` ("time" or "passes"):
         :func:`dualstruct.plot_history`."""
-        from ..plotting import plot_history
-
         return plot_history(self, x=x, ax=ax, label=label)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..models.support import kernel_support
+from . import _multilabel_gdmm_kernels as gk
 from ._gdmm_common import (
     MARGINAL_ROUNDING,
     BestCertifiedDual,
@@ -192,8 +193,6 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         return parts
 
     def _init_state(self):
-        from . import _multilabel_gdmm_kernels as gk
-
         self._check_problem()
         model, data = self.model, self.data
         n = data.n_sequences
@@ -393,8 +392,6 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     def _rebuild(self):
         """Check the restored state and rebuild what is derived from it: the views into w,
         the penalties, and the max tree over the interaction weights."""
-        from . import _multilabel_gdmm_kernels as gk
-
         if not hasattr(self, "arrays"):
             self._check_problem()
         self.capacity = int(self.capacity)
@@ -429,8 +426,6 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         """μ and the pair marginals (α / C) mix with the gold labelling,
         ``t q + (1 − t) e_gold``; w and its average scale by s, the multipliers by
         C / C_old (as the chain GDMM's, :class:`~dualstruct.solvers.gdmm.GDMM`)."""
-        from . import _multilabel_gdmm_kernels as gk
-
         self.best_dual = 0.0  # a bound of the old problem
         self.w *= s
         self.w_avg *= s
@@ -442,13 +437,9 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self.lam *= ratio
 
     def _label_sets(self):
-        from . import _multilabel_gdmm_kernels as gk
-
         return gk.LabelSets(self.mu, self.slot_label, self.n_slots, self.blocked, self.idle)
 
     def _pair_pool(self):
-        from . import _multilabel_gdmm_kernels as gk
-
         return gk.PairPool(
             self.pair_base,
             self.pair_room,
@@ -606,8 +597,6 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         self.__dict__.update(grown)
 
     def _run(self, order):
-        from . import _multilabel_gdmm_kernels as gk
-
         indptr, indices, values = self.arrays
         model = self.model
         status = np.zeros(3, dtype=np.int64)
@@ -668,8 +657,6 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         return calls
 
     def _consistency(self):
-        from . import _multilabel_gdmm_kernels as gk
-
         return gk.state_summary(
             self._label_sets(), self._pair_pool(), self.rho, self.model.loss_weights, self.data.Y
         )
@@ -702,8 +689,6 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         ``‖w'‖² = ‖w‖² − ‖w_V‖² + ‖w_V + Δw_V‖²``. The point is then moved toward the gold
         labelling where that raises D (:func:`~.objective.scaled_dual`). Equals −G(q) once q
         is consistent and optimal."""
-        from . import _multilabel_gdmm_kernels as gk
-
         c = self._consistency()
         V = self.W.pairwise
         change = np.zeros_like(V)
