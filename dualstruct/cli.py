@@ -1229,15 +1229,79 @@ SEED_HELP = "random seed of the training run (default 0)"
 JSON_HELP = "print the result as JSON"
 
 
-def build_parser():
-    ap = argparse.ArgumentParser(
-        prog="dualstruct",
-        description="Structural SVMs: sequence taggers on CoNLL and CoNLL-U files, "
-        "multi-label models on LIBSVM and ARFF files. Start with: dualstruct demo",
+def _add_solver_arguments(parser, C, rescaling_help, weights_help):
+    """The training options both ``train`` commands share: solver, C, rescaling, weights,
+    stopping."""
+    parser.add_argument(
+        "--solver",
+        choices=("auto", "bcfw", "ssg", "cutting_plane", "gdmm"),
+        default="auto",
+        help=SOLVER_HELP,
     )
-    ap.add_argument("--version", action="version", version=f"dualstruct {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "-C", type=float, default=C, help=f"regularization constant (default {C:g})"
+    )
+    parser.add_argument(
+        "--rescaling", choices=("margin", "slack"), default="margin", help=rescaling_help
+    )
+    parser.add_argument(
+        "--weights", choices=("auto", "dense", "observed"), default="auto", help=weights_help
+    )
+    parser.add_argument(
+        "--weights-min-count",
+        type=int,
+        default=1,
+        help="observed weights: occurrences a (feature, label) pair needs",
+    )
+    parser.add_argument(
+        "--max-iter",
+        type=int,
+        default=200,
+        help="maximum passes in total, also with --resume or --spark-resume (default 200)",
+    )
+    parser.add_argument(
+        "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
+    )
+    parser.add_argument(
+        "--check-every",
+        type=_check_every,
+        default=5,
+        help="passes between exact objective/gap/dev evaluations (default 5), or 'auto': "
+        "checks spaced to take at most a tenth of the training time",
+    )
 
+
+def _add_run_arguments(parser):
+    """Seed, checkpoints, resuming and Spark: how a ``train`` command runs."""
+    parser.add_argument("--seed", type=int, default=0, help=SEED_HELP)
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="save a resumable checkpoint to MODEL.ckpt every N passes",
+    )
+    parser.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
+    parser.add_argument(
+        "--save-state",
+        action="store_true",
+        help="keep the solver state in the final model so training can continue",
+    )
+    _add_spark_arguments(parser)
+
+
+def _add_jobs_argument(parser):
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=_n_jobs,
+        default=None,
+        metavar="N",
+        help="threads that share the input (-1: every core)",
+    )
+
+
+def _add_tagger_train(sub):
     t = sub.add_parser("train", help="train a tagger on a CoNLL or CoNLL-U file")
     t.add_argument("train", help="training file (CoNLL columns or CoNLL-U; .gz allowed)")
     t.add_argument("-o", "--output", required=True, help="model file to write")
@@ -1255,53 +1319,19 @@ def build_parser():
         help="CoNLL: 0-based label column (negative counts from the end; default -1)",
     )
     t.add_argument("--label", default="upos", help=f"CoNLL-U: one of {', '.join(CONLLU_LABELS)}")
-    t.add_argument(
-        "--solver",
-        choices=("auto", "bcfw", "ssg", "cutting_plane", "gdmm"),
-        default="auto",
-        help=SOLVER_HELP,
-    )
-    t.add_argument("-C", type=float, default=0.1, help="regularization constant (default 0.1)")
-    t.add_argument(
-        "--rescaling",
-        choices=("margin", "slack"),
-        default="margin",
-        help="how the loss enters the hinge: added to the margin (default) or scaling the slack",
+    _add_solver_arguments(
+        t,
+        C=0.1,
+        rescaling_help="how the loss enters the hinge: added to the margin (default) or "
+        "scaling the slack",
+        weights_help="unary weights: every (feature, label) pair, or only those met in "
+        "training (auto: observed when the dense matrix would exceed 1 GiB)",
     )
     t.add_argument(
         "--slack-search",
         choices=("exact", "angular", "bisecting", "binary"),
         default="exact",
         help="how the slack-rescaled oracle is computed",
-    )
-    t.add_argument(
-        "--weights",
-        choices=("auto", "dense", "observed"),
-        default="auto",
-        help="unary weights: every (feature, label) pair, or only those met in "
-        "training (auto: observed when the dense matrix would exceed 1 GiB)",
-    )
-    t.add_argument(
-        "--weights-min-count",
-        type=int,
-        default=1,
-        help="observed weights: occurrences a (feature, label) pair needs",
-    )
-    t.add_argument(
-        "--max-iter",
-        type=int,
-        default=200,
-        help="maximum passes in total, also with --resume or --spark-resume (default 200)",
-    )
-    t.add_argument(
-        "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
-    )
-    t.add_argument(
-        "--check-every",
-        type=_check_every,
-        default=5,
-        help="passes between exact objective/gap/dev evaluations (default 5), or 'auto': "
-        "checks spaced to take at most a tenth of the training time",
     )
     t.add_argument("--dev", help="held-out file scored at every check")
     t.add_argument(
@@ -1327,40 +1357,23 @@ def build_parser():
     t.add_argument(
         "--hashing", type=int, default=None, metavar="N", help="hash features into N columns"
     )
-    t.add_argument("--seed", type=int, default=0, help=SEED_HELP)
-    t.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=0,
-        metavar="N",
-        help="save a resumable checkpoint to MODEL.ckpt every N passes",
-    )
-    t.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
-    t.add_argument(
-        "--save-state",
-        action="store_true",
-        help="keep the solver state in the final model so training can continue",
-    )
-    _add_spark_arguments(t)
+    _add_run_arguments(t)
 
+
+def _add_tagger_use(sub):
     p = sub.add_parser("predict", help="append (CoNLL) or fill (CoNLL-U) predicted labels")
     p.add_argument("model", help="tagger model file (from dualstruct train)")
     p.add_argument("input", help="CoNLL or CoNLL-U file to tag, in the model's format")
     p.add_argument("-o", "--output", help="output file (default: standard output)")
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=_n_jobs,
-        default=None,
-        metavar="N",
-        help="threads that share the input (-1: every core)",
-    )
+    _add_jobs_argument(p)
 
     e = sub.add_parser("evaluate", help="accuracy, per-label and chunk P/R/F1 on a labelled file")
     e.add_argument("model", help="tagger model file (from dualstruct train)")
     e.add_argument("test", help="labelled CoNLL or CoNLL-U file, in the model's format")
     e.add_argument("--json", action="store_true", help=JSON_HELP)
 
+
+def _add_info_and_demo(sub):
     i = sub.add_parser("info", help="labels, features, hyperparameters, final objective and gap")
     i.add_argument("model", help="model file (tagger or multi-label)")
     i.add_argument("--json", action="store_true", help=JSON_HELP)
@@ -1396,16 +1409,18 @@ def build_parser():
     )
     d.add_argument("--seed", type=int, default=0, help="seed of the corpus and of training")
 
-    ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
-    mls = ml.add_subparsers(dest="ml_command", required=True)
-    labels_help = (
-        "ARFF input: the MULAN XML file naming the label attributes, or their "
-        "number (the last attributes)"
-    )
+
+LABELS_HELP = (
+    "ARFF input: the MULAN XML file naming the label attributes, or their number (the last "
+    "attributes)"
+)
+
+
+def _add_multilabel_train(mls):
     mt = mls.add_parser("train", help="train a multi-label model")
     mt.add_argument("train", help="LIBSVM multi-label (l1,l2 j:v ...) or ARFF file (.gz allowed)")
     mt.add_argument("-o", "--output", required=True, help="model file to write")
-    mt.add_argument("--labels", help=labels_help)
+    mt.add_argument("--labels", help=LABELS_HELP)
     mt.add_argument(
         "--edges",
         choices=("independent", "chain", "tree", "full"),
@@ -1426,48 +1441,12 @@ def build_parser():
         default="11",
         help="what an edge scores: its (1, 1) outcome or a full 2x2 table",
     )
-    mt.add_argument(
-        "--solver",
-        choices=("auto", "bcfw", "ssg", "cutting_plane", "gdmm"),
-        default="auto",
-        help=SOLVER_HELP,
-    )
-    mt.add_argument("-C", type=float, default=1.0, help="regularization constant (default 1)")
-    mt.add_argument(
-        "--rescaling",
-        choices=("margin", "slack"),
-        default="margin",
-        help="slack: exact oracle by enumeration, at most 16 labels",
-    )
-    mt.add_argument(
-        "--weights",
-        choices=("auto", "dense", "observed"),
-        default="auto",
-        help="unary weights: every (feature, label) pair, or only those that met "
-        "in training, label on (auto: observed when the dense matrix would "
-        "exceed 1 GiB)",
-    )
-    mt.add_argument(
-        "--weights-min-count",
-        type=int,
-        default=1,
-        help="observed weights: occurrences a (feature, label) pair needs",
-    )
-    mt.add_argument(
-        "--max-iter",
-        type=int,
-        default=200,
-        help="maximum passes in total, also with --resume or --spark-resume (default 200)",
-    )
-    mt.add_argument(
-        "--tol", type=float, default=0.01, help="stop at this relative duality gap (default 0.01)"
-    )
-    mt.add_argument(
-        "--check-every",
-        type=_check_every,
-        default=5,
-        help="passes between exact objective/gap/dev evaluations (default 5), or 'auto': "
-        "checks spaced to take at most a tenth of the training time",
+    _add_solver_arguments(
+        mt,
+        C=1.0,
+        rescaling_help="slack: exact oracle by enumeration, at most 16 labels",
+        weights_help="unary weights: every (feature, label) pair, or only those that met "
+        "in training, label on (auto: observed when the dense matrix would exceed 1 GiB)",
     )
     mt.add_argument(
         "--n-features",
@@ -1483,39 +1462,40 @@ def build_parser():
         help="number of labels of a LIBSVM file (default: its largest id + 1)",
     )
     mt.add_argument("--dev", help="held-out file (same format) scored at every check")
-    mt.add_argument("--seed", type=int, default=0, help=SEED_HELP)
-    mt.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=0,
-        metavar="N",
-        help="save a resumable checkpoint to MODEL.ckpt every N passes",
-    )
-    mt.add_argument("--resume", help="continue training from a checkpoint or interrupted model")
-    mt.add_argument(
-        "--save-state",
-        action="store_true",
-        help="keep the solver state in the final model so training can continue",
-    )
-    _add_spark_arguments(mt)
+    _add_run_arguments(mt)
+
+
+def _add_multilabel_use(mls):
     me = mls.add_parser("evaluate", help="Hamming loss, subset/Jaccard accuracy, micro/macro F1")
     me.add_argument("model", help="multi-label model file (from dualstruct multilabel train)")
     me.add_argument("test", help="labelled LIBSVM multi-label or ARFF file")
-    me.add_argument("--labels", help=labels_help)
+    me.add_argument("--labels", help=LABELS_HELP)
     me.add_argument("--json", action="store_true", help=JSON_HELP)
     mp = mls.add_parser("predict", help="write one comma-separated label set per example")
     mp.add_argument("model", help="multi-label model file (from dualstruct multilabel train)")
     mp.add_argument("input", help="LIBSVM multi-label or ARFF file (labels, if any, ignored)")
-    mp.add_argument("--labels", help=labels_help)
+    mp.add_argument("--labels", help=LABELS_HELP)
     mp.add_argument("-o", "--output", help="output file (default: standard output)")
-    mp.add_argument(
-        "-j",
-        "--jobs",
-        type=_n_jobs,
-        default=None,
-        metavar="N",
-        help="threads that share the input (-1: every core)",
+    _add_jobs_argument(mp)
+
+
+def build_parser():
+    """The ``dualstruct`` command line: the tagger's commands, ``info``, ``demo`` and the
+    ``multilabel`` group."""
+    ap = argparse.ArgumentParser(
+        prog="dualstruct",
+        description="Structural SVMs: sequence taggers on CoNLL and CoNLL-U files, "
+        "multi-label models on LIBSVM and ARFF files. Start with: dualstruct demo",
     )
+    ap.add_argument("--version", action="version", version=f"dualstruct {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+    _add_tagger_train(sub)
+    _add_tagger_use(sub)
+    _add_info_and_demo(sub)
+    ml = sub.add_parser("multilabel", help="multi-label models on LIBSVM or MULAN ARFF files")
+    mls = ml.add_subparsers(dest="ml_command", required=True)
+    _add_multilabel_train(mls)
+    _add_multilabel_use(mls)
     return ap
 
 
