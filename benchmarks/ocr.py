@@ -52,7 +52,7 @@ def warm_up():
 
     kernels = [
         loops.decode_range,
-        loops.hinge_all,
+        loops.hinge_range,
         kern.pairwise_bcfw_pass,
         kern.classic_bcfw_pass,
         kern.ssg_pass,

@@ -11,7 +11,13 @@ would keep running a model's kernel implementations as they were when it was com
 key of every cached function whose arguments include a kernel (a ``NamedTuple`` class with
 implementations registered by :func:`~dualstruct.models.base.implements`) therefore also
 holds a hash of the source files of those implementations and of the compiled functions they
-call: editing a kernel recompiles the solvers that use it."""
+call: editing a kernel recompiles the solvers that use it.
+
+numba's on-disk index of a cached function names the classes of every signature compiled, and
+a process that cannot import one cannot load the index at all. Functions compiled for a kernel
+class of a script's ``__main__`` or of a test module are therefore not cached, and an index
+that names a class this process cannot import counts as empty (the function is compiled again
+and the index rewritten)."""
 
 from __future__ import annotations
 
@@ -98,20 +104,66 @@ def _kernel_key(sig) -> tuple:
     return tuple(sorted(out))
 
 
+def cacheable_kernel(kernel_class) -> bool:
+    """Whether functions compiled for ``kernel_class`` may go to numba's on-disk cache: not
+    for a class of a script's ``__main__`` or of a test module (``test*``, ``conftest``), which
+    other processes cannot import."""
+    module = str(getattr(kernel_class, "__module__", "__main__"))
+    if module.startswith("dualstruct."):
+        return True
+    parts = module.split(".")
+    return not any(p == "__main__" or p == "conftest" or p.startswith("test") for p in parts)
+
+
+def _cacheable(sig) -> bool:
+    """Whether no kernel among the argument types ``sig`` is kept out of the cache."""
+    stack = list(sig.args if hasattr(sig, "args") else sig)
+    while stack:
+        t = stack.pop()
+        if isinstance(t, types.BaseNamedTuple):
+            if not cacheable_kernel(t.instance_class):
+                return False
+            stack.extend(t.types)
+        elif isinstance(t, types.BaseTuple):
+            stack.extend(t.types)
+    return True
+
+
 def key_cache_on_kernels() -> None:
     """Make numba's cache key of a function include :func:`kernel_source_hash` of every
-    kernel among its arguments (once per process)."""
+    kernel among its arguments, keep kernels that are not :func:`cacheable_kernel` out of
+    the cache, and read an index naming a class that cannot be imported as empty (once per
+    process)."""
     if getattr(caching.Cache._index_key, "_dualstruct", False):
         return
     original = caching.Cache._index_key
+    original_load = caching.Cache.load_overload
+    original_save = caching.Cache.save_overload
+    original_index = caching.IndexDataCacheFile._load_index
 
     def _index_key(self, sig, codegen):
         key = original(self, sig, codegen)
         extra = _kernel_key(sig)
         return key + (extra,) if extra else key
 
+    def load_overload(self, sig, target_context):
+        return original_load(self, sig, target_context) if _cacheable(sig) else None
+
+    def save_overload(self, sig, data):
+        if _cacheable(sig):
+            original_save(self, sig, data)
+
+    def _load_index(self):
+        try:
+            return original_index(self)
+        except (ImportError, AttributeError):  # a class of a module this process lacks
+            return {}
+
     _index_key._dualstruct = True
     caching.Cache._index_key = _index_key
+    caching.Cache.load_overload = load_overload
+    caching.Cache.save_overload = save_overload
+    caching.IndexDataCacheFile._load_index = _load_index
 
 
 def _writable(folder: Path) -> bool:

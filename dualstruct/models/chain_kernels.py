@@ -22,9 +22,11 @@ from numba import njit
 from ..inference.chain import unigram_scores, viterbi
 from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
+from .interface import parallel_blocks
 from .support import entry_position, entry_unigram_scores
 
 
+@parallel_blocks
 class ChainKernel(NamedTuple):
     indptr: np.ndarray  # CSR token rows
     indices: np.ndarray

@@ -99,8 +99,16 @@ KERNEL_FUNCTIONS = (
     oracle_loss,
 )
 
-#: kernel classes that registered each optional function (the default serves the others)
-_OPTIONAL = {slack_oracle: set(), add_oracle_difference: set(), oracle_loss: set()}
+#: generic function -> the kernel classes that registered it (a default serves the others);
+#: the factor interface of GDMM (:mod:`dualstruct.models.factors`) adds its functions
+_REGISTERED: dict = {f: set() for f in KERNEL_FUNCTIONS}
+
+
+def add_generic_functions(functions):
+    """Let :func:`implements` register implementations of ``functions``: the generic
+    functions of another interface over the same kernels."""
+    for f in functions:
+        _REGISTERED.setdefault(f, set())
 
 
 def implements(generic, kernel_class):
@@ -109,7 +117,7 @@ def implements(generic, kernel_class):
     the generic function's arguments. The implementation is compiled as a function of its
     own that the solvers call (numba's ``inline="always"`` for overloads gave wrong results
     with the chain kernel, numba 0.68)."""
-    if generic not in KERNEL_FUNCTIONS:
+    if generic not in _REGISTERED:
         raise ValueError(f"{generic!r} is not a function of the kernel interface")
 
     def register(impl):
@@ -122,11 +130,24 @@ def implements(generic, kernel_class):
         typer.__signature__ = inspect.signature(generic)  # numba matches the names
         overload(generic)(typer)
         register_implementation(kernel_class, impl)  # the solvers' cache key
-        if generic in _OPTIONAL:
-            _OPTIONAL[generic].add(kernel_class)
+        _REGISTERED[generic].add(kernel_class)
         return impl
 
     return register
+
+
+#: kernel classes whose blocks the shared loops may run at once (:func:`parallel_blocks`)
+PARALLEL_BLOCKS: set = set()
+
+
+def parallel_blocks(kernel_class):
+    """Let the shared loops run blocks of ``kernel_class`` at once (on
+    ``numba.get_num_threads()`` threads, without the GIL): its implementations write only to
+    the workspace and to the block's own slices of their arguments, their results do not
+    depend on what the workspace held before ``prepare``, and they never call back into
+    Python. Returns ``kernel_class``."""
+    PARALLEL_BLOCKS.add(kernel_class)
+    return kernel_class
 
 
 def _register_default(generic, impl):
@@ -134,7 +155,7 @@ def _register_default(generic, impl):
 
     def typer(*args):
         k = args[0]
-        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _OPTIONAL[generic]:
+        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _REGISTERED[generic]:
             return impl
         return None
 

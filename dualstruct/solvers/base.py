@@ -152,7 +152,9 @@ class PassSolver:
     check_every : int or "auto"
         Compute the exact primal, the gap and the validation score every this many passes
         (and after the last pass). Each check costs one loss-augmented decoding of every
-        example per candidate model, timed separately as ``eval_time``. ``"auto"`` checks
+        example per candidate model, timed separately as ``eval_time`` (the chain and
+        multi-class models share it among ``numba.get_num_threads()`` threads, with the same
+        values whatever their number). ``"auto"`` checks
         after the first pass and then spaces the checks so that each costs at most
         ``MONITORING_SHARE`` (10%) of the training time since the previous one: after a check
         that took c seconds, with passes of t seconds on average, the next comes

@@ -11,8 +11,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import base
+from ..interface import parallel_blocks
 
 
+@parallel_blocks
 class MultiClassKernel(NamedTuple):
     indptr: np.ndarray  # CSR rows of X, one per example
     indices: np.ndarray
