@@ -71,13 +71,10 @@ A model with one node per example and two states scored by one weight each (the 
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
-from numba import types
-from numba.extending import overload
 
-from .._numba_cache import register_implementation
+from . import interface
+from .interface import _REGISTERED, _register_default
 
 
 # -- the generic functions (numba dispatches on the kernel's class) ----------------------------
@@ -146,8 +143,7 @@ EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
 FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES
 
-#: generic function -> the kernel classes that registered it
-_REGISTERED: dict = {f: set() for f in FACTOR_FUNCTIONS}
+interface.add_generic_functions(FACTOR_FUNCTIONS)  # one registry with the kernel interface's
 
 
 def implements(generic, kernel_class):
@@ -182,34 +178,7 @@ def implements(generic, kernel_class):
     """
     if generic not in FACTOR_FUNCTIONS:
         raise ValueError(f"{generic!r} is not a function of the factor interface")
-
-    def register(impl):
-        def typer(*args):
-            k = args[0]
-            if isinstance(k, types.BaseNamedTuple) and k.instance_class is kernel_class:
-                return impl
-            return None
-
-        typer.__signature__ = inspect.signature(generic)  # numba matches the names
-        overload(generic)(typer)
-        register_implementation(kernel_class, impl)  # the solvers' cache key
-        _REGISTERED[generic].add(kernel_class)
-        return impl
-
-    return register
-
-
-def _register_default(generic, impl):
-    """``impl`` serves every kernel class that did not register ``generic`` itself."""
-
-    def typer(*args):
-        k = args[0]
-        if isinstance(k, types.BaseNamedTuple) and k.instance_class not in _REGISTERED[generic]:
-            return impl
-        return None
-
-    typer.__signature__ = inspect.signature(generic)
-    overload(generic)(typer)
+    return interface.implements(generic, kernel_class)
 
 
 #: model class -> its kernel class (the built-in models; users may set ``kernel_class``)

@@ -3,8 +3,9 @@
 BCFW, SSG and the cutting plane are written once over the model-kernel interface of
 :mod:`dualstruct.models.base` and train every model. GDMM trains every model that registers
 the factor functions of :mod:`dualstruct.models.factors` (:class:`FactorGDMM`: the
-multi-class model, the graph CRFs, users' kernel models); the chain and multi-label models
-have GDMMs of their own (:class:`GDMM`, :class:`MultiLabelGDMM`).
+multi-class model, the graph CRFs, users' kernel models, and the multi-label model when
+asked for by class); the chain and multi-label models have GDMMs of their own
+(:class:`GDMM`, :class:`MultiLabelGDMM`), which ``solver="gdmm"`` chooses for them.
 """
 
 from ..models.chain import ChainModel

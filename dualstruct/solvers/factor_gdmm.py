@@ -1,7 +1,7 @@
 """GDMM over factors: greedy direction method of multipliers with factorwise maximization
 oracles (Yen et al. 2016, Algorithm 1) for every model that registers the factor functions
-of :mod:`dualstruct.models.factors` — the multi-class model, the graph CRFs and users'
-kernel models. The kernels and the derivation are in
+of :mod:`dualstruct.models.factors` — the multi-class model, the graph CRFs, the
+multi-label model and users' kernel models. The kernels and the derivation are in
 :mod:`dualstruct.solvers._factor_gdmm_kernels`.
 """
 
@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from ..data import BlockData
 from ..models import factors
 from . import _factor_gdmm_kernels as kern
 from ._gdmm_common import (
@@ -85,7 +86,11 @@ def _name(model):
 class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
     """GDMM over the factors of any model that registers the factor functions of
     :mod:`dualstruct.models.factors` (margin rescaling): the multi-class model, GraphCRF,
-    EdgeFeatureGraphCRF and users' kernel models.
+    EdgeFeatureGraphCRF, the multi-label model and users' kernel models.
+
+    On the multi-label model every edge of the label graph is a factor of every example;
+    :class:`~dualstruct.solvers.MultiLabelGDMM`, which activates pairs greedily, stays the
+    model's GDMM (``solver="gdmm"``): on large full graphs it is far faster and smaller.
 
     Parameters
     ----------
@@ -184,14 +189,19 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
     state_scalars = ("best_dual",)
 
     def memory_parts(self, data):
-        """Besides the weights: 4 state slots per node and per edge end, 4 pairs per edge."""
+        """Besides the weights: 4 state slots per node and per edge end, 4 pairs per edge,
+        and the layout of the factor graphs (their sizes read with ``factor_counts``)."""
         parts = super().memory_parts(data)
-        kernel = getattr(data, "kernel", None)
-        nodes = int(getattr(data, "n_tokens", 1))
-        edge_offsets = getattr(kernel, "edge_offsets", None)
-        edges = int(edge_offsets[-1]) if edge_offsets is not None else 0
+        blocks = data if isinstance(data, BlockData) else kernel_model(self.model).block_data(data)
+        k = blocks.kernel
+        sizes = np.zeros((len(k.label_offsets) - 1, 2), dtype=np.int64)
+        self._kern.graph_sizes(k, len(sizes), sizes)
+        nodes, edges = (int(v) for v in np.maximum(sizes, 0).sum(axis=0))
         parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] = (
             4 * 24 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
+        )
+        parts["factor graph layout (edge nodes, adjacency, the forest test)"] = (
+            24 * nodes + 96 * edges
         )
         return parts
 
@@ -412,6 +422,42 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
             **self._penalty_figures(),
         }
         return int(self.counters[:2].sum()) - calls_before
+
+    # -- a new C --------------------------------------------------------------------------------
+    carries_dual = True
+
+    def _dual_terms(self):
+        return self._loss_term(), float(self.w @ self.w)
+
+    def _scale_dual(self, s, t, ratio):
+        """w scales by s; every node and edge marginal mixes with the gold labelling,
+        ``t q + (1 − t) e_gold`` (slot 0, and the edge's pair of slots 0, which joins the
+        support where missing), so the point stays consistent where it was; the multipliers
+        scale by C / C_old, as the factors' linear terms do. The average starts afresh from
+        the new point, and the best certified dual from the gold labelling's."""
+        self.w *= s
+        self.R[:] = 0.0
+        if t < 1.0:
+            live = np.arange(self.q_e.shape[1]) < self.n_pair[:, None]
+            gold = live & (self.pair_a == 0) & (self.pair_b == 0)
+            missing = np.flatnonzero(~gold.any(axis=1))
+            if len(missing) and (self.n_pair[missing] >= self.q_e.shape[1]).any():
+                self._grow(self._kern.NEED_PAIRS)
+            at = self.n_pair[missing]
+            self.pair_a[missing, at] = 0
+            self.pair_b[missing, at] = 0
+            self.q_e[missing, at] = 0.0
+            self.n_pair[missing] += 1
+            live = np.arange(self.q_e.shape[1]) < self.n_pair[:, None]
+            position = np.argmax(live & (self.pair_a == 0) & (self.pair_b == 0), axis=1)
+            for marginal in (self.q, self.msum):
+                marginal *= t
+                marginal[:, 0] += 1.0 - t
+            self.q_e *= t
+            self.q_e[np.arange(len(position)), position] += 1.0 - t
+        self.lam *= ratio
+        self.best_dual = 0.0
+        self._prepare()
 
     # -- objectives ---------------------------------------------------------------------------
     def _loss_term(self):

@@ -1,5 +1,6 @@
 """GDMM over factors (FactorGDMM): the multi-class model, graph CRFs on forests and loopy
-graphs (local polytope), a user's kernel model; the certificate, resuming, dispatch."""
+graphs (local polytope), the multi-label model, a user's kernel model; the certificate,
+resuming, a new C, dispatch."""
 
 from typing import NamedTuple
 
@@ -7,8 +8,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from dualstruct.models import GraphCRF, KernelModel, MultiClassModel, factors
-from dualstruct.solvers import BCFW, FactorGDMM, solver_class, solver_names
+from dualstruct.models import GraphCRF, KernelModel, MultiClassModel, MultiLabelModel, factors
+from dualstruct.models.multilabel import MultiLabelDataset, observed_support
+from dualstruct.solvers import BCFW, FactorGDMM, MultiLabelGDMM, solver_class, solver_names
 from dualstruct.solvers.objective import GAP_ROUNDING
 
 TOL = 1e-4
@@ -254,3 +256,71 @@ def test_gdmm_needs_the_factor_functions():
         solver_class("gdmm", BareModel())
     assert solver_class("gdmm", MultiClassModel) is FactorGDMM
     assert solver_class("gdmm", GraphCRF(2, 2)) is FactorGDMM
+
+
+def _multilabel(edges, support=False, interactions="11"):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 5))
+    X[X < -0.8] = 0.0  # some features absent, so that a support leaves weights out
+    Y = (X[:, :4] + 0.5 * rng.normal(size=(30, 4)) > 0).astype(int)
+    data = MultiLabelDataset(X, Y)
+    model = MultiLabelModel(
+        4,
+        5,
+        edges=edges,
+        inference="lp",
+        interactions=interactions,
+        support=observed_support(data) if support else None,
+    ).fit_edges(Y)
+    return model, data
+
+
+@pytest.mark.parametrize(
+    "edges, support, interactions",
+    [("independent", True, "11"), ("tree", False, "table"), ("full", True, "11")],
+)
+def test_multilabel_reaches_the_optimum_of_bcfw_and_its_own_gdmm(edges, support, interactions):
+    model, data = _multilabel(edges, support, interactions)
+    solver = _fit(model, data, 1.0, max_iter=3000)
+    _close(solver, _optimum(model, data, 1.0))
+    assert solver.relaxation == ("local polytope" if edges == "full" else "exact")
+    if interactions == "11":
+        own = MultiLabelGDMM(model, max_iter=3000, tol=2e-5, check_every=10, random_state=0)
+        assert own.fit(data).history.last_checked().primal == pytest.approx(
+            solver.history.last_checked().primal, rel=TOL
+        )
+
+
+@pytest.mark.parametrize("new_C", [0.3, 3.0])
+def test_a_new_C_starts_from_the_scaled_consistent_point(new_C):
+    model, data = _multilabel("tree")
+    solver = _fit(model, data, 1.0, max_iter=200)
+    solver.set_C(new_C)
+    expected = np.zeros_like(solver.w)  # w is still the one the marginals determine
+    solver._kern.rebuild_weights(
+        solver.blocks.kernel, solver.layout, solver._sets(), solver._pairs(), new_C, expected
+    )
+    np.testing.assert_allclose(solver.w, expected, atol=1e-9)
+    assert solver.dual() > 0.0  # a better point than the gold labelling's
+    solver.max_iter = 3000
+    _close(solver.fit(data), _optimum(model, data, new_C))
+
+
+def test_the_memory_estimate_counts_every_example_s_edges():
+    """Kernels without ``edge_offsets`` (the multi-label model's) have their edges counted
+    with ``factor_counts``: 30 examples of 4 labels and 6 edges each."""
+    model, data = _multilabel("full")
+    parts = FactorGDMM(model).memory_parts(data)
+    nodes, edges = 30 * 4, 30 * 6
+    assert parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] == (
+        96 * nodes + 192 * edges
+    )
+
+
+def test_one_registry_serves_the_kernel_and_the_factor_interfaces():
+    from dualstruct.models import interface
+
+    assert factors._REGISTERED is interface._REGISTERED
+    assert PairKernel in interface._REGISTERED[factors.node_score]
+    with pytest.raises(ValueError, match="factor interface"):
+        factors.implements(interface.score, PairKernel)
