@@ -53,7 +53,6 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from ..data.blocks import BlockData
-from ..estimators import base as estimators_base
 from ..features import TokenFeatures, Vocabulary
 from ..memory import check_memory, memory_advice
 from ..models.multilabel import MultiLabelDataset, MultiLabelModel, training_memory_parts
@@ -61,6 +60,7 @@ from ..models.support import FULL_ROWS_FROM, support_from_pairs
 from ..sequences import PackedSequences
 from ..solvers.block import kernel_model
 from ..tags import SCHEMES, is_chunk_tagset, to_iobes
+from ..weight_support import choose_support, dense_fits
 
 #: a vocabulary entry on the driver is about ``ENTRY_BYTES + name length`` bytes (its
 #: offset, and the transient Python string while the sorted names stream in)
@@ -785,7 +785,7 @@ class TaggedOnExecutors:
                 est.weights_min_count,
             )
 
-        support = estimators_base.choose_support(est, width, len(est.classes_), observed)
+        support = choose_support(est, width, len(est.classes_), observed)
         est.model_ = est._make_model(width, support)
         scans = self.files.scans
         files, start = [], 0
@@ -1165,9 +1165,7 @@ class MultiLabelFiles:
         est.classes_ = list(est.label_values_)
         width = d + (1 if est.fit_intercept else 0)
         edges = est.edges if isinstance(est.edges, str) else np.asarray(est.edges)
-        dense = est.weights == "dense" or (
-            est.weights == "auto" and 8 * width * L <= estimators_base.AUTO_DENSE_MAX_BYTES
-        )
+        dense = dense_fits(est.weights, width, L)
         check_memory(
             f"MultiLabelSVM over {L:,} labels",
             training_memory_parts(L, width, edges, est.interactions, None if dense else 0),
@@ -1180,7 +1178,7 @@ class MultiLabelFiles:
                 "executors; use weights='dense'"
             )
 
-        support = estimators_base.choose_support(est, width, L, observed)
+        support = choose_support(est, width, L, observed)
         est.model_ = MultiLabelModel(
             L,
             width,

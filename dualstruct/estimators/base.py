@@ -1,5 +1,6 @@
-"""What the estimators share: parameter checks, warm starts and checkpoints, the training
-call that keeps an estimator consistent when training fails, and model-file helpers."""
+"""What the estimators share: :class:`BaseSSVM` (the training parameters, their checks, the
+solver that trains, the training record of a model file) and the checks and model-file
+helpers its presets use."""
 
 from __future__ import annotations
 
@@ -11,25 +12,16 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from .. import distributed, io
 from ..memory import memory_advice
-from ..models.support import support_size_summary
+from ..models.base import effective_n_jobs
 from ..solvers import History, solver_class
 from ..solvers.base import MAX_C, checked_setting
+from ..weight_support import choose_support
 from .auto import AUTO, SolverChoice, given, resolved
-
-
-def frozen_params(est, names) -> dict:
-    """A deep, immutable snapshot of the parameters ``names`` of ``est``, in a form that
-    compares equal across a model file's round trip (tuples for lists and arrays, Python
-    numbers for NumPy scalars, dicts as sorted item tuples). Warm starts and resumes compare
-    these, so a parameter changed in place (``solver_options["rho"] = …``) is seen."""
-    return {
-        k: _frozen(_problem_options(getattr(est, k)) if k == "solver_options" else getattr(est, k))
-        for k in names
-    }
 
 
 def _problem_options(options):
@@ -107,93 +99,6 @@ def check_random_state(value):
     )
 
 
-def check_training_params(est):
-    """The parameters every estimator shares: C, tol, max_iter, check_every, averaging,
-    random_state, verbose, warm_start, callback and solver_options."""
-    check_real("C", est.C, 0, False)
-    if est.C > MAX_C:
-        raise ValueError(
-            f"C must be at most {MAX_C:g} (the objective would overflow), got {est.C!r}"
-        )
-    check_real("tol", est.tol, 0, True)
-    check_integer("max_iter", est.max_iter, 1)  # 0 passes would return an untrained model
-    checked_setting("check_every", est.check_every, "auto")
-    check_bool("averaging", est.averaging)
-    check_random_state(est.random_state)
-    check_integer("verbose", est.verbose, 0)
-    if hasattr(est, "warm_start"):
-        check_bool("warm_start", est.warm_start)
-    if est.callback is not None and not callable(est.callback):
-        raise ValueError(f"callback must be callable, got {est.callback!r}")
-    if est.solver_options is not None and not isinstance(est.solver_options, dict):
-        raise ValueError(f"solver_options must be a dict, got {est.solver_options!r}")
-
-
-def continues_training(est) -> bool:
-    """Whether ``fit`` continues the estimator's solver (``warm_start`` and a solver whose
-    set-up succeeded; an error or Ctrl-C in a first fit leaves none)."""
-    return (
-        est.warm_start
-        and getattr(est, "solver_", None) is not None
-        and est.solver_.data is not None
-    )
-
-
-def train(est, solver, data, state):
-    """Train ``solver`` on ``data`` for ``est.max_iter`` passes as ``est``'s solver. Once the
-    solver is set up, the estimator follows it, also if training raises: restoring the
-    previous attributes (:func:`restore_on_error`) would pair them with a solver that has
-    moved on."""
-    est.solver_ = solver
-    est._state_params = state
-    solver.memory_advice = memory_advice(est, solver)  # in the estimator's own options
-    starting = getattr(est.callback, "training_starts", None)
-    if starting is not None:  # e.g. the command line's progress lines say the solver first
-        starting(est)
-    try:
-        solver.start(data)
-        est._committed = True
-        try:
-            solver.fit(data, max_iter=est.max_iter)
-        finally:
-            est._set_weights(solver)
-    finally:
-        if hasattr(solver, "close"):  # a distributed run: last checkpoint, release Spark
-            try:
-                keep = (getattr(est, "backend_options", None) or {}).get("keep_dual_state")
-                if keep and solver.passes and hasattr(solver, "single_machine_solver"):
-                    est.solver_ = solver.single_machine_solver()
-            finally:
-                solver.close()
-    warn_if_not_converged(est, solver.history)
-    return est
-
-
-def make_solver(est, model, **kwargs):
-    """The solver ``est.solver`` (or the one ``"auto"`` chose) for ``model``: in process, or
-    on the estimator's distributed ``backend`` with ``est.n_partitions`` partitions."""
-    options = dict(est.solver_options or {})
-    name = resolved(est)
-    if getattr(est, "backend", "local") == "local":
-        return solver_class(name, model)(model, **kwargs, **options)
-    return distributed.distributed_solver(
-        name, model, est.n_partitions, est.backend_options, **kwargs, **options
-    )
-
-
-def check_backend_params(est):
-    """``backend``, ``n_partitions`` and ``backend_options``; a warm start on Spark resumes
-    from the checkpoint directory instead."""
-    solver = "bcfw" if est.solver == AUTO else est.solver  # what "auto" trains on Spark
-    distributed.check_backend(est.backend, est.n_partitions, est.backend_options, solver)
-    if est.backend != "local" and est.warm_start:
-        raise ValueError(
-            "warm_start does not apply to backend='spark': resume a run from its "
-            "checkpoint with backend_options={'checkpoint_dir': ..., "
-            "'resume': True}"
-        )
-
-
 def unconverged_gap(history, tol):
     """The certified relative gap when training stopped at ``max_iter`` with it still above
     ``tol``, else None (``tol=0`` asks for exactly ``max_iter`` passes; a solver without a
@@ -208,38 +113,6 @@ def unconverged_gap(history, tol):
     ):
         return None
     return last.relative_gap
-
-
-def warn_if_not_converged(est, history):
-    """scikit-learn's ``ConvergenceWarning`` when :func:`unconverged_gap` has a gap."""
-    gap = unconverged_gap(history, est.tol)
-    if gap is not None:
-        if getattr(est, "backend", "local") == "local":
-            steps, how = "passes", "continue training with warm_start=True"
-        else:
-            steps, how = (
-                "rounds",
-                (
-                    "resume the run from its checkpoint_dir "
-                    "(backend_options={'checkpoint_dir': ..., 'resume': True})"
-                ),
-            )
-        warnings.warn(
-            f"{type(est).__name__} stopped after max_iter={est.max_iter} {steps} with a "
-            f"relative duality gap of {gap:.3%}, above tol={est.tol:g}: the model is not at "
-            f"the optimum yet. Raise max_iter, or {how}.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-
-
-def with_intercept(X, est):
-    """CSR rows of ``X`` with the constant column ``est.intercept_scaling`` appended when
-    ``est.fit_intercept`` (how every estimator gives each label a bias)."""
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if est.fit_intercept:
-        X = sp.hstack([X, np.full((X.shape[0], 1), float(est.intercept_scaling))], format="csr")
-    return X
 
 
 def seed_to_json(seed):
@@ -388,49 +261,6 @@ def final_summary(history):
     )
 
 
-def carry_over(est, solver, changed):
-    """Before a warm start: refuse a changed problem, except a new C for a solver that keeps
-    a dual point, which it scales to the new C
-    (:meth:`~dualstruct.solvers.base.PassSolver.set_C`)."""
-    if changed == ["C"] and solver.carries_dual:
-        solver.set_C(est.C)
-        return
-    if changed:
-        hint = (
-            f"; solver {resolved(est)!r} keeps no dual point to carry to a new C"
-            if "C" in changed
-            else ""
-        )
-        raise ValueError(
-            f"warm_start: parameters {changed} changed since the last fit; the solver state "
-            f"belongs to the old problem{hint} (set warm_start=False to start anew)"
-        )
-
-
-def continue_solver(est, solver, callback, validation):
-    """Hand a solver that continues training the estimator's current settings."""
-    solver.callback, solver.validation = callback, validation
-    solver.verbose, solver.tol = est.verbose, est.tol
-    solver.check_every = est.check_every
-
-
-class SolverResults:
-    """``_set_weights``: the estimator's fitted attributes from its solver; ``load``: the
-    estimator from a model file its ``save`` wrote (through the class's ``from_arrays``)."""
-
-    def _set_weights(self, solver):
-        self.__dict__.pop("coef_", None)  # the old copy goes before the new one is made
-        self.coef_ = solver.weights()
-        self.history_ = solver.history
-        self.n_iter_ = solver.passes
-
-    @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`; the file's contents are validated."""
-        header, arrays = io.load_arrays(path)
-        return cls.from_arrays(header, arrays, path)
-
-
 @contextlib.contextmanager
 def model_file_errors(path):
     """Reading a model file: any fault becomes a ValueError that names the file."""
@@ -440,23 +270,6 @@ def model_file_errors(path):
         raise ValueError(f"{path}: model file is missing or has invalid fields ({exc})") from None
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-
-
-def add_training_record(est, header, arrays, include_solver_state=False):
-    """Add the history columns (and, for a checkpoint, the solver state) to a model file's
-    ``header`` and ``arrays``."""
-    for name, col in est.history_.as_arrays().items():
-        arrays["history." + name] = col
-    if include_solver_state and getattr(est, "solver_", None) is not None:
-        if hasattr(est.solver_, "engine"):
-            raise ValueError(
-                "the dual state of a run on Spark stays on the cluster (resume the run from "
-                "its checkpoint_dir); to keep it in the model file, so that training can "
-                "continue on one machine, fit with backend_options={'keep_dual_state': True}"
-            )
-        meta, state = est.solver_.state_dict()
-        header["solver_state"] = meta
-        arrays.update({"state." + k: v for k, v in state.items()})
 
 
 def strongest_per_row(matrix, n, names=None) -> list:
@@ -484,38 +297,335 @@ def strongest_per_row(matrix, n, names=None) -> list:
     return out
 
 
-WEIGHTS = ("auto", "dense", "observed")
-#: "auto" keeps the observed (feature, label) pairs only when they are fewer than this share
-#: of the dense matrix
-AUTO_SPARSE_FRACTION = 0.5
-#: and only when the dense matrix would take more than this many bytes per copy
-AUTO_DENSE_MAX_BYTES = 2**30
+class BaseSSVM(BaseEstimator):
+    """What every estimator shares: the training parameters, their checks, the solver that
+    trains (warm starts, checkpoints, Spark), and the training record of a model file.
 
+    A preset (:class:`~dualstruct.StructuredSVM`, :class:`~dualstruct.MultiLabelSVM`,
+    :class:`~dualstruct.MultiClassSVM`, :class:`~dualstruct.SSVM`) lists in its ``__init__``
+    the parameters it accepts, passes those of :data:`SHARED_PARAMS` to this ``__init__``
+    (which stores them as given, as scikit-learn requires) and adds its own: its input
+    conversion, its model and its scoring. The shared parameters are described once, in the
+    user guide (:ref:`shared-parameters`).
+    """
 
-def check_weights_params(est):
-    """Validate ``weights`` and ``weights_min_count``."""
-    if est.weights not in WEIGHTS:
-        raise ValueError(f"weights must be one of {WEIGHTS}, got {est.weights!r}")
-    check_integer("weights_min_count", est.weights_min_count, 1)
-
-
-def choose_support(est, n_features, n_labels, observed):
-    """The support of the unary weights by the estimator's ``weights`` rule (None: dense):
-    ``"dense"``; ``"observed"``, the support ``observed()`` returns; ``"auto"``, dense while
-    the d × K matrix takes at most ``AUTO_DENSE_MAX_BYTES`` per copy or the observed pairs
-    are at least ``AUTO_SPARSE_FRACTION`` of it. Sets ``weights_info_`` (printed when
-    verbose): which weights, how many, their memory."""
-    dense = n_features * n_labels
-    if est.weights == "dense" or (est.weights == "auto" and 8 * dense <= AUTO_DENSE_MAX_BYTES):
-        support = None
-    else:
-        support = observed()
-        if est.weights == "auto" and len(support[1]) >= AUTO_SPARSE_FRACTION * dense:
-            support = None
-    n = dense if support is None else len(support[1])
-    est.weights_info_ = support_size_summary(
-        n, n_features, n_labels, "dense" if support is None else "observed pairs"
+    #: the parameters the estimators share; each preset accepts those that apply to it
+    SHARED_PARAMS = (
+        "model",
+        "solver",
+        "C",
+        "max_iter",
+        "tol",
+        "check_every",
+        "averaging",
+        "rescaling",
+        "random_state",
+        "verbose",
+        "callback",
+        "solver_options",
+        "warm_start",
+        "backend",
+        "n_partitions",
+        "backend_options",
+        "n_jobs",
     )
-    if est.verbose:
-        print(est.weights_info_)
-    return support
+    #: the parameters that define the problem and the solver state: a warm start continues
+    #: only if none of them changed (C may: a solver that keeps a dual point scales it)
+    _STATE_PARAMS: tuple[str, ...] = ("solver", "C", "averaging", "solver_options")
+    #: whether ``save`` can store the solver state (a checkpoint ``fit`` resumes from)
+    _CHECKPOINTS = False
+
+    def __init__(self, **shared):
+        for name, value in shared.items():
+            if name not in self.SHARED_PARAMS:
+                raise TypeError(f"{name!r} is not a shared parameter of the estimators")
+            setattr(self, name, value)
+
+    # -- parameters ---------------------------------------------------------------------------
+    def _check_shared_params(self, solvers):
+        """Check the shared parameters this estimator has; ``solvers``: the solver names
+        its model trains with (``"auto"`` is allowed too)."""
+        names = (AUTO, *solvers)
+        if self.solver not in names:
+            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
+        check_real("C", self.C, 0, False)
+        if self.C > MAX_C:
+            raise ValueError(
+                f"C must be at most {MAX_C:g} (the objective would overflow), got {self.C!r}"
+            )
+        check_real("tol", self.tol, 0, True)
+        check_integer("max_iter", self.max_iter, 1)  # 0 passes would return an untrained model
+        checked_setting("check_every", self.check_every, "auto")
+        check_bool("averaging", self.averaging)
+        check_random_state(self.random_state)
+        check_integer("verbose", self.verbose, 0)
+        if hasattr(self, "warm_start"):
+            check_bool("warm_start", self.warm_start)
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback must be callable, got {self.callback!r}")
+        if self.solver_options is not None and not isinstance(self.solver_options, dict):
+            raise ValueError(f"solver_options must be a dict, got {self.solver_options!r}")
+        if hasattr(self, "rescaling"):
+            check_choice("rescaling", self.rescaling, ("margin", "slack"))
+        if hasattr(self, "n_jobs"):
+            effective_n_jobs(self.n_jobs)
+        if hasattr(self, "backend"):
+            self._check_backend_params()
+
+    def _check_backend_params(self):
+        """``backend``, ``n_partitions`` and ``backend_options``; a warm start on Spark
+        resumes from the checkpoint directory instead."""
+        solver = "bcfw" if self.solver == AUTO else self.solver  # what "auto" trains on Spark
+        distributed.check_backend(self.backend, self.n_partitions, self.backend_options, solver)
+        if self.backend != "local" and self.warm_start:
+            raise ValueError(
+                "warm_start does not apply to backend='spark': resume a run from its "
+                "checkpoint with backend_options={'checkpoint_dir': ..., "
+                "'resume': True}"
+            )
+
+    def _frozen_params(self, names) -> dict:
+        """A deep, immutable snapshot of the parameters ``names``, in a form that compares
+        equal across a model file's round trip (tuples for lists and arrays, Python numbers
+        for NumPy scalars, dicts as sorted item tuples). Warm starts and resumes compare
+        these, so a parameter changed in place (``solver_options["rho"] = …``) is seen."""
+        return {
+            k: _frozen(
+                _problem_options(getattr(self, k)) if k == "solver_options" else getattr(self, k)
+            )
+            for k in names
+        }
+
+    def _with_intercept(self, X):
+        """CSR rows of ``X`` with the constant column ``intercept_scaling`` appended when
+        ``fit_intercept`` (how every estimator gives each label a bias)."""
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if self.fit_intercept:
+            column = np.full((X.shape[0], 1), float(self.intercept_scaling))
+            X = sp.hstack([X, column], format="csr")
+        return X
+
+    def _choose_support(self, n_features, n_labels, observed):
+        """The support of the unary weights by the ``weights`` rule (None: dense)."""
+        return choose_support(self, n_features, n_labels, observed)
+
+    # -- training -----------------------------------------------------------------------------
+    def _continues(self) -> bool:
+        """Whether ``fit`` continues the estimator's solver (``warm_start`` and a solver
+        whose set-up succeeded; an error or Ctrl-C in a first fit leaves none)."""
+        return (
+            getattr(self, "warm_start", False)
+            and getattr(self, "solver_", None) is not None
+            and self.solver_.data is not None
+        )
+
+    def _carry_over(self, solver, changed):
+        """Before a warm start: refuse a changed problem, except a new C for a solver that
+        keeps a dual point, which it scales to the new C
+        (:meth:`~dualstruct.solvers.base.PassSolver.set_C`)."""
+        if changed == ["C"] and solver.carries_dual:
+            solver.set_C(self.C)
+            return
+        if changed:
+            hint = (
+                f"; solver {resolved(self)!r} keeps no dual point to carry to a new C"
+                if "C" in changed
+                else ""
+            )
+            raise ValueError(
+                f"warm_start: parameters {changed} changed since the last fit; the solver "
+                f"state belongs to the old problem{hint} (set warm_start=False to start anew)"
+            )
+
+    def _make_solver(self, model, **kwargs):
+        """The solver ``solver`` (or the one ``"auto"`` chose) for ``model`` with the shared
+        settings and ``kwargs``: in process, or on the distributed ``backend``."""
+        settings = dict(
+            C=self.C,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            check_every=self.check_every,
+            averaging=self.averaging,
+            random_state=self.random_state,
+            verbose=self.verbose,
+        )
+        if hasattr(self, "rescaling"):
+            settings["rescaling"] = self.rescaling
+        settings.update(kwargs)
+        options = dict(self.solver_options or {})
+        name = resolved(self)
+        if getattr(self, "backend", "local") == "local":
+            return solver_class(name, model)(model, **settings, **options)
+        return distributed.distributed_solver(
+            name, model, self.n_partitions, self.backend_options, **settings, **options
+        )
+
+    def _fit_solver(self, model, data, state, validation=None, solver=None, resume=None, **kw):
+        """Train on ``data``: ``solver`` (a started one that continues, with the current
+        settings), else a new one for ``model`` made with ``kw``, restored from a
+        checkpoint's ``resume`` state when given. ``state``: the snapshot of the
+        problem's parameters a later warm start compares against."""
+        callback = None
+        if self.callback is not None:
+
+            def callback(record):
+                self._set_weights(self.solver_)
+                return bool(self.callback(self, record))
+
+        if solver is not None:
+            solver.callback, solver.validation = callback, validation
+            solver.verbose, solver.tol = self.verbose, self.tol
+            solver.check_every = self.check_every
+        else:
+            solver = self._make_solver(model, callback=callback, validation=validation, **kw)
+            if resume is not None:
+                # the checkpoint is kept if this fails; the error names its file
+                with model_file_errors(getattr(self, "_saved_state_file", "the checkpoint")):
+                    solver.load_state(data, *resume)
+                solver.history = self.history_
+                self._saved_state = None
+        return self._train(solver, data, state)
+
+    def _train(self, solver, data, state):
+        """Train ``solver`` on ``data`` for ``max_iter`` passes as the estimator's solver.
+        Once the solver is set up, the estimator follows it, also if training raises:
+        restoring the previous attributes (:func:`restore_on_error`) would pair them with a
+        solver that has moved on."""
+        self.solver_ = solver
+        self._state_params = state
+        solver.memory_advice = memory_advice(self, solver)  # in the estimator's own options
+        starting = getattr(self.callback, "training_starts", None)
+        if starting is not None:  # e.g. the command line's progress lines say the solver first
+            starting(self)
+        try:
+            solver.start(data)
+            self._committed = True
+            try:
+                solver.fit(data, max_iter=self.max_iter)
+            finally:
+                self._set_weights(solver)
+        finally:
+            if hasattr(solver, "close"):  # a distributed run: last checkpoint, release Spark
+                try:
+                    keep = (getattr(self, "backend_options", None) or {}).get("keep_dual_state")
+                    if keep and solver.passes and hasattr(solver, "single_machine_solver"):
+                        self.solver_ = solver.single_machine_solver()
+                finally:
+                    solver.close()
+        self._warn_if_not_converged(solver.history)
+        return self
+
+    def _warn_if_not_converged(self, history):
+        """scikit-learn's ``ConvergenceWarning`` when :func:`unconverged_gap` has a gap."""
+        gap = unconverged_gap(history, self.tol)
+        if gap is None:
+            return
+        if getattr(self, "backend", "local") == "local":
+            steps, how = "passes", "continue training with warm_start=True"
+        else:
+            steps = "rounds"
+            how = (
+                "resume the run from its checkpoint_dir "
+                "(backend_options={'checkpoint_dir': ..., 'resume': True})"
+            )
+        warnings.warn(
+            f"{type(self).__name__} stopped after max_iter={self.max_iter} {steps} with a "
+            f"relative duality gap of {gap:.3%}, above tol={self.tol:g}: the model is not at "
+            f"the optimum yet. Raise max_iter, or {how}.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+
+    def _set_weights(self, solver):
+        """The fitted attributes from ``solver``."""
+        self.__dict__.pop("coef_", None)  # the old copy goes before the new one is made
+        self.coef_ = solver.weights()
+        self.history_ = solver.history
+        self.n_iter_ = solver.passes
+
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    # -- model files --------------------------------------------------------------------------
+    def save(self, path, include_solver_state=False):
+        """Write the fitted model to a file (``.npz`` arrays and a JSON header, no pickle).
+
+        Parameters
+        ----------
+        path : str or Path
+            The file to write; :func:`dualstruct.load` reads it back.
+        include_solver_state : bool, default False
+            Also store the solver's dual state, so that ``fit`` with ``warm_start=True`` on
+            the same data resumes training exactly where it stopped (a checkpoint;
+            :class:`~dualstruct.StructuredSVM` and :class:`~dualstruct.MultiLabelSVM`).
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
+        if not include_solver_state:
+            return io.save_arrays(path, *self.to_arrays())
+        if not self._CHECKPOINTS:
+            raise ValueError(
+                f"include_solver_state: {type(self).__name__} files keep no solver state "
+                "(StructuredSVM and MultiLabelSVM files do)"
+            )
+        return io.save_arrays(path, *self.to_arrays(include_solver_state=True))
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`; the file's contents are validated."""
+        header, arrays = io.load_arrays(path)
+        return cls.from_arrays(header, arrays, path)
+
+    def _file_params(self, leave_out=()):
+        """The parameters for a model file's header: JSON values, no callback."""
+        params = {k: v for k, v in self.get_params().items() if k not in ("callback", *leave_out)}
+        params["random_state"] = seed_to_json(params["random_state"])
+        if "backend_options" in params:
+            params["backend_options"] = distributed.json_backend_options(params["backend_options"])
+        return params
+
+    def _file_header(self, model_type, params, **fields):
+        """A model file's header: its type, the parameters, ``fields`` and the training
+        record (passes, stop reason, last objective values, the solver and why)."""
+        return {
+            "model_type": model_type,
+            "estimator_params": params,
+            **fields,
+            "n_iter": int(self.n_iter_),
+            "stop_reason": self.history_.stop_reason,
+            "final": final_summary(self.history_),
+            "solver_choice": list(self.solver_choice_),
+        }
+
+    def _add_training_record(self, header, arrays, include_solver_state=False):
+        """Add the history columns (and, for a checkpoint, the solver state) to a model
+        file's ``header`` and ``arrays``."""
+        for name, col in self.history_.as_arrays().items():
+            arrays["history." + name] = col
+        if include_solver_state and getattr(self, "solver_", None) is not None:
+            if hasattr(self.solver_, "engine"):
+                raise ValueError(
+                    "the dual state of a run on Spark stays on the cluster (resume the run "
+                    "from its checkpoint_dir); to keep it in the model file, so that "
+                    "training can continue on one machine, fit with "
+                    "backend_options={'keep_dual_state': True}"
+                )
+            meta, state = self.solver_.state_dict()
+            header["solver_state"] = meta
+            arrays.update({"state." + k: v for k, v in state.items()})
+
+    def _read_training_record(self, header, arrays, path):
+        """The training record of a model file (the solver and why, passes, history) and,
+        for a checkpoint, the solver state that ``fit`` resumes from."""
+        self.solver_choice_ = read_solver_choice(header, self.solver)
+        self.n_iter_ = header_integer(header, "n_iter")
+        self.history_ = read_history(header, arrays)
+        if "solver_state" in header:
+            state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
+            self._saved_state = (header["solver_state"], state)
+            self._saved_state_file = str(path)
+            self._state_params = self._frozen_params(self._STATE_PARAMS)

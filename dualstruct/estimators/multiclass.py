@@ -4,37 +4,28 @@ by the block solvers over :class:`~dualstruct.models.multiclass.MultiClassModel`
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import io
 from .._pystruct import refuse_pystruct_keywords
 from ..models.multiclass import MultiClassModel
-from ..solvers import solver_class, solver_names
+from ..solvers import solver_names
 from .auto import AUTO, choose_other, given
 from .base import (
-    SolverResults,
+    BaseSSVM,
     _classes_from_json,
     _classes_to_json,
-    add_training_record,
     check_bool,
     check_real,
-    check_training_params,
-    final_summary,
     header_integer,
     model_file_errors,
     read_coef,
-    read_history,
-    read_solver_choice,
     restore_on_error,
-    seed_to_json,
-    train,
-    with_intercept,
 )
 
 
-class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
+class MultiClassSVM(ClassifierMixin, BaseSSVM):
     """Multi-class linear SVM of Crammer and Singer (2001), solved in the dual with a
     duality-gap certificate:
 
@@ -57,10 +48,11 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
     intercept_scaling : float, default 1.0
     loss_weights : dict class -> float, optional
         The margin demanded of an example of that class (default 1 for every class).
-    max_iter, tol, check_every, averaging, random_state, verbose, callback, solver_options :
-        as :class:`~dualstruct.StructuredSVM` (passes, relative duality-gap tolerance,
-        passes between exact checks, weighted averaging, seed, progress lines, a per-pass
-        ``callback(estimator, record) -> stop``, extra solver arguments).
+    max_iter, tol, check_every, averaging : shared
+        The training parameters every estimator shares (:ref:`shared-parameters`); here
+        ``max_iter=200`` and ``tol=0.001`` by default.
+    random_state, verbose, callback, solver_options : shared
+        As every estimator (:ref:`shared-parameters`).
 
     Attributes
     ----------
@@ -96,19 +88,21 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         callback=None,
         solver_options=None,
     ):
-        self.C = C
-        self.solver = solver
+        super().__init__(
+            C=C,
+            solver=solver,
+            max_iter=max_iter,
+            tol=tol,
+            check_every=check_every,
+            averaging=averaging,
+            random_state=random_state,
+            verbose=verbose,
+            callback=callback,
+            solver_options=solver_options,
+        )
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.loss_weights = loss_weights
-        self.max_iter = max_iter
-        self.tol = tol
-        self.check_every = check_every
-        self.averaging = averaging
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
-        self.solver_options = solver_options
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -116,10 +110,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         return tags
 
     def _validate_params(self):
-        names = (AUTO, *solver_names(MultiClassModel))
-        if self.solver not in names:
-            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
-        check_training_params(self)
+        self._check_shared_params(solver_names(MultiClassModel))
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         check_bool("fit_intercept", self.fit_intercept)
         if self.loss_weights is not None and not isinstance(self.loss_weights, dict):
@@ -159,7 +150,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 f"hold only one class ({classes[0]!r})"
             )
         self.classes_ = classes
-        design = with_intercept(X, self)
+        design = self._with_intercept(X)
         model = MultiClassModel(
             len(classes), design.shape[1], loss_weights=self._class_loss_weights()
         )
@@ -167,40 +158,19 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         validation = None
         if validation_data is not None:
             X_val, y_val = validation_data
-            X_val = with_intercept(
+            X_val = self._with_intercept(
                 validate_data(
                     self, X_val, accept_sparse=("csr", "csc", "coo"), dtype=np.float64, reset=False
-                ),
-                self,
+                )
             )
             y_val = np.asarray(y_val)
 
             def validation(w):
                 return float(np.mean(classes[model.predict(w, X_val)] == y_val))
 
-        callback = None
-        if self.callback is not None:
-
-            def callback(record):
-                self._set_weights(solver)
-                return bool(self.callback(self, record))
-
-        choice = given(self.solver) if self.solver != AUTO else choose_other(model)
-        solver = solver_class(choice.solver, model)(
-            model,
-            C=self.C,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            check_every=self.check_every,
-            averaging=self.averaging,
-            random_state=self.random_state,
-            verbose=self.verbose,
-            callback=callback,
-            validation=validation,
-            **(self.solver_options or {}),
-        )
-        self.model_, self.solver_choice_ = model, choice
-        return train(self, solver, data, state=None)
+        self.model_ = model
+        self.solver_choice_ = given(self.solver) if self.solver != AUTO else choose_other(model)
+        return self._fit_solver(model, data, None, validation)
 
     def _set_weights(self, solver):
         super()._set_weights(solver)
@@ -236,35 +206,22 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
         return self.classes_[np.argmax(scores, axis=1)]
 
     # -- persistence --------------------------------------------------------------------------
-    def save(self, path):
-        """Write the fitted model to ``path`` (``.npz`` arrays and a JSON header, no pickle);
-        :func:`dualstruct.load` reads it back."""
-        return io.save_arrays(path, *self.to_arrays())
-
     def to_arrays(self):
         """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
         check_is_fitted(self)
-        params = {
-            k: v for k, v in self.get_params().items() if k not in ("callback", "loss_weights")
-        }
-        params["random_state"] = seed_to_json(params["random_state"])
         classes, kind = _classes_to_json(self.classes_)
-        header = {
-            "model_type": "multiclass",
-            "estimator_params": params,
-            "classes": classes,
-            "class_kind": kind,
-            "n_features_in": int(self.n_features_in_),
-            "n_iter": int(self.n_iter_),
-            "stop_reason": self.history_.stop_reason,
-            "final": final_summary(self.history_),
-            "solver_choice": list(self.solver_choice_),
-        }
+        header = self._file_header(
+            "multiclass",
+            self._file_params(leave_out=("loss_weights",)),
+            classes=classes,
+            class_kind=kind,
+            n_features_in=int(self.n_features_in_),
+        )
         arrays = {
             "coef": np.asarray(self.weights_, dtype=np.float64),
             "loss_weights": self.model_.loss_weights,
         }
-        add_training_record(self, header, arrays)
+        self._add_training_record(header, arrays)
         return header, arrays
 
     @classmethod
@@ -274,7 +231,7 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 raise ValueError(f"not a multi-class model ({header.get('model_type')!r})")
             est = cls(**header["estimator_params"])
             est._validate_params()
-            est.solver_choice_ = read_solver_choice(header, est.solver)
+            est._read_training_record(header, arrays, path)
             est.classes_ = _classes_from_json(header["classes"], header["class_kind"])
             est.n_features_in_ = header_integer(header, "n_features_in", 1)
             loss_weights = np.asarray(arrays["loss_weights"], dtype=np.float64)
@@ -294,6 +251,4 @@ class MultiClassSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 loss_weights=loss_weights,
             )
             est._set_coef(read_coef(arrays, est.model_.size))
-            est.history_ = read_history(header, arrays)
-            est.n_iter_ = header_integer(header, "n_iter")
         return est

@@ -4,18 +4,14 @@ save) over :class:`~dualstruct.models.MultiLabelModel` and the multi-label solve
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import NotFittedError
+from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
-from .. import io
 from .._pystruct import refuse_pystruct_keywords
-from ..distributed import json_backend_options
 from ..distributed.reading import MultiLabelFiles, is_spark_input
 from ..memory import check_memory, memory_advice
 from ..metrics import multilabel_scores
-from ..models.base import effective_n_jobs
 from ..models.multilabel import (
     EDGE_KINDS,
     INFERENCE,
@@ -26,42 +22,26 @@ from ..models.multilabel import (
     training_memory_parts,
 )
 from ..solvers import solver_names
+from ..weight_support import check_weights, dense_fits
 from .auto import AUTO, choose_multilabel, given, resolved
 from .base import (
-    AUTO_DENSE_MAX_BYTES,
-    SolverResults,
+    BaseSSVM,
     _classes_from_json,
     _classes_to_json,
     _plain_labels,
-    add_training_record,
-    carry_over,
     changed_params,
-    check_backend_params,
     check_bool,
     check_integer,
     check_real,
-    check_training_params,
-    check_weights_params,
-    choose_support,
-    continue_solver,
-    continues_training,
-    final_summary,
-    frozen_params,
     header_integer,
-    make_solver,
     model_file_errors,
     read_coef,
-    read_history,
-    read_solver_choice,
     restore_on_error,
-    seed_to_json,
     strongest_per_row,
-    train,
-    with_intercept,
 )
 
 
-class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
+class MultiLabelSVM(ClassifierMixin, BaseSSVM):
     """Structural SVM over L binary labels with pairwise label interactions.
 
     Parameters
@@ -83,10 +63,13 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         (any graph; training then uses the LP-relaxed hinge). "auto" is exact on forests and
         up to 10 labels, the LP otherwise; with ``solver="gdmm"`` it is the LP, with
         ``rescaling="slack"`` exact.
-    max_iter, tol, check_every, averaging, random_state, verbose : see StructuredSVM
-        As :class:`~dualstruct.StructuredSVM`.
-    callback, warm_start, solver_options : see StructuredSVM
-        As :class:`~dualstruct.StructuredSVM`.
+    max_iter, tol, check_every, averaging, random_state, verbose, callback : shared
+        The training parameters every estimator shares (:ref:`shared-parameters`); here
+        ``max_iter=200`` and ``tol=0.01`` by default.
+    warm_start, solver_options, backend, n_partitions, backend_options : shared
+        As every estimator (:ref:`shared-parameters`).
+    n_jobs : int, optional
+        Threads that share the rows in ``predict`` (None: 1; −1: every core).
     fit_intercept : bool, default True
         Append a constant feature (value ``intercept_scaling``) so every label has a bias.
     intercept_scaling : float, default 1.0
@@ -115,26 +98,6 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         argue against that label either, so on dense inputs keep the dense weights.
     weights_min_count : int, default 1
         With observed weights, how often a pair must occur to get a weight.
-
-    backend : {"local", "spark"}
-        Where training runs: in this process, or on Apache Spark with CoCoA+ (``solver=
-        "bcfw"``, BCFW as the local solver) or mini-batch SSG (``solver="ssg"``); needs
-        ``pip install "dualstruct[spark]"``. On Spark ``max_iter`` and ``check_every``
-        count rounds (each is ``solver_options["local_passes"]`` passes), and the model is
-        an ordinary model file (:mod:`dualstruct.distributed`).
-    n_partitions : int
-        With ``backend="spark"``, K, the partitions of the training examples.
-    n_jobs : int, optional
-        Threads that share the rows in ``predict`` (None: 1; −1: every core).
-    backend_options : dict, optional
-        The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
-        SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
-        ``resume`` (continue the run checkpointed in ``checkpoint_dir``), ``spark_conf``
-        (:class:`~dualstruct.distributed.spark.SparkEngine`), and ``keep_dual_state``:
-        at the end of training bring the partitions' dual state to the driver as a
-        single-machine BCFW solver, so that ``set_params(backend="local",
-        warm_start=True)`` continues the run on one machine and ``save(...,
-        include_solver_state=True)`` keeps it in the model file.
 
     Attributes
     ----------
@@ -187,39 +150,38 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         weights="auto",
         weights_min_count=1,
     ):
+        super().__init__(
+            solver=solver,
+            C=C,
+            max_iter=max_iter,
+            tol=tol,
+            check_every=check_every,
+            averaging=averaging,
+            rescaling=rescaling,
+            random_state=random_state,
+            verbose=verbose,
+            callback=callback,
+            solver_options=solver_options,
+            warm_start=warm_start,
+            backend=backend,
+            n_partitions=n_partitions,
+            backend_options=backend_options,
+            n_jobs=n_jobs,
+        )
         self.edges = edges
-        self.solver = solver
-        self.C = C
         self.inference = inference
-        self.max_iter = max_iter
-        self.tol = tol
-        self.check_every = check_every
-        self.averaging = averaging
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.loss_weights = loss_weights
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
-        self.warm_start = warm_start
-        self.solver_options = solver_options
-        self.rescaling = rescaling
         self.interactions = interactions
-        self.backend = backend
-        self.n_partitions = n_partitions
-        self.backend_options = backend_options
-        self.n_jobs = n_jobs
         self.weights = weights
         self.weights_min_count = weights_min_count
 
     _STATE_PARAMS = (
-        "solver",
-        "C",
+        *BaseSSVM._STATE_PARAMS,
         "inference",
-        "averaging",
         "fit_intercept",
         "intercept_scaling",
-        "solver_options",
         "rescaling",
         "interactions",
         "edges",
@@ -227,27 +189,21 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         "weights",
         "weights_min_count",
     )
+    _CHECKPOINTS = True
 
     def _validate_params(self):
         if isinstance(self.edges, str) and self.edges not in EDGE_KINDS:
             raise ValueError(
                 f"edges must be one of {EDGE_KINDS} or an (E, 2) array, got {self.edges!r}"
             )
-        names = (AUTO, *solver_names(MultiLabelModel))
-        if self.solver not in names:
-            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
-        if self.rescaling not in ("margin", "slack"):
-            raise ValueError(f"rescaling must be 'margin' or 'slack', got {self.rescaling!r}")
         if self.interactions not in INTERACTIONS:
             raise ValueError(
                 f"interactions must be one of {INTERACTIONS}, got {self.interactions!r}"
             )
         if self.inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
-        check_training_params(self)
-        check_weights_params(self)
-        effective_n_jobs(self.n_jobs)
-        check_backend_params(self)
+        self._check_shared_params(solver_names(MultiLabelModel))
+        check_weights(self.weights, self.weights_min_count)
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         check_bool("fit_intercept", self.fit_intercept)
 
@@ -263,11 +219,10 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
     def _features(self, X, reset=False):
         """``X`` (checked by scikit-learn's ``validate_data``: numeric, finite, non-empty, the
         fitted width) as CSR with the intercept column."""
-        return with_intercept(
+        return self._with_intercept(
             validate_data(
                 self, X, reset=reset, dtype=np.float64, accept_sparse=("csr", "csc", "coo")
-            ),
-            self,
+            )
         )
 
     def _labels(self, Y, n, fit=False):
@@ -340,8 +295,8 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         ``validation_data=(X_val, Y_val)`` adds ``1 −`` Hamming loss on it to the history at
         every check. Ctrl-C stops training after the current pass and keeps the model."""
         self._validate_params()
-        state = frozen_params(self, self._STATE_PARAMS)
-        continuing = continues_training(self)
+        state = self._frozen_params(self._STATE_PARAMS)
+        continuing = self._continues()
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         on_executors = isinstance(X, MultiLabelFiles)  # the examples stay on Spark's executors
         if is_spark_input(X):
@@ -377,7 +332,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 ):
                     raise ValueError("warm_start continues only on the same training data")
                 data = old
-                carry_over(self, self.solver_, changed)
+                self._carry_over(self.solver_, changed)
         else:
             for attr in ("n_features_in_", "feature_names_in_", "n_labels_"):
                 self.__dict__.pop(attr, None)
@@ -396,9 +351,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             data = MultiLabelDataset(Xf, Y)
             edges = self.edges if isinstance(self.edges, str) else np.asarray(self.edges)
             d, L = data.X.shape[1], self.n_labels_
-            dense = self.weights == "dense" or (
-                self.weights == "auto" and 8 * d * L <= AUTO_DENSE_MAX_BYTES
-            )
+            dense = dense_fits(self.weights, d, L)
             check_memory(  # before the label graph and the support are built
                 f"MultiLabelSVM over {self.n_labels_:,} labels (edges={self.edges!r})"
                 if isinstance(self.edges, str)
@@ -406,8 +359,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 training_memory_parts(L, d, edges, self.interactions, None if dense else 0),
                 memory_advice(self),
             )
-            support = choose_support(
-                self,
+            support = self._choose_support(
                 data.X.shape[1],
                 self.n_labels_,
                 lambda: observed_support(data, self.weights_min_count),
@@ -428,37 +380,14 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             def validation(w):
                 return 1.0 - multilabel_scores(Yv, self.model_.predict(w, Xv))["hamming_loss"]
 
-        solver = self.solver_ if continuing else None
-
-        def callback(record):
-            if self.callback is None:
-                return False
-            self._set_weights(self.solver_)
-            return bool(self.callback(self, record))
-
-        if solver is None:
-            solver = make_solver(
-                self,
-                self.model_,
-                C=self.C,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                check_every=self.check_every,
-                averaging=self.averaging,
-                random_state=self.random_state,
-                verbose=self.verbose,
-                callback=callback,
-                validation=validation,
-                rescaling=self.rescaling,
-            )
-            if resume is not None:
-                with model_file_errors(getattr(self, "_saved_state_file", "the checkpoint")):
-                    solver.load_state(data, *resume)
-                solver.history = self.history_
-                self._saved_state = None
-        else:
-            continue_solver(self, solver, callback, validation)
-        return train(self, solver, data, state)
+        return self._fit_solver(
+            self.model_,
+            data,
+            state,
+            validation,
+            solver=self.solver_ if continuing else None,
+            resume=resume,
+        )
 
     def _make_model(self, edges, support, Y, solver):
         """The model of ``n_labels_`` labels over the training labels ``Y``, with the
@@ -493,10 +422,6 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         )
 
     # -- prediction ---------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError("this MultiLabelSVM is not fitted yet; call fit first")
-
     def predict(self, X, return_integral=False):
         """The (n, L) label matrix of the rows of ``X``, in the values of the training labels
         (0/1 for an indicator matrix): the rounded LP solution where the model uses the LP.
@@ -571,31 +496,22 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         return self.model_.unpack(self.coef_).pairwise
 
     # -- persistence --------------------------------------------------------------------------
-    def save(self, path, include_solver_state=False):
-        """Write the fitted model to ``path`` (``.npz`` arrays + JSON header, no pickle);
-        ``include_solver_state=True`` makes it a checkpoint that ``fit`` with
-        ``warm_start=True`` resumes exactly."""
-        return io.save_arrays(path, *self.to_arrays(include_solver_state))
-
     def to_arrays(self, include_solver_state=False):
+        """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
         self._check_fitted()
-        params = {k: v for k, v in self.get_params().items() if k != "callback"}
-        params["random_state"] = seed_to_json(params["random_state"])
-        params["backend_options"] = json_backend_options(params["backend_options"])
+        params = self._file_params()
         params["edges"] = params["edges"] if isinstance(params["edges"], str) else "explicit"
         params["loss_weights"] = None
-        header = {
-            "model_type": "multilabel",
-            "estimator_params": params,
-            "n_labels": int(self.n_labels_),
-            "n_features_in": int(self.n_features_in_),
-            "n_iter": int(self.n_iter_),
-            "stop_reason": self.history_.stop_reason,
-            "final": final_summary(self.history_),
-            "solver_choice": list(self.solver_choice_),
-        }
-        header["label_values"], header["label_kind"] = _classes_to_json(self.label_values_.ravel())
-        header["outputs_2d"] = bool(self.outputs_2d_)
+        values, kind = _classes_to_json(self.label_values_.ravel())
+        header = self._file_header(
+            "multilabel",
+            params,
+            n_labels=int(self.n_labels_),
+            n_features_in=int(self.n_features_in_),
+            label_values=values,
+            label_kind=kind,
+            outputs_2d=bool(self.outputs_2d_),
+        )
         arrays = {
             "coef": self.coef_,
             "loss_weights": self.model_.loss_weights,
@@ -603,7 +519,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
         }
         if self.model_.support is not None:
             arrays["support_indptr"], arrays["support_labels"] = self.model_.support
-        add_training_record(self, header, arrays, include_solver_state)
+        self._add_training_record(header, arrays, include_solver_state)
         return header, arrays
 
     @classmethod
@@ -628,7 +544,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
             params["loss_weights"] = arrays["loss_weights"]
             est = cls(**params)
             est._validate_params()
-            est.solver_choice_ = read_solver_choice(header, est.solver)
+            est._read_training_record(header, arrays, path)
             est.n_labels_ = header_integer(header, "n_labels", 1)
             est.n_features_in_ = header_integer(header, "n_features_in", 1)
             outputs_2d = header.get("outputs_2d", True)
@@ -666,15 +582,7 @@ class MultiLabelSVM(ClassifierMixin, SolverResults, BaseEstimator):
                 params["edges"] if isinstance(params["edges"], str) else ("explicit")
             )
             est.edges_ = est.model_.edges
-            coef = read_coef(arrays, est.model_.size)
-            est.coef_ = coef
-            est.n_iter_ = header_integer(header, "n_iter")
-            est.history_ = read_history(header, arrays)
-            if "solver_state" in header:
-                state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
-                est._saved_state = (header["solver_state"], state)
-                est._saved_state_file = str(path)
-                est._state_params = frozen_params(est, cls._STATE_PARAMS)
+            est.coef_ = read_coef(arrays, est.model_.size)
         return est
 
 

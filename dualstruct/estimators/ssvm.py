@@ -7,8 +7,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import NotFittedError
 
 from .. import io
 from .._pystruct import refuse_pystruct_keywords
@@ -19,31 +17,10 @@ from ..models.grid import DirectionalGridCRF, EdgeFeatureGridCRF, GridCRF
 from ..models.multiclass import MultiClassModel
 from ..models.multilabel import MultiLabelModel
 from ..models.user import UserModel
-from ..solvers import solver_class, solver_names
+from ..solvers import solver_names
 from .auto import AUTO, choose_other, given
-from .base import (
-    SolverResults,
-    add_training_record,
-    carry_over,
-    changed_params,
-    check_training_params,
-    continue_solver,
-    continues_training,
-    final_summary,
-    frozen_params,
-    header_integer,
-    model_file_errors,
-    read_coef,
-    read_history,
-    read_solver_choice,
-    restore_on_error,
-    seed_to_json,
-    train,
-)
+from .base import BaseSSVM, changed_params, model_file_errors, read_coef, restore_on_error
 from .warm import continue_on, same_shape
-
-#: the parameters a warm start needs unchanged (C may change: the dual point is scaled)
-_WARM_PARAMS = ("model", "solver", "C", "averaging", "solver_options")
 
 #: the built-in models a model file can name; they are rebuilt from their parameters
 BUILTIN_MODELS = {
@@ -61,9 +38,14 @@ BUILTIN_MODELS = {
 }
 
 
-class SSVM(SolverResults, BaseEstimator):
+class SSVM(BaseSSVM):
     """Structural SVM ``min_w ½‖w‖² + C Σ_i max_y [δ(y_i, y) + ⟨w, φ(x_i, y)⟩ − ⟨w, φ(x_i, y_i)⟩]``
     for a model that supplies φ, δ and the two maximizations.
+
+    The generic estimator: :class:`~dualstruct.StructuredSVM`,
+    :class:`~dualstruct.MultiLabelSVM` and :class:`~dualstruct.MultiClassSVM` are presets
+    that share its training parameters (:ref:`shared-parameters`) and add their input
+    conversion, model and scoring.
 
     Parameters
     ----------
@@ -136,18 +118,23 @@ class SSVM(SolverResults, BaseEstimator):
         solver_options=None,
         warm_start=False,
     ):
-        self.model = model
-        self.solver = solver
-        self.C = C
-        self.max_iter = max_iter
-        self.tol = tol
-        self.check_every = check_every
-        self.averaging = averaging
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
-        self.solver_options = solver_options
-        self.warm_start = warm_start
+        super().__init__(
+            model=model,
+            solver=solver,
+            C=C,
+            max_iter=max_iter,
+            tol=tol,
+            check_every=check_every,
+            averaging=averaging,
+            random_state=random_state,
+            verbose=verbose,
+            callback=callback,
+            solver_options=solver_options,
+            warm_start=warm_start,
+        )
+
+    #: the parameters a warm start needs unchanged (C may change: the dual point is scaled)
+    _STATE_PARAMS = ("model", *BaseSSVM._STATE_PARAMS)
 
     def _validate_params(self):
         # every model trains through a block kernel here (GDMM needs its own estimators)
@@ -156,7 +143,7 @@ class SSVM(SolverResults, BaseEstimator):
         if self.solver != AUTO and self.solver not in names:
             names = (AUTO, *names)
             raise ValueError(f"solver must be one of {names} for this model, got {self.solver!r}")
-        check_training_params(self)
+        self._check_shared_params(names)
 
     def _kernel_model(self):
         if hasattr(self.model, "ssvm_model"):  # the chain and multi-label models
@@ -172,8 +159,8 @@ class SSVM(SolverResults, BaseEstimator):
         graph model two sequences of equal length). ``validation_data=(X_val, Y_val)`` adds
         the held-out :meth:`score` to every check of the history."""
         self._validate_params()
-        state = frozen_params(self, _WARM_PARAMS)
-        continuing = continues_training(self)
+        state = self._frozen_params(self._STATE_PARAMS)
+        continuing = self._continues()
         changed = changed_params(state, self._state_params or {}) if continuing else []
         if "model" in changed:
             raise ValueError(
@@ -196,58 +183,20 @@ class SSVM(SolverResults, BaseEstimator):
             def validation(w):
                 return _accuracy(model.predict(w, X_val), Y_val)
 
-        callback = None
-        if self.callback is not None:
-
-            def callback(record):
-                self._set_weights(solver)
-                return self.callback(self, record)
-
         solver = None
         if continuing:
-            carry_over(self, self.solver_, changed)
+            self._carry_over(self.solver_, changed)
             if continue_on(self.solver_, data):
                 solver = self.solver_
-                continue_solver(self, solver, callback, validation)
         if solver is None:
-            choice = given(self.solver) if self.solver != AUTO else choose_other(model)
-            self.solver_choice_ = choice
-            solver = solver_class(choice.solver, model)(
-                model,
-                C=self.C,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                check_every=self.check_every,
-                averaging=self.averaging,
-                random_state=self.random_state,
-                verbose=self.verbose,
-                callback=callback,
-                validation=validation,
-                **(self.solver_options or {}),
-            )
+            self.solver_choice_ = given(self.solver) if self.solver != AUTO else choose_other(model)
         self.model_ = model
-        return train(self, solver, data, state=state)
-
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError("this SSVM is not fitted yet; call fit first")
+        return self._fit_solver(model, data, state, validation, solver=solver)
 
     # -- persistence --------------------------------------------------------------------------
-    def save(self, path):
-        """Write the fitted model to ``path`` (``.npz`` arrays and a JSON header, no pickle).
-
-        A built-in model is stored by its parameters and is rebuilt by :meth:`load`. A
-        user-defined Python model is stored by its class name, ``size_joint_feature`` and the
-        plain attributes it holds (numbers, strings, lists of them, numeric arrays): loading
-        never executes code from the file, so :meth:`load` needs the model object again and
-        checks it against what was saved."""
-        return io.save_arrays(path, *self.to_arrays())
-
     def to_arrays(self):
         """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
         self._check_fitted()
-        params = {k: v for k, v in self.get_params().items() if k not in ("model", "callback")}
-        params["random_state"] = seed_to_json(params["random_state"])
         model = self.model_
         arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
         if isinstance(model, UserModel):
@@ -274,16 +223,8 @@ class SSVM(SolverResults, BaseEstimator):
                 f"{type(model).__name__} cannot be saved: it is neither a "
                 "built-in model nor a Python StructuredModel"
             )
-        header = {
-            "model_type": "ssvm",
-            "estimator_params": params,
-            "model": described,
-            "n_iter": int(self.n_iter_),
-            "stop_reason": self.history_.stop_reason,
-            "final": final_summary(self.history_),
-            "solver_choice": list(self.solver_choice_),
-        }
-        add_training_record(self, header, arrays)
+        header = self._file_header("ssvm", self._file_params(leave_out=("model",)), model=described)
+        self._add_training_record(header, arrays)
         return header, arrays
 
     @classmethod
@@ -333,11 +274,8 @@ class SSVM(SolverResults, BaseEstimator):
                 raise ValueError(f"unknown model kind {described['kind']!r}")
             est = cls(user_model, **header["estimator_params"])
             est._validate_params()
-            est.solver_choice_ = read_solver_choice(header, est.solver)
-            coef = read_coef(arrays, kernel_model.size)
-            est.model_, est.coef_ = kernel_model, coef
-            est.n_iter_ = header_integer(header, "n_iter")
-            est.history_ = read_history(header, arrays)
+            est._read_training_record(header, arrays, path)
+            est.model_, est.coef_ = kernel_model, read_coef(arrays, kernel_model.size)
         return est
 
     def predict(self, X):

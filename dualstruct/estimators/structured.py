@@ -5,59 +5,39 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import NotFittedError
 
-from .. import io
 from .._pystruct import refuse_pystruct_keywords
-from ..distributed import json_backend_options
 from ..distributed.reading import TaggedOnExecutors, is_spark_input
 from ..inference.slack_search import SEARCHES
 from ..metrics import token_accuracy
 from ..models import ChainModel
-from ..models.base import effective_n_jobs
 from ..models.chain import observed_support
 from ..sequences import PackedSequences, pack_sequences
 from ..solvers import solver_names
+from ..weight_support import check_weights
 from .auto import AUTO, choose_chain, given
 from .base import (
-    SolverResults,
+    BaseSSVM,
     _classes_from_json,
     _classes_to_json,
     _plain_labels,
-    add_training_record,
-    carry_over,
     changed_params,
-    check_backend_params,
     check_bool,
     check_choice,
     check_integer,
     check_loaded_array,
     check_real,
-    check_training_params,
-    check_weights_params,
-    choose_support,
-    continue_solver,
-    continues_training,
-    final_summary,
-    frozen_params,
     header_integer,
-    make_solver,
     model_file_errors,
     read_coef,
-    read_history,
-    read_solver_choice,
     restore_on_error,
-    seed_to_json,
     strongest_per_row,
-    train,
-    with_intercept,
 )
 
 MODELS = ("chain",)
 
 
-class StructuredSVM(SolverResults, BaseEstimator):
+class StructuredSVM(BaseSSVM):
     """Structural SVM for sequence labeling, trained in the dual with a duality-gap certificate.
 
     Minimizes the C-form primal ``½‖w‖² + C Σ_i max_y [δ(ȳ_i, y) + s(x_i, y) − s(x_i, ȳ_i)]``
@@ -68,27 +48,20 @@ class StructuredSVM(SolverResults, BaseEstimator):
     model : {"chain"}
         Linear chain: per-label token weights, label transitions, start and end weights.
     solver : {"auto", "bcfw", "ssg", "cutting_plane", "gdmm"}
-        Block-coordinate Frank-Wolfe (dual, gap certificate), Pegasos subgradient, the
-        1-slack cutting-plane method (dual, gap certificate; the classic SVM^struct solver),
-        or GDMM with factorwise oracles for large label sets (dual, gap certificate at
-        checks; :class:`~dualstruct.solvers.GDMM`). ``"auto"`` (default): GDMM from 500
-        labels on, else BCFW (BCFW for slack rescaling and on Spark); ``solver_choice_``
-        says which and why (:mod:`dualstruct.estimators.auto`).
-    C : float
-        Regularization constant (larger fits the training data harder).
-    max_iter : int
-        Maximum number of passes over the training sequences.
-    tol : float
-        Stop when the relative duality gap ``(P − D) / P`` is at most ``tol`` (every solver
-        but SSG, which has no dual).
-    check_every : int or "auto"
-        Passes between exact evaluations of the primal, the gap and the validation score;
-        ``"auto"`` spaces them so that they take at most a tenth of the training time
-        (:class:`~dualstruct.solvers.base.PassSolver`).
-    averaging : bool
-        Keep the weighted average of the iterates and return it where its primal is lower
-        (SSG, BCFW, GDMM; BCFW averages its dual iterates and compares the average with its
-        proximal iterate, and under ``proximal="auto"`` runs plain once the average wins).
+        ``"auto"`` (default): GDMM from 500 labels on, else BCFW (BCFW for slack rescaling
+        and on Spark); ``solver_choice_`` says which and why
+        (:mod:`dualstruct.estimators.auto`).
+    C, max_iter, tol, check_every, averaging, random_state, verbose, callback : shared
+        The training parameters every estimator shares (:ref:`shared-parameters`); here
+        ``max_iter=500`` and ``tol=0.01`` by default.
+    warm_start, solver_options, backend, n_partitions, backend_options : shared
+        As every estimator (:ref:`shared-parameters`).
+    n_jobs : int, optional
+        Threads that share the sequences in ``predict`` and ``decision_function`` (None: 1;
+        −1: every core).
+    rescaling : {"margin", "slack"}
+        Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
+        ``max_y δ·(1 + s(y) − s(ȳ))`` (exact dynamic-programming oracle, unit loss only).
     fit_intercept : bool
         Append a constant feature ``intercept_scaling`` to every token (a per-label bias,
         regularized like the other weights).
@@ -97,24 +70,9 @@ class StructuredSVM(SolverResults, BaseEstimator):
         Learn weights for the first and last label of a sequence.
     loss_weights : dict label -> float, optional
         Per-label Hamming loss weights (default 1).
-    random_state : int or None
-    verbose : int
-        1 prints a line per evaluated pass, 2 a line per pass.
-    callback : callable ``callback(estimator, record) -> bool``, optional
-        Called after every pass with the estimator (whose ``coef_`` and ``history_`` hold the
-        current model, so it can be saved as a checkpoint) and the pass's record; return True
-        to stop.
-    warm_start : bool
-        A new ``fit`` on the same data continues from the previous solver state.
-    rescaling : {"margin", "slack"}
-        Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
-        ``max_y δ·(1 + s(y) − s(ȳ))`` (exact dynamic-programming oracle, unit loss only).
     slack_search : {"exact", "angular", "bisecting", "binary"}
         The slack oracle: exact dynamic program, or the searches of Choi, Meshi, Srebro (2016)
         over λ-oracle calls (angular is exact too; bisecting and binary can miss).
-    solver_options : dict, optional
-        Extra keyword arguments of the solver class, e.g. ``{"step": "fw"}`` for the classic
-        BCFW step (see :class:`~dualstruct.solvers.BCFW`).
     weights : {"auto", "dense", "observed"}
         The unary (feature, label) weights: ``"dense"`` all d × K of them; ``"observed"``
         only the pairs met in the training data at least ``weights_min_count`` times
@@ -125,27 +83,6 @@ class StructuredSVM(SolverResults, BaseEstimator):
         dense rows are read faster).
     weights_min_count : int
         With observed weights, how often a pair must occur to get a weight.
-
-    backend : {"local", "spark"}
-        Where training runs: in this process, or on Apache Spark with CoCoA+ (``solver=
-        "bcfw"``, BCFW as the local solver) or mini-batch SSG (``solver="ssg"``); needs
-        ``pip install "dualstruct[spark]"``. On Spark ``max_iter`` and ``check_every``
-        count rounds (each is ``solver_options["local_passes"]`` passes), and the model is
-        an ordinary model file (:mod:`dualstruct.distributed`).
-    n_partitions : int
-        With ``backend="spark"``, K, the partitions of the training examples.
-    n_jobs : int, optional
-        Threads that share the sequences in ``predict`` and ``decision_function`` (None: 1;
-        −1: every core).
-    backend_options : dict, optional
-        The Spark engine's settings: ``master`` (default ``"local[2,4]"``), ``session`` (a
-        SparkSession of your own), ``checkpoint_dir``, ``checkpoint_every`` (rounds),
-        ``resume`` (continue the run checkpointed in ``checkpoint_dir``), ``spark_conf``
-        (:class:`~dualstruct.distributed.spark.SparkEngine`), and ``keep_dual_state``:
-        at the end of training bring the partitions' dual state to the driver as a
-        single-machine BCFW solver, so that ``set_params(backend="local",
-        warm_start=True)`` continues the run on one machine and ``save(...,
-        include_solver_state=True)`` keeps it in the model file.
 
     Attributes
     ----------
@@ -196,45 +133,41 @@ class StructuredSVM(SolverResults, BaseEstimator):
         backend_options=None,
         n_jobs=None,
     ):
-        self.model = model
-        self.solver = solver
-        self.C = C
-        self.max_iter = max_iter
-        self.tol = tol
-        self.check_every = check_every
-        self.averaging = averaging
+        super().__init__(
+            model=model,
+            solver=solver,
+            C=C,
+            max_iter=max_iter,
+            tol=tol,
+            check_every=check_every,
+            averaging=averaging,
+            rescaling=rescaling,
+            random_state=random_state,
+            verbose=verbose,
+            callback=callback,
+            solver_options=solver_options,
+            warm_start=warm_start,
+            backend=backend,
+            n_partitions=n_partitions,
+            backend_options=backend_options,
+            n_jobs=n_jobs,
+        )
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.start_end = start_end
         self.loss_weights = loss_weights
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
-        self.warm_start = warm_start
-        self.solver_options = solver_options
-        self.rescaling = rescaling
         self.slack_search = slack_search
         self.weights = weights
         self.weights_min_count = weights_min_count
-        self.backend = backend
-        self.n_partitions = n_partitions
-        self.backend_options = backend_options
-        self.n_jobs = n_jobs
 
     # -- input handling -----------------------------------------------------------------------
     def _validate_params(self):
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
-        names = (AUTO, *solver_names(ChainModel))
-        if self.solver not in names:
-            raise ValueError(f"solver must be one of {names}, got {self.solver!r}")
-        check_training_params(self)
-        effective_n_jobs(self.n_jobs)
-        check_backend_params(self)
+        self._check_shared_params(solver_names(ChainModel))
         check_real("intercept_scaling", self.intercept_scaling, 0, False)
         check_bool("fit_intercept", self.fit_intercept)
         check_bool("start_end", self.start_end)
-        check_choice("rescaling", self.rescaling, ("margin", "slack"))
         check_choice("slack_search", self.slack_search, tuple(SEARCHES))
         if self.loss_weights is not None:
             if not hasattr(self.loss_weights, "items"):
@@ -244,25 +177,21 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 )
             for label, weight in self.loss_weights.items():
                 check_real(f"loss_weights[{label!r}]", weight, 0, True)
-        check_weights_params(self)
+        check_weights(self.weights, self.weights_min_count)
 
-    #: parameters that define the optimization problem and the solver state; a warm start
-    #: continues only if none of them changed
     _STATE_PARAMS = (
+        *BaseSSVM._STATE_PARAMS,
         "model",
-        "solver",
-        "C",
-        "averaging",
         "fit_intercept",
         "intercept_scaling",
         "start_end",
         "loss_weights",
-        "solver_options",
         "rescaling",
         "slack_search",
         "weights",
         "weights_min_count",
     )
+    _CHECKPOINTS = True
 
     def _encode_labels(self, y, fit):
         try:
@@ -330,15 +259,15 @@ class StructuredSVM(SolverResults, BaseEstimator):
         if fit:
             self.n_features_in_ = data.n_features
         if self.fit_intercept:
-            data = PackedSequences(with_intercept(data.X, self), data.offsets, data.labels)
+            data = PackedSequences(self._with_intercept(data.X), data.offsets, data.labels)
         return data
 
     def _support(self, data):
         """The support of the unary weights for training on ``data`` (None: dense), by the
         ``weights`` rule; says what it chose when verbose."""
         K = len(self.classes_)
-        return choose_support(
-            self, data.n_features, K, lambda: observed_support(data, K, self.weights_min_count)
+        return self._choose_support(
+            data.n_features, K, lambda: observed_support(data, K, self.weights_min_count)
         )
 
     def _make_model(self, n_features, support=None):
@@ -380,8 +309,8 @@ class StructuredSVM(SolverResults, BaseEstimator):
             )
         if y is None and not isinstance(X, PackedSequences) and not on_executors:
             raise ValueError("fit needs the label sequences y")
-        state = frozen_params(self, self._STATE_PARAMS)
-        continuing = continues_training(self)
+        state = self._frozen_params(self._STATE_PARAMS)
+        continuing = self._continues()
         resume = getattr(self, "_saved_state", None) if self.warm_start else None
         if resume is not None and not continuing:
             changed = changed_params(state, self._state_params)
@@ -403,7 +332,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             ):
                 raise ValueError("warm_start continues only on the same training data")
             solver = self.solver_
-            carry_over(self, solver, changed_params(state, self._state_params))
+            self._carry_over(solver, changed_params(state, self._state_params))
         elif on_executors:
             data = X.prepare(self)  # sets classes_, n_features_in_ and model_
             self.solver_choice_ = self._choose_solver()
@@ -429,37 +358,15 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 pred = [self.classes_[c] for c in np.split(codes, val.offsets[1:-1])]
                 return float(scorer(yv, pred))
 
-        def callback(record):
-            if self.callback is None:
-                return False
-            self._set_weights(solver)
-            return bool(self.callback(self, record))
-
-        if solver is None:
-            solver = make_solver(
-                self,
-                self.model_,
-                C=self.C,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                check_every=self.check_every,
-                averaging=self.averaging,
-                random_state=self.random_state,
-                verbose=self.verbose,
-                callback=callback,
-                validation=validation,
-                rescaling=self.rescaling,
-                slack_search=self.slack_search,
-            )
-            if resume is not None:
-                # the checkpoint is kept if this fails; the error names its file
-                with model_file_errors(getattr(self, "_saved_state_file", "the checkpoint")):
-                    solver.load_state(data, *resume)
-                solver.history = self.history_
-                self._saved_state = None
-        else:
-            continue_solver(self, solver, callback, validation)
-        return train(self, solver, data, state)
+        return self._fit_solver(
+            self.model_,
+            data,
+            state,
+            validation,
+            solver=solver,
+            resume=resume,
+            slack_search=self.slack_search,
+        )
 
     def _choose_solver(self):
         """``solver_choice_`` for a new training run on ``model_``."""
@@ -473,10 +380,6 @@ class StructuredSVM(SolverResults, BaseEstimator):
         )
 
     # -- prediction ---------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError("this StructuredSVM is not fitted yet; call fit first")
-
     def predict(self, X):
         """Label sequences (lists of arrays of the training labels) for the sequences ``X``
         (Viterbi; ``n_jobs`` threads share the sequences)."""
@@ -549,43 +452,28 @@ class StructuredSVM(SolverResults, BaseEstimator):
         return {label: row for label, row in zip(self.classes_.tolist(), rows)}
 
     # -- persistence --------------------------------------------------------------------------
-    def save(self, path, include_solver_state=False):
-        """Write the fitted model to ``path`` (``.npz`` arrays + JSON header, no pickle).
-
-        ``include_solver_state=True`` also stores the solver's dual state, so that
-        ``load(path)`` followed by ``fit`` with ``warm_start=True`` on the same data resumes
-        training exactly where it stopped (a checkpoint).
-        """
-        return io.save_arrays(path, *self.to_arrays(include_solver_state))
-
     def to_arrays(self, include_solver_state=False):
         """``(header, arrays)`` describing the fitted model (see :mod:`dualstruct.io`)."""
         self._check_fitted()
         classes, kind = _classes_to_json(self.classes_)
-        params = {k: v for k, v in self.get_params().items() if k != "callback"}
-        params["random_state"] = seed_to_json(params["random_state"])
-        params["backend_options"] = json_backend_options(params["backend_options"])
+        params = self._file_params()
         if params["loss_weights"] is not None:
             params["loss_weights"] = [
                 [k.item() if hasattr(k, "item") else k, float(v)]
                 for k, v in dict(params["loss_weights"]).items()
             ]
-        header = {
-            "model_type": self.model_.kind,
-            "estimator_params": params,
-            "model": self.model_.params(),
-            "classes": classes,
-            "classes_type": kind,
-            "n_features_in": int(self.n_features_in_),
-            "n_iter": int(self.n_iter_),
-            "stop_reason": self.history_.stop_reason,
-            "final": final_summary(self.history_),
-            "solver_choice": list(self.solver_choice_),
-        }
+        header = self._file_header(
+            self.model_.kind,
+            params,
+            model=self.model_.params(),
+            classes=classes,
+            classes_type=kind,
+            n_features_in=int(self.n_features_in_),
+        )
         arrays = {"coef": self.coef_, "loss_weights": self.model_.loss_weights}
         if self.model_.support is not None:
             arrays["support_indptr"], arrays["support_labels"] = self.model_.support
-        add_training_record(self, header, arrays, include_solver_state)
+        self._add_training_record(header, arrays, include_solver_state)
         return header, arrays
 
     @classmethod
@@ -606,7 +494,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
                 params["loss_weights"] = {k: v for k, v in pairs}
             est = cls(**params)
             est._validate_params()
-            est.solver_choice_ = read_solver_choice(header, est.solver)
+            est._read_training_record(header, arrays, path)
             est.classes_ = _classes_from_json(header["classes"], header["classes_type"])
             est.n_features_in_ = header_integer(header, "n_features_in", 1)
             m = header["model"]
@@ -629,15 +517,7 @@ class StructuredSVM(SolverResults, BaseEstimator):
             lw = est._loss_weight_array()
             lw = np.ones(len(est.classes_)) if lw is None else lw
             check_loaded_array(arrays, "loss_weights", lw)
-            coef = read_coef(arrays, est.model_.size)
-            est.coef_ = coef
-            est.n_iter_ = header_integer(header, "n_iter")
-            est.history_ = read_history(header, arrays)
-            if "solver_state" in header:
-                state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
-                est._saved_state = (header["solver_state"], state)
-                est._saved_state_file = str(path)
-                est._state_params = frozen_params(est, cls._STATE_PARAMS)
+            est.coef_ = read_coef(arrays, est.model_.size)
         return est
 
 

@@ -168,7 +168,7 @@ def test_gdmm_reaches_the_sparse_models_optimum():
 
 def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
     import dualstruct
-    from dualstruct.estimators import base as estimator_base
+    from dualstruct import weight_support
 
     rng = np.random.default_rng(7)
     names = np.array(list("ABCDEF"))
@@ -190,7 +190,7 @@ def test_estimator_weights_choice_and_model_file(tmp_path, monkeypatch):
     np.testing.assert_array_equal(sparse.intercept_, full[-1])
     np.testing.assert_array_equal(sparse.unigram_weights_.toarray(), full[:-1].T)
     # auto goes sparse once the dense matrix would be large (the limit lowered for the test)
-    monkeypatch.setattr(estimator_base, "AUTO_DENSE_MAX_BYTES", 0)
+    monkeypatch.setattr(weight_support, "AUTO_DENSE_MAX_BYTES", 0)
     auto = dualstruct.StructuredSVM(max_iter=20, random_state=0, verbose=1).fit(X, y)
     assert auto.model_.support is not None
     np.testing.assert_array_equal(auto.coef_, sparse.coef_)
