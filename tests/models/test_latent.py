@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
 
 from dualstruct import SSVM, LatentSSVM
 from dualstruct.datasets import make_crosses
@@ -112,6 +113,60 @@ def test_init_latent_separates_cross_centres():
         arms = grid[[r - 1, r + 1, r, r], [c, c, c - 1, c + 1]]
         assert len(set(arms)) == 1 and arms[0] != grid[r, c]
     assert len(set(centres)) == 1
+
+
+def test_init_latent_with_features_clusters_on_the_input_too():
+    """By default the clusters follow the labels around a node only; PyStruct's start
+    (``with_features=True``) clusters on the node features as well."""
+    model = LatentGraphCRF(2, 2, [1, 2])
+    X, Y = make_crosses(6, noise=0, random_state=0)
+    # every cross's left and right arms get input far from the rest of the cross
+    X_far = []
+    for (x, edges), y in zip(X, Y):
+        x = x.copy()
+        r, c = np.argwhere(y.reshape(8, 8))[2]  # the centre: third cross pixel, row-major
+        x[[r * 8 + c - 1, r * 8 + c + 1]] = [50.0, -50.0]
+        X_far.append((x, edges))
+    plain = model.init_latent(X, Y, random_state=0)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(plain, model.init_latent(X_far, Y, random_state=0))
+    )
+    H = model.init_latent(X_far, Y, random_state=0, with_features=True)
+    for h, y in zip(H, Y):
+        assert np.array_equal(model.label_from_latent(h), y)
+        grid = h.reshape(8, 8)
+        r, c = np.argwhere(y.reshape(8, 8))[2]
+        left_right, up_down_centre = grid[r, [c - 1, c + 1]], grid[[r - 1, r + 1, r], [c, c, c]]
+        assert left_right[0] == left_right[1] and left_right[0] not in up_down_centre
+    with pytest.raises(TypeError, match="with_features"):
+        model.init_latent(X, Y, with_features="yes")
+
+
+def _pystruct_crosses(n_samples=20, size=8, noise=5):
+    """PyStruct's crosses with its seed and its generator's draws, and the generator."""
+    rng = np.random.RandomState(0)
+    Y = np.zeros((n_samples, size, size), dtype=np.int64)
+    for y in Y:
+        top, left = rng.randint(1, size - 3, size=2)
+        y[top + 1, left : left + 3] = y[top : top + 3, left + 1] = 1
+    seen = Y.copy()
+    for s in seen:
+        spots = rng.randint(1, size - 1, size=(noise, 2))
+        s[spots[:, 0], spots[:, 1]] = rng.randint(2, size=noise)
+    X = [(np.eye(2)[s.ravel()], grid_edges(size, size)) for s in seen]
+    return X, list(Y.reshape(n_samples, -1)), rng
+
+
+def test_pystruct_latent_crosses_reach_the_published_accuracy():
+    """PyStruct's example (its pictures and split): 1.000 on the training pictures and
+    0.9953 on the test pictures in its documentation."""
+    X, Y, rng = _pystruct_crosses()
+    X_train, X_test, Y_train, Y_test = train_test_split(X, Y, test_size=0.5, random_state=rng)
+    crf = LatentGraphCRF(n_labels=2, n_features=2, n_states_per_label=[1, 2])
+    svm = LatentSSVM(SSVM(crf, solver="cutting_plane", C=10.0), random_state=0)
+    svm.fit(X_train, Y_train)
+    assert svm.score(X_train, Y_train) == 1.0
+    assert svm.score(X_test, Y_test) >= 637 / 640  # 0.9953
 
 
 def _fit_quietly(est, X, Y):
