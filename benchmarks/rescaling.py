@@ -12,7 +12,8 @@ Three parts, each optional:
 * ``cp`` — time for the 1-slack cutting plane and for BCFW to certify a 1% gap on OCR.
 * ``subset`` — the first 300 OCR training words (``--words``; 0 for all): passes to a
   certified 1% for margin and slack rescaling, BCFW (proximal, the default; plain, with
-  weighted averaging; plain with atom steps) and the cutting plane.
+  weighted averaging; plain with atom steps) and the cutting plane (with its maximizer cache
+  and stabilized oracle point, the default, and plain).
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/rescaling.py --parts searches,ocr,cp
 """
@@ -209,6 +210,10 @@ BCFW_VARIANTS = {
 }
 
 
+#: the 1-slack cutting plane without its maximizer cache, called at the QP's solution
+PLAIN_CUTTING_PLANE = {"inner_cuts": 0, "query_step": 1.0}
+
+
 def part_subset(args):
     """The first ``--words`` training words (0: all of them): passes (iterations) to a
     certified 1% for each rescaling of ``--subset-rescalings``, BCFW in every variant of
@@ -226,6 +231,7 @@ def part_subset(args):
         runs = [(f"BCFW, {v}", "bcfw", BCFW_VARIANTS[v]) for v in args.subset_bcfw.split(",")]
         if args.subset_cp:
             runs.append(("cutting plane", "cutting_plane", None))
+            runs.append(("cutting plane, plain", "cutting_plane", PLAIN_CUTTING_PLANE))
         for label, solver, options in runs:
             est = StructuredSVM(
                 C=args.C,

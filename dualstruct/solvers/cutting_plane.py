@@ -14,6 +14,16 @@ is re-solved warm-started (:func:`simplex_qp`); its value is a lower bound on th
 (a relaxation of the 1-slack problem), so ``P(w) − D`` is a duality gap as for BCFW.
 Constraints whose multiplier stayed zero for ``prune_after`` iterations are dropped.
 The working set stores each ψ_c densely, so memory is (constraints × parameters).
+
+One aggregated constraint per oracle pass ties all examples to one multiplier, so the plain
+method needs many passes (and, with slack rescaling, whose constraints are loss-weighted, far
+more). Two remedies:
+
+* a cache of each example's last ``cache_size`` maximizers (SVM^struct's constraint cache):
+  after the QP, up to ``inner_cuts`` further constraints are built from it at the new ``w``
+  (each example's best cached labelling, or its gold one), without oracle calls;
+* the oracle is called at ``w_best + query_step (w − w_best)`` between the best weights so
+  far and the QP's solution (an in-out stabilization), not at the QP's solution itself.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ import time
 import numpy as np
 from numba import njit
 
+from ..data.blocks import labelling_bound
+from ..models.interface import add_difference, loss, prepare, score, status, workspace
 from ..models.loops import aggregate_constraint_all
 from .base import PassSolver, kernel_model
 from .block import STATE_ROUNDING, KernelBlocks, check_agrees
@@ -62,6 +74,15 @@ class CuttingPlane(KernelBlocks, PassSolver):
         Largest working set.
     qp_tol : float, default 1e-10
         Relative tolerance of the working-set QP.
+    cache_size : int, default 10
+        Maximizers kept per example (the last oracle passes'), from which constraints are
+        built without oracle calls.
+    inner_cuts : int, default 5
+        Constraints built from the cache (and QPs solved) after each oracle pass, while one
+        is violated; 0 gives the plain 1-slack method.
+    query_step : float, default 0.5
+        The oracle is called at ``w_best + query_step (w − w_best)``, in (0, 1]; 1 calls it
+        at the QP's solution ``w``.
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`: ``max_iter``, ``tol``,
         ``check_every``, ``averaging``, ``random_state``, ``verbose``, ``callback``,
@@ -91,6 +112,9 @@ class CuttingPlane(KernelBlocks, PassSolver):
         prune_after=50,
         max_constraints=1000,
         qp_tol=1e-10,
+        cache_size=10,
+        inner_cuts=5,
+        query_step=0.5,
         **kwargs,
     ):
         kwargs["averaging"] = False
@@ -103,6 +127,15 @@ class CuttingPlane(KernelBlocks, PassSolver):
             raise ValueError(f"max_constraints must be >= 1, got {max_constraints}")
         if not float(qp_tol) > 0:
             raise ValueError(f"qp_tol must be positive, got {qp_tol}")
+        if int(cache_size) < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        if int(inner_cuts) < 0:
+            raise ValueError(f"inner_cuts must be >= 0, got {inner_cuts}")
+        if not 0 < float(query_step) <= 1:
+            raise ValueError(f"query_step must lie in (0, 1], got {query_step}")
+        self.cache_size = int(cache_size)
+        self.inner_cuts = int(inner_cuts)
+        self.query_step = float(query_step)
         self.epsilon = epsilon
         self.prune_after = int(prune_after)
         self.max_constraints = int(max_constraints)
@@ -112,6 +145,9 @@ class CuttingPlane(KernelBlocks, PassSolver):
         parts = super().memory_parts(data)
         size = kernel_model(self.model).size
         parts["working set (max_constraints × weights)"] = 8 * size * (self.max_constraints + 1)
+        labels = getattr(data, "labels", None)
+        if labels is not None:
+            parts["maximizer cache (cache_size × labels)"] = 4 * self.cache_size * len(labels)
         return parts
 
     def _init_state(self):
@@ -136,9 +172,13 @@ class CuttingPlane(KernelBlocks, PassSolver):
         self.best_primal = math.inf
         self.best_dual = 0.0
         self.eps = 1e-6 * data.n_sequences if self.epsilon is None else float(self.epsilon)
+        # every slot starts at the gold labellings (loss 0: they add nothing to a constraint)
+        self.cache = np.tile(self.blocks.kernel.labels, (self.cache_size, 1))
+        self.cache_slot = 0
 
-    state_arrays = ("w", "psi", "delta", "alpha", "idle", "gram", "best_w")
-    state_scalars = ("best_primal", "best_dual", "eps")
+    state_arrays = ("w", "psi", "delta", "alpha", "idle", "gram", "best_w", "cache")
+    optional_state_arrays = ("cache",)
+    state_scalars = ("best_primal", "best_dual", "eps", "cache_slot")
     growable_arrays = ("psi", "delta", "alpha", "idle", "gram")
 
     carries_dual = True
@@ -172,6 +212,28 @@ class CuttingPlane(KernelBlocks, PassSolver):
             raise ValueError("saved cutting-plane working set: 'alpha' or 'idle' is negative")
         if not np.array_equal(self.gram, self.gram.T):
             raise ValueError("saved cutting-plane working set: 'gram' is not symmetric")
+        # the kernels index with the cached labellings unchecked
+        kernel = self.blocks.kernel
+        if self.cache.shape != (self.cache_size, len(kernel.labels)):
+            raise ValueError(
+                f"saved solver array 'cache' has shape {self.cache.shape}, expected "
+                f"{(self.cache_size, len(kernel.labels))} (cache_size × labelling entries)"
+            )
+        bound = labelling_bound(kernel)
+        if bound is not None and self.cache.size:
+            bad = (self.cache < 0) | (self.cache >= bound)
+            if bad.any():
+                raise ValueError(
+                    f"saved solver array 'cache' holds the label {self.cache[bad][0]}, "
+                    f"outside 0 … {bound - 1}"
+                )
+        slot = self.cache_slot
+        if isinstance(slot, (bool, np.bool_)) or not 0 <= slot < self.cache_size:
+            raise ValueError(
+                f"the saved solver field 'cache_slot' must lie in 0 … {self.cache_size - 1}, "
+                f"got {slot!r}"
+            )
+        self.cache_slot = int(slot)
 
     def load_state(self, data, meta, arrays):
         """Restore a :meth:`state_dict` (:meth:`PassSolver.load_state
@@ -234,20 +296,21 @@ class CuttingPlane(KernelBlocks, PassSolver):
     def _one_pass(self, order, chunks):
         return self._iterate(chunks)
 
-    def _aggregate(self, chunks):
+    def _aggregate(self, w, chunks):
         """The oracle on the examples at ``w`` in kernel calls (:meth:`_pass_parts`, in the
         examples' own order and summed in place, so the result does not depend on how the
         calls are cut): the per-example hinge, ``(ψ_c, δ_c)`` and how many examples it
-        covers, fewer than all when a pending Ctrl-C or SIGTERM stopped it."""
+        covers, fewer than all when a pending Ctrl-C or SIGTERM stopped it; the maximizers
+        enter the cache (the gold labellings of the examples not reached)."""
         kmodel, blocks = self.kernel_model_, self.blocks
         slack = self.rescaling != "margin"
         if slack:
             kmodel.check_slack()
         k = blocks.kernel
         n = blocks.n_blocks
-        w = np.ascontiguousarray(self.w, dtype=np.float64)
+        w = np.ascontiguousarray(w, dtype=np.float64)
         hinge = np.zeros(n)
-        out = np.empty_like(k.labels)
+        out = k.labels.copy()
         psi = kmodel.init_weights()
         total = np.zeros(1)
         done = 0
@@ -255,34 +318,77 @@ class CuttingPlane(KernelBlocks, PassSolver):
             aggregate_constraint_all(k, w, slack, part, hinge, out, psi, total)
             blocks.raise_status()
             done += len(part)
+        self.cache[self.cache_slot] = out
+        self.cache_slot = (self.cache_slot + 1) % self.cache_size
         return hinge[:done], psi, float(total[0]), done
+
+    def _query_point(self):
+        """Where the oracle is called: ``w_best + query_step (w − w_best)``."""
+        if self.query_step == 1.0 or math.isinf(self.best_primal):
+            return self.w
+        return self.best_w + self.query_step * (self.w - self.best_w)
+
+    def _cache_cuts(self):
+        """Up to ``inner_cuts`` constraints from the cached maximizers, each at the QP's new
+        ``w`` and followed by the QP, while one is violated by more than ``epsilon`` and a
+        ``CACHE_VIOLATION`` share of its value beyond the working set's slack."""
+        kmodel, k = self.kernel_model_, self.blocks.kernel
+        slack = self.rescaling != "margin"
+        for _ in range(self.inner_cuts):
+            psi = kmodel.init_weights()
+            total = np.zeros(1)
+            w = np.ascontiguousarray(self.w, dtype=np.float64)
+            value = cache_constraint(k, w, slack, self.cache, psi, total)
+            self.blocks.raise_status()
+            xi = max(0.0, float(np.max(self.delta - self.psi @ w))) if len(self.delta) else 0.0
+            if value - xi <= max(self.eps / self.C, CACHE_VIOLATION * abs(value)):
+                return
+            self._add_constraint(psi, float(total[0]))
+            self._solve()
 
     def _iterate(self, chunks=1):
         """One iteration. Stopped part-way by a Ctrl-C or SIGTERM (:meth:`_pass_parts`), it
         adds the constraint of the examples it reached (the others at their gold labellings,
         δ = 0 and ψ = 0: a constraint of the 1-slack problem all the same), so the working
         set, ``w`` and the dual stay consistent; only the primal of that ``w`` is unknown."""
+        q = self._query_point()
+        done, added = self._cut_at(q, chunks)
+        whole = done == self.blocks.n_blocks
+        if whole and not added and q is not self.w:
+            # the working set is exact at q, which certifies nothing about w: call it at w
+            more, _ = self._cut_at(self.w, chunks)
+            done += more
+            whole = more == self.blocks.n_blocks
+        self._solve()
+        if whole:
+            self._cache_cuts()
+        return done
+
+    def _cut_at(self, q, chunks):
+        """The oracle at ``q`` gives the exact primal ``P(q)`` and the aggregated constraint at
+        once (with slack rescaling the exact slack oracle, whatever the search of the BCFW
+        steps); the constraint enters the working set when violated. Returns the examples
+        reached and whether it entered."""
         C = self.C
-        # the oracle at w gives the exact primal P(w) and the aggregated constraint at once
-        # (with slack rescaling the exact slack oracle, whatever the search of the BCFW steps)
-        hinge, psi, delta, done = self._aggregate(chunks)
+        hinge, psi, delta, done = self._aggregate(q, chunks)
         whole = done == self.blocks.n_blocks
         check_hinges(self.model, hinge, self.rescaling)
-        # ξ of the working set at w; the new constraint's violation is Σ_i H_i(w)
+        # ξ of the working set at q; the new constraint's violation is Σ_i H_i(q)
         xi = 0.0
         if len(self.delta):
-            values = self.delta - self.psi @ self.w
+            values = self.delta - self.psi @ q
             xi = max(0.0, float(np.max(values)))
             if whole:
                 self._check_oracle(hinge, values)
         if whole:
-            primal = 0.5 * float(self.w @ self.w) + C * float(hinge.sum())
+            self._check_cache(q, hinge)
+            primal = 0.5 * float(q @ q) + C * float(hinge.sum())
             if primal < self.best_primal:
-                self.best_primal, self.best_w = primal, self.w.copy()
+                self.best_primal, self.best_w = primal, np.array(q, dtype=np.float64)
         if float(hinge.sum()) > xi + self.eps / C:
             self._add_constraint(psi, delta)
-        self._solve()
-        return done
+            return done, True
+        return done, False
 
     def _check_oracles(self):
         """After an iteration: the oracle on a few examples (its value against the gold
@@ -309,6 +415,25 @@ class CuttingPlane(KernelBlocks, PassSolver):
                 f"{oracle_name(self.model)} at {self.name} iteration {self.passes + 1}: the "
                 f"maxima over the examples sum to {total:.6g}, below {float(values[c]):.6g}, "
                 "the value of labellings it returned earlier (a maximum is never lower)"
+            )
+
+    def _check_cache(self, q, hinge):
+        """Each example's maximum at ``q`` is never below its cached labellings' values
+        there, so neither is their sum."""
+        kmodel = self.kernel_model_
+        q = np.ascontiguousarray(q, dtype=np.float64)
+        slack = self.rescaling != "margin"
+        cached = cache_constraint(
+            self.blocks.kernel, q, slack, self.cache, kmodel.init_weights(), np.zeros(1)
+        )
+        self.blocks.raise_status()
+        total = float(hinge.sum())
+        scale = 1.0 + float(np.abs(hinge).sum()) + abs(cached)
+        if total < cached - ORACLE_ROUNDING * scale:
+            raise CertificateError(
+                f"{oracle_name(self.model)} at {self.name} iteration {self.passes + 1}: the "
+                f"maxima over the examples sum to {total:.6g}, below {cached:.6g}, the value "
+                "of labellings it returned earlier (a maximum is never lower)"
             )
 
     def _add_constraint(self, psi, delta):
@@ -384,6 +509,46 @@ class CuttingPlane(KernelBlocks, PassSolver):
 
     def dual(self):
         return self.best_dual
+
+
+#: a constraint from the cache enters the working set when it is violated by this share of
+#: its value (smaller violations cost a QP each for little)
+CACHE_VIOLATION = 1e-3
+
+
+@njit(cache=True)
+def cache_constraint(k, w, slack, cache, psi, total):
+    """The aggregated constraint of the best cached labelling of every example at ``w``
+    (``cache``: labellings laid out as ``k.labels``, one row a slot), the gold labelling when
+    none has a positive value: ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, y_i))``, ``total[0] +=
+    Σ_i δ_i`` (``g_i = δ_i`` for slack, else 1). Returns its value ``Σ_i`` of the examples'
+    margin ``δ + s(y) − s(ȳ)`` or slack ``δ (1 + s(y) − s(ȳ))`` values; stops at a Python
+    model's failed callback."""
+    ws = workspace(k)
+    offs = k.label_offsets
+    value = 0.0
+    for i in range(offs.shape[0] - 1):
+        gold = k.labels[offs[i] : offs[i + 1]]
+        prepare(k, i, w, ws)
+        gold_score = score(k, i, w, ws, gold)
+        best, pick, pick_loss = 0.0, -1, 0.0
+        for j in range(cache.shape[0]):
+            y = cache[j, offs[i] : offs[i + 1]]
+            d = loss(k, i, y)
+            if d <= 0.0:
+                continue
+            margin = score(k, i, w, ws, y) - gold_score
+            v = d * (1.0 + margin) if slack else d + margin
+            if v > best:
+                best, pick, pick_loss = v, j, d
+        if status(k) != 0:
+            break
+        if pick >= 0:
+            y = cache[pick, offs[i] : offs[i + 1]]
+            add_difference(k, i, gold, y, pick_loss if slack else 1.0, psi)
+            total[0] += pick_loss
+            value += best
+    return value
 
 
 @njit(cache=True)
