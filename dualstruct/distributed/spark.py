@@ -188,7 +188,10 @@ class SparkEngine:
                 "spark.ui.showConsoleProgress": "false",
                 "spark.executorEnv.NUMBA_NUM_THREADS": "1",
                 "spark.python.worker.reuse": "true",
+                **ROUND_CONF,
             }
+            if self.master.startswith("local"):
+                conf.update(LOCAL_ROUND_CONF)
             conf.update(self.spark_conf)
             for k, v in conf.items():
                 builder = builder.config(k, v)
@@ -469,6 +472,14 @@ class SparkEngine:
 #: the driver JVM's heap when the engine starts the session (a local master runs its tasks
 #: there); ``spark_conf={"spark.driver.memory": ...}`` chooses another
 LOCAL_DRIVER_MEMORY = "4g"
+
+#: settings of a session the engine starts that cut the cost of a round: the results (a few
+#: MB a partition) come with the task's status instead of a second fetch from the block
+#: manager (Spark caps this at spark.rpc.message.maxSize; bigger ones go the indirect way)
+ROUND_CONF = {"spark.task.maxDirectResultSize": "64m"}
+#: and with a local master (one JVM, no network to cross), compressing and checksumming
+#: each round's ``w`` broadcast is pure cost
+LOCAL_ROUND_CONF = {"spark.broadcast.compress": "false", "spark.broadcast.checksum": "false"}
 
 #: a partition's source that pickles to at most this many bytes travels with every task;
 #: a bigger one is broadcast once

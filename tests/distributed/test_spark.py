@@ -37,8 +37,13 @@ def spark(tmp_path_factory):
     os.environ[KILL_SPEC[0]] = KILL_SPEC[1].format(folder=folder)
     build_log = tmp_path_factory.mktemp("builds") / "builds.txt"
     os.environ[BUILD_LOG] = str(build_log)
+    from dualstruct.distributed.spark import LOCAL_ROUND_CONF, ROUND_CONF
+
+    builder = SparkSession.builder
+    for key, value in {**ROUND_CONF, **LOCAL_ROUND_CONF}.items():  # the engine's own settings
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2,4]")
+        builder.master("local[2,4]")
         .appName("dualstruct-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
