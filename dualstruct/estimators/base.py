@@ -625,6 +625,11 @@ class BaseSSVM(BaseEstimator):
         self.n_iter_ = header_integer(header, "n_iter")
         self.history_ = read_history(header, arrays)
         if "solver_state" in header:
+            if not self._CHECKPOINTS:
+                raise ValueError(
+                    f"{path}: a {type(self).__name__} model file never holds a solver state, "
+                    "but this one has 'solver_state'"
+                )
             state = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("state.")}
             self._saved_state = (header["solver_state"], state)
             self._saved_state_file = str(path)

@@ -88,6 +88,14 @@ class SSVM(BaseSSVM):
     n_iter_ : int, passes made
     solver_choice_ : ``(solver, reason)``, the solver trained with and why
 
+    Notes
+    -----
+    :meth:`save` stores a built-in model by its parameters, which :meth:`load` rebuilds. A
+    user-defined Python model is stored by its class name, ``size_joint_feature`` and the
+    plain attributes it holds (numbers, strings, lists of them, numeric arrays): loading never
+    executes code from the file, so :meth:`load` needs the model object again and checks it
+    against what was saved.
+
     Examples
     --------
     >>> import numpy as np

@@ -146,8 +146,9 @@ class CuttingPlane(KernelBlocks, PassSolver):
         size = kernel_model(self.model).size
         parts["working set (max_constraints × weights)"] = 8 * size * (self.max_constraints + 1)
         labels = getattr(data, "labels", None)
-        if labels is not None:
-            parts["maximizer cache (cache_size × labels)"] = 4 * self.cache_size * len(labels)
+        count = len(labels) if labels is not None else getattr(getattr(data, "Y", None), "size", 0)
+        if count:
+            parts["maximizer cache (cache_size × labels)"] = 4 * self.cache_size * int(count)
         return parts
 
     def _init_state(self):

@@ -108,3 +108,15 @@ def test_only_checkpointing_presets_save_a_solver_state(tmp_path):
     with pytest.raises(ValueError, match="MultiClassSVM files keep no solver state"):
         est.save(tmp_path / "m.npz", include_solver_state=True)
     assert est.save(tmp_path / "m.npz").exists()
+
+
+def test_a_solver_state_in_a_file_of_a_preset_without_checkpoints_is_refused(tmp_path):
+    from dualstruct import io
+
+    X = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 2.0], [2.0, 0.0]])
+    path = MultiClassSVM(max_iter=5, random_state=0).fit(X, [0, 1, 0, 1]).save(tmp_path / "m.npz")
+    header, arrays = io.load_arrays(path)
+    header["solver_state"] = {}
+    io.save_arrays(path, header, arrays)
+    with pytest.raises(ValueError, match="never holds a solver state"):
+        MultiClassSVM.load(path)
