@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from .. import distributed, io
 from ..memory import memory_advice
 from ..models.base import effective_n_jobs
+from ..models.loops import thread_setting
 from ..solvers import History, solver_class
 from ..solvers.base import MAX_C, checked_setting
 from ..weight_support import choose_support
@@ -498,12 +499,13 @@ class BaseSSVM(BaseEstimator):
         if starting is not None:  # e.g. the command line's progress lines say the solver first
             starting(self)
         try:
-            solver.start(data)
-            self._committed = True
-            try:
-                solver.fit(data, max_iter=self.max_iter)
-            finally:
-                self._set_weights(solver)
+            with thread_setting(getattr(self, "n_jobs", None)):  # the checks' hinge threads
+                solver.start(data)
+                self._committed = True
+                try:
+                    solver.fit(data, max_iter=self.max_iter)
+                finally:
+                    self._set_weights(solver)
         finally:
             if hasattr(solver, "close"):  # a distributed run: last checkpoint, release Spark
                 try:

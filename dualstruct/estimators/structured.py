@@ -57,8 +57,8 @@ class StructuredSVM(BaseSSVM):
     warm_start, solver_options, backend, n_partitions, backend_options : shared
         As every estimator (:ref:`shared-parameters`).
     n_jobs : int, optional
-        Threads that share the sequences in ``predict`` and ``decision_function`` (None: 1;
-        −1: every core).
+        Threads that share the sequences in ``predict``, ``decision_function`` and the
+        hinge of the training checks (None: 1; −1: every core).
     rescaling : {"margin", "slack"}
         Margin rescaling ``max_y δ + s(y) − s(ȳ)`` or slack rescaling
         ``max_y δ·(1 + s(y) − s(ȳ))`` (exact dynamic-programming oracle, unit loss only).

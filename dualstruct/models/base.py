@@ -83,8 +83,6 @@ is built from these: the hinge and the primal, the BCFW corners
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -107,7 +105,7 @@ from .interface import (  # noqa: F401  (the interface's names, re-exported)
     weighted_hamming,
     workspace,
 )
-from .loops import decode_range, hinge_all
+from .loops import decode_range, effective_n_jobs, hinge_all, run_ranges  # noqa: F401
 
 
 @runtime_checkable
@@ -148,22 +146,6 @@ class StructuredModel(Protocol):
     def loss_augmented_inference(self, x, y, w): ...
 
 
-#: blocks below which one more prediction thread does not pay for itself
-MIN_BLOCKS_PER_JOB = 64
-
-
-def effective_n_jobs(n_jobs) -> int:
-    """Threads for ``n_jobs`` (scikit-learn's convention: None → 1, −1 → every core, −2 →
-    all but one); anything else than a nonzero integer is refused."""
-    if n_jobs is None:
-        return 1
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be None or a nonzero integer, got {n_jobs!r}")
-    if n_jobs < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
-    return int(n_jobs)
-
-
 class KernelModel:
     """Base of the models that supply a numba kernel: the hinge, prediction and the cutting
     plane's aggregated constraint over all blocks, computed by the shared compiled loops of
@@ -171,7 +153,8 @@ class KernelModel:
 
     Subclasses define ``size``, ``block_data(data)`` (the kernel ``NamedTuple`` of arrays, in
     a :class:`~dualstruct.data.BlockData`) and, for the estimators, how raw inputs become block
-    data. ``dualstruct/models/multiclass`` is a complete example.
+    data; ``thread_safe = True`` lets threads run the kernel's blocks at once.
+    ``dualstruct/models/multiclass`` is a complete example.
 
     Examples
     --------
@@ -217,37 +200,37 @@ class KernelModel:
         return self._hinge(w, data, True)
 
     def _hinge(self, w, data, slack):
+        """The hinge on the threads of the enclosing
+        :func:`~dualstruct.models.loops.thread_setting` when ``thread_safe``."""
         k = data.kernel
         hinge = np.empty(data.n_blocks)
         out = np.empty_like(k.labels)
-        hinge_all(k, np.ascontiguousarray(w, dtype=np.float64), slack, hinge, out)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        hinge_all(k, w, slack, hinge, out, self._n_jobs(None))
         data.raise_status()
         return hinge, out
 
-    #: whether threads may decode blocks at once (a model calling back into Python may not)
-    thread_safe = True
+    #: whether threads may run the kernel's blocks at once in the hinge and decoding: its
+    #: implementations write only to the workspace and to the block's own slices of their
+    #: arguments, their results do not depend on what the workspace held before ``prepare``,
+    #: and they never call back into Python (the chain and multi-class models set it)
+    thread_safe = False
+
+    def _n_jobs(self, n_jobs):
+        """The threads argument of the shared loops: ``n_jobs`` when ``thread_safe``, else 1."""
+        effective_n_jobs(n_jobs)  # refuses a bad value whatever the model
+        return n_jobs if self.thread_safe else 1
 
     def decode(self, w, data, n_jobs=None, return_scores=False):
         """Highest-scoring labellings of every block (flat), and with ``return_scores`` also
         their scores ``⟨w, φ(x_i, ŷ_i)⟩`` (one per block). ``n_jobs`` threads decode disjoint
-        ranges of blocks at once (None: 1; −1: every core)."""
+        ranges of blocks at once when ``thread_safe`` (None: 1 or the enclosing
+        :func:`~dualstruct.models.loops.thread_setting`'s; −1: every core)."""
         k = data.kernel
         n = len(k.label_offsets) - 1
         out = np.empty(k.label_offsets[-1], dtype=np.int32)
         scores = np.empty(n)
         w = np.ascontiguousarray(w, dtype=np.float64)
-        jobs = effective_n_jobs(n_jobs) if self.thread_safe else 1
-        jobs = max(1, min(jobs, n // MIN_BLOCKS_PER_JOB))
-        if jobs == 1:
-            decode_range(k, w, 0, n, out, scores)
-        else:
-            bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
-            with ThreadPoolExecutor(jobs) as pool:
-                done = [
-                    pool.submit(decode_range, k, w, int(a), int(b), out, scores)
-                    for a, b in zip(bounds[:-1], bounds[1:])
-                ]
-                for d in done:
-                    d.result()
+        run_ranges(n, self._n_jobs(n_jobs), lambda a, b: decode_range(k, w, a, b, out, scores))
         data.raise_status()
         return (out, scores) if return_scores else out

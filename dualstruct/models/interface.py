@@ -136,20 +136,6 @@ def implements(generic, kernel_class):
     return register
 
 
-#: kernel classes whose blocks the shared loops may run at once (:func:`parallel_blocks`)
-PARALLEL_BLOCKS: set = set()
-
-
-def parallel_blocks(kernel_class):
-    """Let the shared loops run blocks of ``kernel_class`` at once (on
-    ``numba.get_num_threads()`` threads, without the GIL): its implementations write only to
-    the workspace and to the block's own slices of their arguments, their results do not
-    depend on what the workspace held before ``prepare``, and they never call back into
-    Python. Returns ``kernel_class``."""
-    PARALLEL_BLOCKS.add(kernel_class)
-    return kernel_class
-
-
 def _register_default(generic, impl):
     """``impl`` serves every kernel class that did not register ``generic`` itself."""
 

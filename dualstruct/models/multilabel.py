@@ -32,7 +32,6 @@ and prediction rounds the LP solution (:func:`~dualstruct.inference.multilabel.r
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -43,7 +42,8 @@ from ..data import BlockData
 from ..inference import multilabel as kernels
 from ..inference.multilabel import ENUMERATE, LP, TREE
 from ..memory import check_memory
-from .base import MIN_BLOCKS_PER_JOB, KernelModel, effective_n_jobs
+from .base import KernelModel
+from .loops import run_ranges
 from .multilabel_kernels import MultiLabelKernel
 from .support import (
     FULL_ROWS_FROM,
@@ -584,34 +584,19 @@ class MultiLabelModel(KernelModel):
     def predict(self, w, X, n_jobs=None) -> np.ndarray:
         """The highest-scoring labelling of every row of X, (n, L) uint8 (with the LP: its
         rounding; ``last_integral_`` then says which rows had an integral LP optimum).
-        ``n_jobs`` threads share the rows (None: 1; −1: every core)."""
+        ``n_jobs`` threads share the rows (None: 1, or the enclosing
+        :func:`~dualstruct.models.loops.thread_setting`'s; −1: every core)."""
         X = self._check_X(X)
         edges, V = self._scoring_graph(w)
         A = kernels.unary_tables(self.label_scores_of(w, X))
-        n = A.shape[0]
-        jobs = max(1, min(effective_n_jobs(n_jobs), n // MIN_BLOCKS_PER_JOB))
-        if jobs == 1:
-            _, out = self._map_all(A, edges, V)
-            return out.astype(np.uint8)
         out = np.zeros(A.shape[:2], dtype=np.int64)
-        integral = np.ones(n, dtype=np.bool_)
-        bounds = np.linspace(0, n, jobs + 1).astype(np.int64)
-        with ThreadPoolExecutor(jobs) as pool:
-            done = [
-                pool.submit(
-                    kernels.map_all,
-                    A[a:b],
-                    edges,
-                    V,
-                    self.inference_code,
-                    False,
-                    out[a:b],
-                    integral[a:b],
-                )
-                for a, b in zip(bounds[:-1], bounds[1:])
-            ]
-            for d in done:
-                d.result()
+        integral = np.ones(A.shape[0], dtype=np.bool_)
+        code = self.inference_code
+        run_ranges(
+            A.shape[0],
+            n_jobs,
+            lambda a, b: kernels.map_all(A[a:b], edges, V, code, False, out[a:b], integral[a:b]),
+        )
         self.last_integral_ = integral
         return out.astype(np.uint8)
 

@@ -153,8 +153,9 @@ class PassSolver:
         Compute the exact primal, the gap and the validation score every this many passes
         (and after the last pass). Each check costs one loss-augmented decoding of every
         example per candidate model, timed separately as ``eval_time`` (the chain and
-        multi-class models share it among ``numba.get_num_threads()`` threads, with the same
-        values whatever their number). ``"auto"`` checks
+        multi-class models share it among the threads of the enclosing
+        :func:`~dualstruct.models.loops.thread_setting`, the estimator's ``n_jobs``, with the
+        same values whatever their number). ``"auto"`` checks
         after the first pass and then spaces the checks so that each costs at most
         ``MONITORING_SHARE`` (10%) of the training time since the previous one: after a check
         that took c seconds, with passes of t seconds on average, the next comes

@@ -11,10 +11,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import base
-from ..interface import parallel_blocks
 
 
-@parallel_blocks
 class MultiClassKernel(NamedTuple):
     indptr: np.ndarray  # CSR rows of X, one per example
     indices: np.ndarray

@@ -38,6 +38,8 @@ class MultiClassModel(KernelModel):
     [0.0, 0.0, 1.0, 0.0, 0.0, 2.0]
     """
 
+    thread_safe = True  # the kernel writes only to the workspace and the block's slots
+
     @refuse_pystruct_model_keywords
     def __init__(self, n_classes: int, n_features: int, *, loss_weights=None):
         for name, value, low in (("n_classes", n_classes, 2), ("n_features", n_features, 1)):
