@@ -339,7 +339,7 @@ class CuttingPlane(KernelBlocks, PassSolver):
             psi = kmodel.init_weights()
             total = np.zeros(1)
             w = np.ascontiguousarray(self.w, dtype=np.float64)
-            value = cache_constraint(k, w, slack, self.cache, psi, total)
+            value = cache_constraint(k, w, slack, self.cache, True, psi, total, self._values())
             self.blocks.raise_status()
             xi = max(0.0, float(np.max(self.delta - self.psi @ w))) if len(self.delta) else 0.0
             if value - xi <= max(self.eps / self.C, CACHE_VIOLATION * abs(value)):
@@ -379,10 +379,10 @@ class CuttingPlane(KernelBlocks, PassSolver):
         if len(self.delta):
             values = self.delta - self.psi @ q
             xi = max(0.0, float(np.max(values)))
-            if whole:
-                self._check_oracle(hinge, values)
         if whole:
-            self._check_cache(q, hinge)
+            self._check_cache(q, hinge)  # names the example at fault, so first
+            if len(self.delta):
+                self._check_oracle(hinge, values)
             primal = 0.5 * float(q @ q) + C * float(hinge.sum())
             if primal < self.best_primal:
                 self.best_primal, self.best_w = primal, np.array(q, dtype=np.float64)
@@ -418,23 +418,36 @@ class CuttingPlane(KernelBlocks, PassSolver):
                 "the value of labellings it returned earlier (a maximum is never lower)"
             )
 
+    def _values(self):
+        """Scratch for :func:`cache_constraint`'s values per example, allocated once."""
+        n = self.blocks.n_blocks
+        if self.__dict__.get("_cache_values") is None or len(self._cache_values) != n:
+            self._cache_values = np.empty((n, 2))
+        return self._cache_values
+
     def _check_cache(self, q, hinge):
-        """Each example's maximum at ``q`` is never below its cached labellings' values
-        there, so neither is their sum."""
-        kmodel = self.kernel_model_
+        """Each example's maximum at ``q`` (``hinge``, above the gold labelling's value) is
+        never below the values of its cached labellings there, which the oracle returned
+        earlier: an oracle that returns less (an approximate one) gives no certified gap, and
+        the first example where it does is named. The cached constraint is only evaluated,
+        not built."""
         q = np.ascontiguousarray(q, dtype=np.float64)
         slack = self.rescaling != "margin"
-        cached = cache_constraint(
-            self.blocks.kernel, q, slack, self.cache, kmodel.init_weights(), np.zeros(1)
-        )
+        values = self._values()
+        k = self.blocks.kernel
+        cache_constraint(k, q, slack, self.cache, False, NO_WEIGHTS, np.zeros(1), values)
         self.blocks.raise_status()
-        total = float(hinge.sum())
-        scale = 1.0 + float(np.abs(hinge).sum()) + abs(cached)
-        if total < cached - ORACLE_ROUNDING * scale:
+        cached = values[:, 0]
+        tol = ORACLE_ROUNDING * (1.0 + np.abs(hinge) + values[:, 1])
+        bad = np.flatnonzero(hinge < cached - tol)
+        if len(bad):
+            i = int(bad[0])
             raise CertificateError(
-                f"{oracle_name(self.model)} at {self.name} iteration {self.passes + 1}: the "
-                f"maxima over the examples sum to {total:.6g}, below {cached:.6g}, the value "
-                "of labellings it returned earlier (a maximum is never lower)"
+                f"{oracle_name(self.model)} on example {i} at {self.name} iteration "
+                f"{self.passes + 1}: its maximum is {hinge[i]:.6g} above the gold labelling's "
+                f"value, below the {cached[i]:.6g} of a labelling it returned earlier for "
+                "that example (a maximum is never lower: an approximate oracle gives no "
+                "certified gap)"
             )
 
     def _add_constraint(self, psi, delta):
@@ -515,15 +528,19 @@ class CuttingPlane(KernelBlocks, PassSolver):
 #: a constraint from the cache enters the working set when it is violated by this share of
 #: its value (smaller violations cost a QP each for little)
 CACHE_VIOLATION = 1e-3
+#: the ``psi`` of :func:`cache_constraint` when the constraint is not built
+NO_WEIGHTS = np.zeros(0)
 
 
 @njit(cache=True)
-def cache_constraint(k, w, slack, cache, psi, total):
+def cache_constraint(k, w, slack, cache, build, psi, total, values):
     """The aggregated constraint of the best cached labelling of every example at ``w``
     (``cache``: labellings laid out as ``k.labels``, one row a slot), the gold labelling when
-    none has a positive value: ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, y_i))``, ``total[0] +=
-    Σ_i δ_i`` (``g_i = δ_i`` for slack, else 1). Returns its value ``Σ_i`` of the examples'
-    margin ``δ + s(y) − s(ȳ)`` or slack ``δ (1 + s(y) − s(ȳ))`` values; stops at a Python
+    none has a positive value. With ``build``: ``psi += Σ_i g_i (φ(x_i, ȳ_i) − φ(x_i, y_i))``,
+    ``total[0] += Σ_i δ_i`` (``g_i = δ_i`` for slack, else 1); without, ``psi`` is not
+    touched. ``values[i]``: example i's margin ``δ + s(y) − s(ȳ)`` or slack
+    ``δ (1 + s(y) − s(ȳ))`` value (0 for the gold labelling) and the size of the terms it sums
+    (its rounding scale). Returns the constraint's value, their sum; stops at a Python
     model's failed callback."""
     ws = workspace(k)
     offs = k.label_offsets
@@ -532,22 +549,28 @@ def cache_constraint(k, w, slack, cache, psi, total):
         gold = k.labels[offs[i] : offs[i + 1]]
         prepare(k, i, w, ws)
         gold_score = score(k, i, w, ws, gold)
-        best, pick, pick_loss = 0.0, -1, 0.0
+        best, pick, pick_loss, size = 0.0, -1, 0.0, 0.0
         for j in range(cache.shape[0]):
             y = cache[j, offs[i] : offs[i + 1]]
             d = loss(k, i, y)
             if d <= 0.0:
                 continue
-            margin = score(k, i, w, ws, y) - gold_score
+            s = score(k, i, w, ws, y)
+            margin = s - gold_score
             v = d * (1.0 + margin) if slack else d + margin
             if v > best:
+                terms = abs(s) + abs(gold_score)
                 best, pick, pick_loss = v, j, d
+                size = d * (1.0 + terms) if slack else d + terms
         if status(k) != 0:
             break
+        values[i, 0] = best
+        values[i, 1] = size
         if pick >= 0:
-            y = cache[pick, offs[i] : offs[i + 1]]
-            add_difference(k, i, gold, y, pick_loss if slack else 1.0, psi)
-            total[0] += pick_loss
+            if build:
+                y = cache[pick, offs[i] : offs[i + 1]]
+                add_difference(k, i, gold, y, pick_loss if slack else 1.0, psi)
+                total[0] += pick_loss
             value += best
     return value
 
