@@ -15,15 +15,20 @@ call: editing a kernel recompiles the solvers that use it.
 
 numba's on-disk index of a cached function names the classes of every signature compiled, and
 a process that cannot import one cannot load the index at all. Functions compiled for a kernel
-class of a script's ``__main__`` or of a test module are therefore not cached, and an index
-that names a class this process cannot import counts as empty (the function is compiled again
-and the index rewritten)."""
+class of a script's ``__main__`` or of a test module are therefore not cached. An index that
+names a class no process can import any more (one of this package that is gone, or of a test
+module or script, written before that rule) counts as empty: the function is compiled again
+and the index rewritten. An index that names a class of another module this process cannot
+import (a user's kernels, in a cache folder shared with processes that can) is left as it is:
+the process compiles the function without the cache, with one warning."""
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import os
+import pickle
 import tempfile
 import warnings
 from pathlib import Path
@@ -108,11 +113,52 @@ def cacheable_kernel(kernel_class) -> bool:
     """Whether functions compiled for ``kernel_class`` may go to numba's on-disk cache: not
     for a class of a script's ``__main__`` or of a test module (``test*``, ``conftest``), which
     other processes cannot import."""
-    module = str(getattr(kernel_class, "__module__", "__main__"))
+    return _cacheable_module(str(getattr(kernel_class, "__module__", "__main__")))
+
+
+def _cacheable_module(module: str) -> bool:
     if module.startswith("dualstruct."):
         return True
     parts = module.split(".")
     return not any(p == "__main__" or p == "conftest" or p.startswith("test") for p in parts)
+
+
+class _ClassProbe(pickle.Unpickler):
+    """An unpickler that records the first class it cannot import."""
+
+    missing = None
+
+    def find_class(self, module, name):
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError):
+            if self.missing is None:
+                self.missing = (module, name)
+            raise
+
+
+def unimportable_class(index_path):
+    """``(module, name)`` of a class that numba's index file ``index_path`` names and this
+    process cannot import, or None (the file reads, or fails for another reason)."""
+    probe = None
+    try:
+        with open(index_path, "rb") as f:
+            pickle.load(f)  # numba's version
+            probe = _ClassProbe(io.BytesIO(f.read()))
+        probe.load()
+    except Exception:  # what failed is told by probe.missing
+        return None if probe is None else probe.missing
+    return None
+
+
+def stale_class(module: str) -> bool:
+    """Whether a class of ``module`` that cannot be imported is gone for every process: one
+    of this package (an older version's), or of a module whose kernels are never cached."""
+    own = module == "dualstruct" or module.startswith("dualstruct.")
+    return own or not _cacheable_module(module)
+
+
+_FOREIGN_WARNED = []
 
 
 def _cacheable(sig) -> bool:
@@ -132,14 +178,16 @@ def _cacheable(sig) -> bool:
 def key_cache_on_kernels() -> None:
     """Make numba's cache key of a function include :func:`kernel_source_hash` of every
     kernel among its arguments, keep kernels that are not :func:`cacheable_kernel` out of
-    the cache, and read an index naming a class that cannot be imported as empty (once per
-    process)."""
+    the cache, and read an index naming a :func:`stale_class` that cannot be imported as
+    empty, one naming another class this process cannot import as empty and read-only
+    (once per process)."""
     if getattr(caching.Cache._index_key, "_dualstruct", False):
         return
     original = caching.Cache._index_key
     original_load = caching.Cache.load_overload
     original_save = caching.Cache.save_overload
     original_index = caching.IndexDataCacheFile._load_index
+    original_file_save = caching.IndexDataCacheFile.save
 
     def _index_key(self, sig, codegen):
         key = original(self, sig, codegen)
@@ -154,16 +202,38 @@ def key_cache_on_kernels() -> None:
             original_save(self, sig, data)
 
     def _load_index(self):
+        if self.__dict__.get("_foreign_class"):
+            return {}
         try:
             return original_index(self)
-        except (ImportError, AttributeError):  # a class of a module this process lacks
+        except (ImportError, AttributeError):
+            missing = unimportable_class(self._index_path)
+            if missing is None:  # not a class this process cannot import
+                raise
+            if stale_class(missing[0]):
+                return {}  # rewritten by the next save
+            self._foreign_class = missing  # another process's class: read nothing, write nothing
+            if not _FOREIGN_WARNED:
+                _FOREIGN_WARNED.append(missing)
+                warnings.warn(
+                    f"dualstruct: numba's cache index {self._index_path} names the class "
+                    f"{missing[1]} of the module {missing[0]}, which this process cannot "
+                    "import; the function is compiled without the cache and the index kept",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             return {}
+
+    def save(self, key, data):
+        if not self.__dict__.get("_foreign_class"):
+            original_file_save(self, key, data)
 
     _index_key._dualstruct = True
     caching.Cache._index_key = _index_key
     caching.Cache.load_overload = load_overload
     caching.Cache.save_overload = save_overload
     caching.IndexDataCacheFile._load_index = _load_index
+    caching.IndexDataCacheFile.save = save
 
 
 def _writable(folder: Path) -> bool:
