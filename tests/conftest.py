@@ -64,6 +64,50 @@ def tiny_chain_problem():
     return X, Y
 
 
+class PlainMultiClass:
+    """A multi-class model written in plain Python against the StructuredModel protocol."""
+
+    def __init__(self, n_classes, n_features):
+        self.n_classes, self.n_features = n_classes, n_features
+        self.size_joint_feature = n_classes * n_features
+
+    def joint_feature(self, x, y):
+        import numpy as np
+
+        phi = np.zeros((self.n_features, self.n_classes))
+        phi[:, y] = x
+        return phi.ravel()
+
+    def loss(self, y, y_hat):
+        return float(y != y_hat)
+
+    def _scores(self, x, w):
+        return x @ w.reshape(self.n_features, self.n_classes)
+
+    def inference(self, x, w):
+        import numpy as np
+
+        return int(np.argmax(self._scores(x, w)))
+
+    def loss_augmented_inference(self, x, y, w):
+        import numpy as np
+
+        s = self._scores(x, w) + 1.0
+        s[y] -= 1.0
+        return int(np.argmax(s))
+
+
+def blobs(seed=0, n=60, K=3, d=4):
+    """``n`` points of ``d`` features in ``K`` classes, each class shifted along one axis."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, n)
+    X = rng.normal(size=(n, d))
+    X[np.arange(n), y % d] += 1.0
+    return X, y
+
+
 def random_chain_problem(rng, n, K, d, max_len=5, sparse=False, density=0.5):
     """Random sequences with random labels (features dense or sparse)."""
     import scipy.sparse as sp

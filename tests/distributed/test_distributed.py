@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import random_chain_problem
+from conftest import PlainMultiClass, blobs, random_chain_problem
 
 from dualstruct.distributed import CoCoA, InProcessEngine, MiniBatchSSG
 from dualstruct.distributed.partition import assign_examples
@@ -168,9 +168,7 @@ def test_partitions_cover_the_examples_once():
 def test_every_kernel_model_trains_distributed():
     """A built-in kernel model (multi-class) and a user-defined Python model reach the same
     optimum on partitions, with no model-specific code."""
-    from test_block_solvers import PlainMultiClass, _blobs
-
-    X, y = _blobs(n=50)
+    X, y = blobs(n=50)
     builtin = MultiClassModel(3, 4)
     user = UserModel(PlainMultiClass(3, 4))
     ref = BCFW(builtin, 1.0, max_iter=2000, tol=1e-7, check_every=20, random_state=0).fit(

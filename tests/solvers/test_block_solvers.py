@@ -6,47 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from conftest import PlainMultiClass
+from conftest import blobs as _blobs
 
 from dualstruct.models.base import StructuredModel
 from dualstruct.models.multiclass import MultiClassModel
 from dualstruct.models.user import UserModel
 from dualstruct.solvers import CuttingPlane, primal_objective
 from dualstruct.solvers.block import BlockBCFW, BlockSSG
-
-
-class PlainMultiClass:
-    """A multi-class model written in plain Python against the StructuredModel protocol."""
-
-    def __init__(self, n_classes, n_features):
-        self.n_classes, self.n_features = n_classes, n_features
-        self.size_joint_feature = n_classes * n_features
-
-    def joint_feature(self, x, y):
-        phi = np.zeros((self.n_features, self.n_classes))
-        phi[:, y] = x
-        return phi.ravel()
-
-    def loss(self, y, y_hat):
-        return float(y != y_hat)
-
-    def _scores(self, x, w):
-        return x @ w.reshape(self.n_features, self.n_classes)
-
-    def inference(self, x, w):
-        return int(np.argmax(self._scores(x, w)))
-
-    def loss_augmented_inference(self, x, y, w):
-        s = self._scores(x, w) + 1.0
-        s[y] -= 1.0
-        return int(np.argmax(s))
-
-
-def _blobs(seed=0, n=60, K=3, d=4):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, K, n)
-    X = rng.normal(size=(n, d))
-    X[np.arange(n), y % d] += 1.0
-    return X, y
 
 
 def _train(solver_class, model, data, **kwargs):

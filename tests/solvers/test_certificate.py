@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_block_solvers import PlainMultiClass, _blobs
+from conftest import PlainMultiClass
+from conftest import blobs as _blobs
 
 import dualstruct
 from dualstruct.distributed import CoCoA
