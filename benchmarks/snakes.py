@@ -7,7 +7,8 @@ and none (one directed K × K table for every edge, ``none``, :class:`GridCRF`).
 check, training time (monitoring excluded), the primal upper bound, the dual, the relative gap
 and the test pixel accuracy, then the share of oracle calls certified exact (or, with ``lp``,
 at the LP's optimum), the search's nodes beyond the roots and the mean training time of a
-pass over the last ten passes.
+pass over the last ten passes, and the primal of each of BCFW's candidate models at the end
+(the proximal iterate x, the average ū of the dual iterates, the weighted mean x̄ of x).
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/snakes.py --passes 50 --plot snakes.png
 """
@@ -141,6 +142,15 @@ def main(argv=None):
             f"search nodes {nodes}, PDHG iterations {pdhg}; {late:.2f} s a pass over the "
             "last ten\n"
         )
+        solver = est.solver_
+        if getattr(solver, "prox_w", None) is not None and len(solver.candidates()) == 3:
+            names = ("x (proximal iterate)", "ū (average of u)", "x̄ (mean of x)")
+            primals = [solver._primal(w) for w in solver.candidates()]
+            print(
+                "   primal of each candidate at the end: "
+                + ", ".join(f"{n} {p:.2f}" for n, p in zip(names, primals))
+                + "\n"
+            )
         curves[setting] = [(r.time, r.validation_score) for r in rows]
     if args.plot:
         import matplotlib

@@ -8,7 +8,7 @@ from conftest import random_chain_problem, tiny_chain_problem
 from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW
-from dualstruct.solvers.block import PROXIMAL_START
+from dualstruct.solvers.block import MEAN_POWER, PROXIMAL_START
 from dualstruct.solvers.objective import dual_objective
 
 
@@ -42,7 +42,10 @@ def test_the_gap_is_the_inner_gap_plus_the_proximal_term(step, rescaling):
     assert inner_gap >= -1e-9
     split = inner_gap + 0.5 * (u - x) @ (u - x)
     assert primal - s.current_dual() == pytest.approx(split, rel=1e-9)  # D(u)
-    assert s.weights() == pytest.approx(x)  # the returned model is the proximal iterate
+    # the returned model is the candidate (x, ū or x̄) with the lowest primal at the last check
+    primals = [s._primal(c) for c in s.candidates()]
+    assert s.candidates()[0] is s.prox_w
+    assert s.weights() == pytest.approx(s.candidates()[int(np.argmin(primals))])
 
 
 def test_kappa_adapts_only_when_auto():
@@ -77,7 +80,7 @@ def test_the_average_of_u_is_a_candidate_and_its_win_ends_the_scheme():
     iterates, a dual point too; once ū wins a check, "auto" sets κ = 0 for good."""
     data, model = _problem(6)
     s = BCFW(model, 1.0, max_iter=6, tol=0, check_every=3, random_state=0).fit(data)
-    x, u_avg = s.candidates()
+    x, u_avg, _ = s.candidates()  # x, ū and x̄
     assert x is s.prox_w
     w_avg, loss_avg = s._averaged()
     assert np.array_equal(u_avg, w_avg)
@@ -162,3 +165,75 @@ def test_a_new_c_restarts_kappa():
 def test_bad_proximal_is_refused(bad):
     with pytest.raises(ValueError, match="proximal"):
         BCFW(ChainModel(3, 4), 1.0, proximal=bad)
+
+
+def _mean_weights(k):
+    """x̄'s weights of its first k passes: the j-th weighs j (j + 1) … (j + η − 1)."""
+    j = np.arange(1.0, k + 1)
+    return np.prod([j + i for i in range(MEAN_POWER)], axis=0)
+
+
+def test_the_mean_of_x_is_the_weighted_mean_of_the_pass_ends_since_kappa_changed():
+    """x̄ averages the iterates x at the ends of the passes with weights j (j + 1) (η = 2),
+    from the first pass after κ last changed; it is the third candidate."""
+    data, model = _problem(7)
+    ends, kappas = [], []
+
+    def record(_):
+        ends.append(s.prox_w.copy())
+        kappas.append(s.kappa)
+
+    s = BCFW(model, 1.0, proximal=5.0, max_iter=6, tol=0, random_state=0, callback=record)
+    s.fit(data)
+    assert MEAN_POWER == 2
+    weights = _mean_weights(6)
+    expected = weights @ np.array(ends) / weights.sum()
+    assert s.mean_passes == 5  # taken in; the last pass's x joins when the next one starts
+    assert np.abs(s.candidates()[2] - expected).max() < 1e-12
+    before = _mean_weights(5)
+    assert np.abs(s.prox_mean - before @ np.array(ends[:5]) / before.sum()).max() < 1e-12
+    ends.clear(), kappas.clear()
+    s = BCFW(model, 1.0, max_iter=10, tol=0, random_state=0, callback=record)
+    s.fit(data)
+    since = max(i for i in range(10) if i == 0 or kappas[i] != kappas[i - 1])
+    assert since > 0 and s.mean_passes == 10 - since - 1  # κ changed: x̄ restarted
+    weights = _mean_weights(10 - since)
+    expected = weights @ np.array(ends[since:]) / weights.sum()
+    assert np.abs(s.candidates()[2] - expected).max() < 1e-12
+
+
+def test_the_mean_of_x_lowers_the_primal_at_a_large_c():
+    """At C = 100 x's primal lies far above the optimum after 30 passes; x̄ is 3% lower,
+    is returned and certifies a smaller gap."""
+    rng = np.random.default_rng(1)
+    X, Y = random_chain_problem(rng, n=30, K=4, d=6, max_len=8)
+    data, model = pack_sequences(X, Y), ChainModel(4, 6)
+    s = BCFW(model, 100.0, max_iter=30, tol=0, check_every=10, random_state=0).fit(data)
+    x, _, x_mean = s.candidates()
+    last = s.history.last
+    assert last.primal == pytest.approx(s._primal(x_mean)) and s._primal(x_mean) < 0.98 * s._primal(
+        x
+    )
+    assert np.array_equal(s.weights(), x_mean)
+    assert last.relative_gap < (s._primal(x) - last.dual) / s._primal(x) - 0.02
+
+
+def test_the_mean_of_x_is_saved_restarted_and_checked():
+    data, model = _problem(8)
+    s = BCFW(model, 1.0, proximal=5.0, max_iter=5, tol=0, random_state=0).fit(data)
+    meta, arrays = s.state_dict()
+    back = BCFW(model, 1.0, proximal=5.0, random_state=0)
+    back.load_state(data, meta, arrays)
+    assert back.mean_passes == s.mean_passes > 0
+    assert np.array_equal(back.prox_mean, s.prox_mean)
+    assert np.array_equal(back.weights(), s.weights())
+    # a file saved before x̄ was kept: x̄ restarts at x
+    older = BCFW(model, 1.0, proximal=5.0, random_state=0)
+    old_meta = dict(meta, scalars={k: v for k, v in meta["scalars"].items() if k != "mean_passes"})
+    older.load_state(data, old_meta, {k: v for k, v in arrays.items() if k != "prox_mean"})
+    assert older.mean_passes == 0 and np.array_equal(older.candidates()[2], older.prox_w)
+    bad = dict(meta, scalars=dict(meta["scalars"], mean_passes=s.passes + 1))
+    with pytest.raises(ValueError, match="mean_passes"):
+        BCFW(model, 1.0, proximal=5.0, random_state=0).load_state(data, bad, arrays)
+    s.set_C(3.0)  # a new problem: x̄ restarts
+    assert s.mean_passes == 0 and np.array_equal(s.prox_mean, s.prox_w)
