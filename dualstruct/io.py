@@ -36,7 +36,8 @@ def require_file(path, what: str = "file") -> Path:
 
 
 def _digest(arr: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+    # the bytes of tobytes(), read in place (no copy of a large w)
+    return hashlib.sha256(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)).hexdigest()
 
 
 def _json_scalar(obj):

@@ -20,6 +20,7 @@ import pickle
 
 from pyspark.accumulators import AccumulatorParam
 
+from .cocoa import AveragedPoint
 from .partition import Partition, PartitionState
 
 #: (run id, partition) -> the partition's BlockData, per worker process (a worker is reused
@@ -148,10 +149,24 @@ def subgradient_task(run_id, job_bc, recipes, w_bc, round_index, fraction, eleme
         yield part.subgradient(w_bc.value, round_index, job.seed, fraction, job.slack, job.search)
 
 
-def hinge_task(run_id, job_bc, recipes, w_bc, elements):
+def point_value(point):
+    """The weights a check scores: a broadcast's value, or for ``(u, R, A)`` (two broadcasts
+    and a number) the weighted average ``ū = u − R / A``, made here (the driver never makes
+    it); the copies of ``u`` and ``R`` are let go once ū is made."""
+    if not isinstance(point, tuple):
+        return point.value
+    u_bc, R_bc, A = point
+    w = AveragedPoint(u_bc.value, R_bc.value, A).materialize()
+    for bc in (u_bc, R_bc):
+        bc.__dict__.pop("_value", None)
+    return w
+
+
+def hinge_task(run_id, job_bc, recipes, point, elements):
     job = job_bc.value
+    w = point_value(point)
     for part in _partitions(run_id, recipes, elements):
-        yield part.index, part.hinge_sum(job.kmodel, w_bc.value, job.slack)
+        yield part.index, part.hinge_sum(job.kmodel, w, job.slack)
 
 
 def state_task(elements):

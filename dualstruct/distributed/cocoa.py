@@ -55,6 +55,7 @@ from ..solvers.block import (
     check_step_bound,
     check_step_count,
     kernel_model,
+    segment_dual,
 )
 from ..solvers.history import History
 from ..solvers.objective import primal_value
@@ -68,6 +69,43 @@ from .partition import (
 
 AGGREGATIONS = ("adding", "averaging")
 ACCELERATIONS = ("auto", "catalyst", "none")
+
+#: elements of ``w`` per slice where the driver reads the averaged point without its copy
+AVERAGE_CHUNK = 1 << 20
+
+
+class AveragedPoint(NamedTuple):
+    """The weighted average ``ū = u − R / A`` of a run, kept as its parts: the driver takes
+    its norm slice by slice, and the partitions make it where they score it
+    (:meth:`materialize`, the same numbers in process and on Spark's executors), so the
+    driver holds no copy of ``w`` for it until it is the model returned."""
+
+    u: np.ndarray
+    R: np.ndarray
+    A: float
+
+    def materialize(self) -> np.ndarray:
+        out = np.divide(self.R, self.A)
+        np.subtract(self.u, out, out=out)
+        return out
+
+    def sq_norm(self) -> float:
+        if self.u.size <= AVERAGE_CHUNK:
+            d = self.materialize()
+            return float(d @ d)
+        total, buffer = 0.0, np.empty(AVERAGE_CHUNK)
+        for start in range(0, self.u.size, AVERAGE_CHUNK):
+            part = slice(start, start + AVERAGE_CHUNK)
+            d = buffer[: self.u[part].size]
+            np.divide(self.R[part], self.A, out=d)
+            np.subtract(self.u[part], d, out=d)
+            total += float(d @ d)
+        return total
+
+
+def as_array(w) -> np.ndarray:
+    """A candidate of a distributed solver as an array (an :class:`AveragedPoint` made)."""
+    return w.materialize() if isinstance(w, AveragedPoint) else np.ascontiguousarray(w)
 
 
 class Job(NamedTuple):
@@ -147,6 +185,7 @@ class InProcessEngine:
         )
 
     def hinge_sum(self, w):
+        w = as_array(w)
         return sum(p.hinge_sum(self.job.kmodel, w, self.job.slack) for p in self.partitions)
 
     def state_arrays(self) -> dict:
@@ -235,6 +274,8 @@ class _DistributedSolver(PassSolver):
         return kmodel
 
     def _primal(self, w):
+        if isinstance(w, AveragedPoint):  # made by the partitions, not here
+            return 0.5 * w.sq_norm() + self.C * float(self.engine.hinge_sum(w))
         return primal_value(w, self.C, self.engine.hinge_sum(np.ascontiguousarray(w)))
 
     def _timed_round(self, run):
@@ -311,7 +352,13 @@ class _DistributedSolver(PassSolver):
         return self
 
     def _record(self, check, final=False):
-        record = super()._record(check, final)
+        validation = self.validation
+        if validation is not None:  # scores an array, also for an AveragedPoint candidate
+            self.validation = lambda w: validation(as_array(w))
+        try:
+            record = super()._record(check, final)
+        finally:
+            self.validation = validation
         if getattr(self.engine, "checkpoint_due", None) and self.engine.checkpoint_due(self.passes):
             self.engine.write_checkpoint(*self.state_dict(), self.history)
         return record
@@ -630,6 +677,44 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
 
     def _gap_sum(self):
         return self.gap_sum
+
+    # -- the weighted average ū as an AveragedPoint: no copy of w on the driver ------------
+    def _average(self):
+        """``(ū, ℓ̄)``, ū an :class:`AveragedPoint` (``u`` itself before the first step)."""
+        m = float(self.scalars[1])
+        if m == 0:
+            return self.w, float(self.scalars[0])
+        A = 0.5 * m * (m + 1.0)
+        return AveragedPoint(self.w, self.R, A), float(self.scalars[0] - self.scalars[2] / A)
+
+    def candidates(self):
+        if not self.averaging:
+            return super().candidates()
+        average = self._average()[0]
+        return [self.prox_w, average] if self._proximal_on else [average, self.w]
+
+    def candidate(self, index):
+        cands = self.candidates()
+        return as_array(cands[min(index, len(cands) - 1)])
+
+    def weights(self):
+        choice = self._chosen if self._final_choice is None else self._final_choice
+        cands = self.candidates()
+        w = cands[min(choice, len(cands) - 1)]
+        return w.materialize() if isinstance(w, AveragedPoint) else np.array(w)
+
+    def dual(self):
+        """As one machine's BCFW (:meth:`ProximalPoint.dual <dualstruct.solvers.block.
+        ProximalPoint.dual>`), with ‖ū‖² taken slice by slice."""
+        if not self.averaging:
+            return super().dual()
+        average, loss_average = self._average()
+        sq = average.sq_norm() if isinstance(average, AveragedPoint) else float(average @ average)
+        if not self._proximal_on:
+            return max(self.current_dual(), loss_average - 0.5 * sq)
+        for loss, norm in ((float(self.scalars[0]), float(self.w @ self.w)), (loss_average, sq)):
+            self.best_dual = max(self.best_dual, segment_dual(loss, norm))
+        return self.best_dual
 
     def _move_centre(self):
         """``"catalyst"``: ``z ← x_t + β (x_t − x_{t−1})``; else ``z ← x_t`` (then z is x

@@ -36,6 +36,7 @@ from functools import partial
 import numpy as np
 
 from .. import io
+from .cocoa import AveragedPoint
 
 MANIFEST = "dualstruct-checkpoint.npz"
 
@@ -371,15 +372,23 @@ class SparkEngine:
             w_bc.destroy()
 
     def hinge_sum(self, w):
-        w_bc = self.sc.broadcast(np.ascontiguousarray(w))
+        """The hinge sum at ``w``, an array or an :class:`~dualstruct.distributed.cocoa.
+        AveragedPoint` (its ``u`` and ``R`` broadcast as they are: the tasks make ū)."""
+        if isinstance(w, AveragedPoint):
+            broadcasts = [self.sc.broadcast(w.u), self.sc.broadcast(w.R)]
+            point = (*broadcasts, float(w.A))
+        else:
+            broadcasts = [self.sc.broadcast(np.ascontiguousarray(w))]
+            point = broadcasts[0]
         try:
             sums = sorted(
                 self.rdd.mapPartitions(
-                    partial(_tasks().hinge_task, self.run_id, self.job_bc, self.recipes, w_bc)
+                    partial(_tasks().hinge_task, self.run_id, self.job_bc, self.recipes, point)
                 ).collect()
             )
         finally:
-            w_bc.destroy()
+            for bc in broadcasts:
+                bc.destroy()
         return sum(s for _, s in sums)
 
     def gather_states(self):
