@@ -2,8 +2,14 @@
 
 from .._pystruct import models_getattr
 
-# the factor functions GDMM trains the multi-class, graph and multi-label models with
-from . import factors, graph_factors, multiclass_factors, multilabel_factors  # noqa: E402, F401
+# the factor functions GDMM trains the chain, multi-class, graph and multi-label models with
+from . import (  # noqa: E402, F401
+    chain_factors,
+    factors,
+    graph_factors,
+    multiclass_factors,
+    multilabel_factors,
+)
 from .base import KernelModel, StructuredModel
 from .chain import ChainModel, ChainWeights
 from .graph import EdgeFeatureGraphCRF, GraphCRF, grid_edges

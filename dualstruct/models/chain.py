@@ -32,6 +32,7 @@ from ..inference.slack_search import SEARCHES, search_all
 from ..sequences import PackedSequences, pack_sequences
 from .base import KernelModel
 from .chain_kernels import ChainKernel
+from .chain_transitions import factor_state
 from .support import (
     FULL_ROWS_FROM,
     check_support,
@@ -85,6 +86,7 @@ class ChainModel(KernelModel):
     """
 
     kind = "chain"
+    thread_safe = True  # the kernel writes only to the workspace and the block's slots
 
     @refuse_pystruct_model_keywords
     def __init__(
@@ -235,6 +237,7 @@ class ChainModel(KernelModel):
             *kernel_support(self.support, indices),
             self.n_unary,
             int(seq_nnz.max()) if len(seq_nnz) else 0,
+            *factor_state(labels, offsets, self.n_labels),
         )
         return BlockData(kernel, (indptr, indices, values))
 
@@ -393,6 +396,7 @@ class ChainSequencesModel(KernelModel):
 
     #: the slack oracles of :mod:`dualstruct.inference.slack_search`
     slack_searches = tuple(SEARCHES)
+    thread_safe = True  # the chain's kernel
 
     def __init__(self, chain):
         self.chain = chain

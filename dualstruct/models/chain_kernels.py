@@ -22,11 +22,9 @@ from numba import njit
 from ..inference.chain import unigram_scores, viterbi
 from ..inference.slack_search import slack_oracle as chain_slack_oracle
 from . import base
-from .interface import parallel_blocks
 from .support import entry_position, entry_unigram_scores
 
 
-@parallel_blocks
 class ChainKernel(NamedTuple):
     indptr: np.ndarray  # CSR token rows
     indices: np.ndarray
@@ -46,6 +44,8 @@ class ChainKernel(NamedTuple):
     entry_count: np.ndarray  # and int32 its length (models.support.entry_rows)
     n_unary: int  # unary weights: d·K dense, the support's size sparse
     max_sequence_nnz: int  # most feature entries of one sequence (sparse scratch size)
+    factor_ints: np.ndarray  # the factor oracles' search and scratch (int64, float64;
+    factor_floats: np.ndarray  # chain_transitions.factor_state)
 
 
 class _Workspace(NamedTuple):

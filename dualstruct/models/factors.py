@@ -44,7 +44,10 @@ chain's per-feature label lists and the walk over a sparse support's rows answer
 inactive state of a unigram factor" as ``node_oracle``, its four-case search over max-trees
 of the transition table (and the multi-label model's ordered map of the (1, 1) scores) is
 an ``edge_oracle``, with the trees kept in the kernel and brought up to date by
-``add_edge``.
+``add_edge``. A model that keeps such structures over w registers
+
+    prepare_weights(k, w)                called before a run of factor steps on w (which
+                                         may have changed since): rebuild them; default none
 
 Exactness: GDMM keeps the factor marginals locally consistent (the local polytope). On
 forests that is the marginal polytope, and GDMM trains the structural SVM itself; on loopy
@@ -138,10 +141,16 @@ def edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
     raise NotImplementedError
 
 
+def prepare_weights(k, w):
+    """Called before a run of factor steps on ``w``, which may have changed since (a model
+    that keeps structures over w, as the chain's transition search, rebuilds them)."""
+    raise NotImplementedError
+
+
 NODE_FUNCTIONS = (factor_counts, node_info, node_loss, node_score, add_node, node_sq_distance)
 EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
-FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES
+FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights,)
 
 interface.add_generic_functions(FACTOR_FUNCTIONS)  # one registry with the kernel interface's
 
@@ -307,6 +316,11 @@ def _no_edge_distance(k, i, e, a, b, c, d):
     return 0.0
 
 
+def _no_preparation(k, w):
+    return None
+
+
+_register_default(prepare_weights, _no_preparation)
 _register_default(node_oracle, _default_node_oracle)
 _register_default(edge_oracle, _default_edge_oracle)
 # a model without edges: never called (the solver refuses edges without the functions)

@@ -22,6 +22,9 @@ from its worst supported state (pair) to the oracle's, with the exact line searc
 quadratic along ``d = e_best − e_away``: curvature ``C² ‖φ_f(best) − φ_f(away)‖²`` plus ρ
 times ``Σ ‖M d‖²`` (2 per incident edge for a node; 2 per endpoint whose state changes for
 an edge).
+With the proximal outer loop (:mod:`~dualstruct.solvers._gdmm_proximal`) ``w`` is the
+subproblem's scoring point, which moves by ``Settings.scale`` = σ times each change of
+``w(q)``, and σ scales the curvature's ``C²`` term.
 
 **Active sets.** Node ``g`` keeps its states in slots ``act[g, :n_act[g]]`` (slot 0 the
 gold state) with ``q``; an edge end (``2e`` for u, ``2e + 1`` for v) keeps λ and the
@@ -100,6 +103,9 @@ class Settings(NamedTuple):
     steps: int  # pairwise steps per factor visit
     sweeps: int  # visits of every factor of an example before its multiplier step
     shrink_after: int  # 0: states never leave
+    #: σ = 1/(1 + κ) of the proximal subproblem: w is its scoring point x, which moves by σ
+    #: times each step, and σ scales the line search's quadratic (1: the plain dual)
+    scale: float = 1.0
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -157,6 +163,7 @@ def factor_pass(k, layout, weights, sets, pairs, settings, order, first, counter
     cap = sets.act.shape[1]
     mu_u, mu_v = np.zeros(S), np.zeros(S)
     smu_u, smu_v = np.zeros(cap), np.zeros(cap)
+    factors.prepare_weights(k, weights.w)
     for pos in range(first, len(order)):
         i = order[pos]
         need = _room_needed(layout, sets, pairs, settings.steps * settings.sweeps, i)
@@ -244,8 +251,11 @@ def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
             mu[sets.act[g, s]] = 0.0
             if sets.q[g, s] > 0.0:
                 a = sets.act[g, s]
-                gs = -C * (factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a))
-                gs -= slot_mu[s]
+                if a == b:  # the oracle's own value at the same w: no second score
+                    gs = gb
+                else:
+                    gs = -C * (factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a))
+                    gs -= slot_mu[s]
                 if gs > ga:
                     sa, ga = s, gs
         if sa < 0 or ga - gb <= TIE * (abs(ga) + abs(gb)):
@@ -254,7 +264,8 @@ def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
         if sb == sa:
             return
         a = sets.act[g, sa]
-        curv = C * C * factors.node_sq_distance(k, i, j, a, b) + 2.0 * rho * (p1 - p0)
+        curv = C * C * settings.scale * factors.node_sq_distance(k, i, j, a, b)
+        curv += 2.0 * rho * (p1 - p0)
         gamma = sets.q[g, sa] if curv <= 0.0 else min(sets.q[g, sa], (ga - gb) / curv)
         if gamma >= sets.q[g, sa]:
             gamma = sets.q[g, sa]
@@ -263,8 +274,8 @@ def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
             sets.q[g, sa] -= gamma
         sets.q[g, sb] += gamma
         c = C * gamma
-        factors.add_node(k, i, j, a, c, w)
-        factors.add_node(k, i, j, b, -c, w)
+        factors.add_node(k, i, j, a, c * settings.scale, w)
+        factors.add_node(k, i, j, b, -c * settings.scale, w)
         if weights.avg_weight != 0.0:
             factors.add_node(k, i, j, a, c * weights.avg_weight, weights.R)
             factors.add_node(k, i, j, b, -c * weights.avg_weight, weights.R)
@@ -315,7 +326,8 @@ def _edge_step(k, layout, weights, sets, pairs, settings, i, e, mu_u, mu_v, smu_
         xa, ya = pairs.pair_a[r, pa], pairs.pair_b[r, pa]
         a2, b2 = sets.act[gu, xa], sets.act[gv, ya]
         moved = 2.0 * ((su != xa) + (sv != ya))
-        curv = C * C * factors.edge_sq_distance(k, i, e, a, b, a2, b2) + rho * moved
+        curv = C * C * settings.scale * factors.edge_sq_distance(k, i, e, a, b, a2, b2)
+        curv += rho * moved
         gamma = pairs.q[r, pa] if curv <= 0.0 else min(pairs.q[r, pa], (ga - gb) / curv)
         if gamma >= pairs.q[r, pa]:
             gamma = pairs.q[r, pa]
@@ -328,8 +340,8 @@ def _edge_step(k, layout, weights, sets, pairs, settings, i, e, mu_u, mu_v, smu_
         sets.msum[2 * r + 1, ya] -= gamma
         sets.msum[2 * r + 1, sv] += gamma
         c = C * gamma
-        factors.add_edge(k, i, e, a2, b2, c, w)
-        factors.add_edge(k, i, e, a, b, -c, w)
+        factors.add_edge(k, i, e, a2, b2, c * settings.scale, w)
+        factors.add_edge(k, i, e, a, b, -c * settings.scale, w)
         if weights.avg_weight != 0.0:
             factors.add_edge(k, i, e, a2, b2, c * weights.avg_weight, weights.R)
             factors.add_edge(k, i, e, a, b, -c * weights.avg_weight, weights.R)

@@ -24,6 +24,7 @@ from ._gdmm_common import (
     penalty_unit,
     widen_columns,
 )
+from ._gdmm_proximal import ProximalGDMM, check_proximal
 from .base import PassSolver
 from .block import KernelBlocks, check_agrees, kernel_model
 from .objective import scaled_dual
@@ -83,7 +84,7 @@ def _name(model):
     return getattr(model, "__name__", type(model).__name__)
 
 
-class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
+class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
     """GDMM over the factors of any model that registers the factor functions of
     :mod:`dualstruct.models.factors` (margin rescaling): the multi-class model, GraphCRF,
     EdgeFeatureGraphCRF, the multi-label model and users' kernel models.
@@ -111,6 +112,12 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
     shrink_after : int, default 0
         Drop a state from a node's active set once it has had no mass and been in no pair
         for this many visits (with its multipliers); 0: states never leave.
+    proximal : "auto" or float >= 0, default 0
+        κ of the proximal-point outer loop, as :class:`~dualstruct.solvers.BCFW`'s: each
+        pass trains on ``P(w) + κ/2 ‖w − z‖²`` (an SSVM with the smaller effective C
+        ``C / (1 + κ)``) with the centre z at the last iterate; ``"auto"`` adapts κ at the
+        checks, a number fixes it, 0 runs plain GDMM. The reported gap is always the
+        original problem's (:mod:`dualstruct.solvers._gdmm_proximal`).
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`.
 
@@ -147,11 +154,22 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
     name = "factor_gdmm"
 
     def __init__(
-        self, model, C=1.0, *, rho=0.5, eta=None, steps=3, sweeps=1, shrink_after=0, **kwargs
+        self,
+        model,
+        C=1.0,
+        *,
+        rho=0.5,
+        eta=None,
+        steps=3,
+        sweeps=1,
+        shrink_after=0,
+        proximal=0,
+        **kwargs,
     ):
         if kwargs.get("rescaling", "margin") != "margin":
             raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
+        self.proximal = check_proximal(proximal)
         self._init_schedules(rho, eta)
         for name, value, low in (
             ("steps", steps, 1),
@@ -184,26 +202,61 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
         "q_e",
         "n_pair",
         "counters",
+        "prox_w",
+        "prox_center",
     )
     growable_arrays = SLOT_ARRAYS + PAIR_ARRAYS
-    state_scalars = ("best_dual",)
+    state_scalars = ("best_dual",) + ProximalGDMM.proximal_scalars
 
     def memory_parts(self, data):
         """Besides the weights: 4 state slots per node and per edge end, 4 pairs per edge,
-        and the layout of the factor graphs (their sizes read with ``factor_counts``)."""
+        and the layout of the factor graphs (their sizes read with ``factor_counts``, and
+        checked). Block data built here from other input is kept for :meth:`start`."""
         parts = super().memory_parts(data)
         blocks = data if isinstance(data, BlockData) else kernel_model(self.model).block_data(data)
-        k = blocks.kernel
-        sizes = np.zeros((len(k.label_offsets) - 1, 2), dtype=np.int64)
-        self._kern.graph_sizes(k, len(sizes), sizes)
-        nodes, edges = (int(v) for v in np.maximum(sizes, 0).sum(axis=0))
+        if blocks is not data:
+            self._estimated = (data, blocks)
+        nodes, edges = (int(v) for v in self._graph_sizes(blocks.kernel).sum(axis=0))
         parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] = (
             4 * 24 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
         )
         parts["factor graph layout (edge nodes, adjacency, the forest test)"] = (
             24 * nodes + 96 * edges
         )
+        if self._proximal_on:
+            parts["proximal iterate and centre"] = 16 * kernel_model(self.model).size
         return parts
+
+    def _graph_sizes(self, k):
+        """``(nodes, edges)`` of every example from the model's ``factor_counts``, checked."""
+        n = len(k.label_offsets) - 1
+        sizes = np.zeros((n, 2), dtype=np.int64)
+        self._kern.graph_sizes(k, n, sizes)
+        bad = (sizes < 0).any(axis=1) | (sizes[:, 0] < 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"factor_counts of {type(k).__name__} returned {tuple(int(v) for v in sizes[i])} "
+                f"for example {i}: need (nodes >= 1, edges >= 0)"
+            )
+        return sizes
+
+    def start(self, data):
+        try:
+            return super().start(data)
+        finally:
+            self._estimated = None
+
+    def _make_blocks(self, kmodel):
+        estimated = self._estimated
+        self._estimated = None
+        if estimated is not None and estimated[0] is self.data:
+            self.blocks, self.kernel_model_ = estimated[1], kmodel
+        else:
+            super()._make_blocks(kmodel)
+
+    _estimated = None
+    _transient = PassSolver._transient + ("_estimated",)
 
     # -- set-up ---------------------------------------------------------------------------------
     def _init_state(self):
@@ -249,17 +302,14 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
         self.best_dual = 0.0
         self.gold = gold
         self._last_pass = {}
+        self._start_proximal()
         self._prepare()
 
     def _build_layout(self, k):
         """The factor graphs of all examples, checked: (layout, gold states, loopy per
         example)."""
-        n = len(k.label_offsets) - 1
-        sizes = np.zeros((n, 2), dtype=np.int64)
-        self._kern.graph_sizes(k, n, sizes)
-        if (sizes < 0).any() or (sizes[:, 0] < 1).any():
-            i = int(np.flatnonzero((sizes < 0).any(axis=1) | (sizes[:, 0] < 1))[0])
-            raise ValueError(f"factor_counts of example {i} is {tuple(sizes[i])}: need nodes >= 1")
+        sizes = self._graph_sizes(k)
+        n = len(sizes)
         node_offsets = np.concatenate([[0], np.cumsum(sizes[:, 0])]).astype(np.int64)
         edge_offsets = np.concatenate([[0], np.cumsum(sizes[:, 1])]).astype(np.int64)
         N, E = int(node_offsets[-1]), int(edge_offsets[-1])
@@ -361,6 +411,7 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
             self.blocks.kernel, self.layout, self._sets(), self._pairs(), self.C, expected
         )
         check_agrees("'w', 'q' and 'q_e'", self.w, expected, 1.0 + self.C * len(self.gold))
+        self._check_proximal_state()
         self._prepare()
 
     # -- the pass -----------------------------------------------------------------------------
@@ -382,6 +433,7 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
 
     def _one_pass(self, order, chunks):
         calls_before = int(self.counters[:2].sum())
+        self._centre()  # the proximal scheme's centre moves to the last iterate
         self._set_penalties()
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
         settings = kern.Settings(
@@ -391,12 +443,13 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
             self.steps,
             self.sweeps,
             self.shrink_after,
+            self._proximal_scale(),
         )
         k = self.blocks.kernel
         for part in self._pass_parts(order, chunks):
             pos = 0
             while pos < len(part):
-                weights = kern.Weights(self.w, self.R, float(avg_weight))
+                weights = kern.Weights(self._scoring_point(), self.R, float(avg_weight))
                 pos, need = self._kern.factor_pass(
                     k,
                     self.layout,
@@ -456,6 +509,7 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
             self.q_e *= t
             self.q_e[np.arange(len(position)), position] += 1.0 - t
         self.lam *= ratio
+        self._scale_proximal(s)
         self.best_dual = 0.0
         self._prepare()
 
@@ -475,16 +529,22 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
         every edge marginal rounded into the transport polytope of its node marginals
         (:func:`~._factor_gdmm_kernels.transport_rounding`), then the best point between it
         and the gold labelling (:func:`~.objective.scaled_dual`)."""
+        w = self._rounded_weights()
+        return scaled_dual(self._loss_term(), float(w @ w))
+
+    def _rounded_weights(self):
+        """u at the transport-rounded marginals (:meth:`certified_dual`)."""
         w = self.w.copy()
         self._kern.transport_rounding(
             self.blocks.kernel, self.layout, self._sets(), self._pairs(), self.C, w
         )
-        return scaled_dual(self._loss_term(), float(w @ w))
+        return w
 
     def diagnostics(self, check):
         extra = dict(self._last_pass)
         extra["active_states"] = float(self.n_act.mean())
         extra["active_pairs"] = float(self.n_pair.mean()) if len(self.n_pair) else 0.0
+        extra.update(self._proximal_figures())
         extra["states_added"], extra["states_dropped"] = (float(c) for c in self.counters[2:])
         if check:
             t0 = time.perf_counter()
@@ -501,6 +561,8 @@ class FactorGDMM(KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
         return self._avg_cache[1]
 
     def candidates(self):
+        if self._proximal_on:  # x, and the average of the iterates u
+            return [self.prox_w, self.averaged_weights()] if self.averaging else [self.prox_w]
         return [self.averaged_weights(), self.w] if self.averaging else [self.w]
 
     _avg_cache = None

@@ -324,3 +324,64 @@ def test_one_registry_serves_the_kernel_and_the_factor_interfaces():
     assert PairKernel in interface._REGISTERED[factors.node_score]
     with pytest.raises(ValueError, match="factor interface"):
         factors.implements(interface.score, PairKernel)
+
+
+def test_non_block_input_is_made_into_block_data_once(monkeypatch):
+    model, data = _multilabel("tree")
+    made = []
+    block_data = MultiLabelModel.block_data
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        return block_data(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiLabelModel, "block_data", counted)
+    solver = FactorGDMM(model, max_iter=1).fit(data)
+    assert len(made) == 1
+    assert solver._estimated is None  # not held once training started
+
+
+class NegativeKernel(NamedTuple):
+    X: np.ndarray
+    labels: np.ndarray
+    label_offsets: np.ndarray
+    n_states: int
+
+
+for _generic, _impl in (
+    (factors.node_info, _info),
+    (factors.edge_nodes, _edge),
+    (factors.node_score, _node_score),
+    (factors.edge_score, _edge_score),
+    (factors.node_loss, _node_loss),
+    (factors.add_node, _add_node),
+    (factors.add_edge, _add_edge),
+    (factors.node_sq_distance, _node_distance),
+    (factors.edge_sq_distance, _edge_distance),
+):
+    factors.implements(_generic, NegativeKernel)(_impl)
+
+
+@factors.implements(factors.factor_counts, NegativeKernel)
+def _negative_counts(k, i):
+    return 2, 1 - 2 * i  # example 1 has −1 edges
+
+
+class NegativeModel(PairModel):
+    kernel_class = NegativeKernel
+
+    def block_data(self, X, Y):
+        from dualstruct.data import BlockData
+
+        k = PairModel.block_data(self, X, Y).kernel
+        return BlockData(NegativeKernel(*k), (k.X,))
+
+
+def test_factor_counts_are_checked_before_the_memory_estimate():
+    user = NegativeModel(3, 2)
+    data = user.block_data(np.ones((2, 2, 2)), [[0, 1], [2, 0]])
+    message = r"factor_counts of NegativeKernel returned \(2, -1\) for example 1"
+    with pytest.raises(ValueError, match=message):
+        FactorGDMM(user).memory_parts(data)
+    with pytest.raises(ValueError, match="example 1"):
+        FactorGDMM(user, max_iter=1).fit(data)

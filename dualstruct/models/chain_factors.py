@@ -1,0 +1,323 @@
+"""The factors of :class:`~dualstruct.models.ChainModel` for GDMM: every token is a node over
+the K labels, every pair of neighbouring tokens an edge ``(t, t + 1)`` whose table is the
+transition matrix (:mod:`dualstruct.models.factors`).
+
+θ_t(a) = ⟨W_U[:, a], x_t⟩ (on the support's pairs only with sparse weights), plus start[a] at
+the first token and end[a] at the last; θ_e(a, b) = W_B[a, b];
+δ_t(a) = loss_weights[ȳ_t]·[a ≠ ȳ_t].
+
+The oracles are sublinear in K where the weights allow it:
+
+* ``node_oracle``, sparse weights: a walk over the support rows of the token's features.
+  A label in none of them scores 0 (away from the chain's ends), so the smallest such label
+  stands for them all; the cost is the rows' length, not K·nnz. Dense weights, the chain's
+  ends (where start and end score every label) and tokens with a feature of more than K/16
+  labels (a bias): one feature-major sweep over every label, as the chain GDMM streams
+  such rows.
+* ``edge_oracle``: the four-case search over a max-tree of the training transitions
+  (:func:`~dualstruct.models.chain_transitions.bigram_sorted`). It relies on
+  ``W_B[a, b] <= 0`` for every pair that is no training transition, which holds for the
+  weights GDMM keeps, ``w = C Σ (φ(ȳ) − E_q φ)`` from ``w = 0``. The kernel's
+  :class:`~dualstruct.models.chain_transitions.FactorState` mirrors the transition weights
+  of one w: ``prepare_weights`` rebuilds it (and checks the sign, else the oracle scans all
+  K² pairs), ``add_edge`` on that w keeps it up to date in O(log n) and drops an unlisted
+  pair's rounding residue above 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import factors
+from .chain import ChainModel
+from .chain_kernels import ChainKernel
+from .chain_transitions import (
+    _listed_changed,
+    bigram_sorted,
+    build_transition_tree,
+    listed_position,
+    state_views,
+    tops_build,
+)
+from .support import entry_position
+
+
+@njit(cache=True, inline="always")
+def _column(k, p, a):
+    """The entry of w that token feature entry ``p`` scores label ``a`` with (−1: none)."""
+    if k.sparse:
+        return entry_position(k.entry_start, k.entry_count, k.support_labels, k.n_labels, p, a)
+    return k.indices[p] * k.n_labels + a
+
+
+@njit(cache=True, inline="always")
+def _ends(k, i, j):
+    """Whether node j of sequence i carries the start and the end weights."""
+    T = k.label_offsets[i + 1] - k.label_offsets[i]
+    return k.start_end and j == 0, k.start_end and j == T - 1
+
+
+@njit(cache=True, inline="always")
+def _state(k):
+    return state_views(k.factor_ints, k.factor_floats, k.n_labels)
+
+
+@njit(cache=True, inline="always")
+def _next_stamp(st):
+    st.stamp[0] += 1
+    return st.stamp[0]
+
+
+@factors.implements(factors.factor_counts, ChainKernel)
+def _factor_counts(k, i):
+    T = k.label_offsets[i + 1] - k.label_offsets[i]
+    return T, max(T - 1, 0)
+
+
+@factors.implements(factors.node_info, ChainKernel)
+def _node_info(k, i, j):
+    return k.n_labels, k.labels[k.label_offsets[i] + j]
+
+
+@factors.implements(factors.edge_nodes, ChainKernel)
+def _edge_nodes(k, i, e):
+    return e, e + 1
+
+
+@factors.implements(factors.node_score, ChainKernel)
+def _node_score(k, i, w, j, a):
+    row = k.label_offsets[i] + j
+    s = 0.0
+    for p in range(k.indptr[row], k.indptr[row + 1]):
+        c = _column(k, p, a)
+        if c >= 0:
+            s += k.values[p] * w[c]
+    at_start, at_end = _ends(k, i, j)
+    b = k.n_unary + k.n_labels * k.n_labels
+    if at_start:
+        s += w[b + a]
+    if at_end:
+        s += w[b + k.n_labels + a]
+    return s
+
+
+@factors.implements(factors.edge_score, ChainKernel)
+def _edge_score(k, i, w, e, a, b):
+    return w[k.n_unary + a * k.n_labels + b]
+
+
+@factors.implements(factors.node_loss, ChainKernel)
+def _node_loss(k, i, j, a):
+    gold = k.labels[k.label_offsets[i] + j]
+    return 0.0 if a == gold else k.loss_weights[gold]
+
+
+@factors.implements(factors.add_node, ChainKernel)
+def _add_node(k, i, j, a, c, w):
+    row = k.label_offsets[i] + j
+    for p in range(k.indptr[row], k.indptr[row + 1]):
+        col = _column(k, p, a)
+        if col >= 0:
+            w[col] += c * k.values[p]
+    at_start, at_end = _ends(k, i, j)
+    b = k.n_unary + k.n_labels * k.n_labels
+    if at_start:
+        w[b + a] += c
+    if at_end:
+        w[b + k.n_labels + a] += c
+
+
+@factors.implements(factors.add_edge, ChainKernel)
+def _add_edge(k, i, e, a, b, c, w):
+    col = k.n_unary + a * k.n_labels + b
+    w[col] += c
+    if k.factor_ints[1] == 1 and w.ctypes.data == k.factor_ints[0]:  # the w mirrored
+        sr = _state(k).search
+        p = listed_position(sr.pos_ptr, sr.pos_col, a, b)
+        if p >= 0:
+            _listed_changed(
+                w[col], p, a, b, sr.tree, sr.vals, sr.pos_ptr, sr.cpos_ptr, sr.cpos_idx, sr.top,
+                sr.top_at,
+            )  # fmt: skip
+        elif w[col] > 0.0:  # an unlisted W_B is −C·(its mass): rounding residue
+            w[col] = 0.0
+
+
+@factors.implements(factors.node_sq_distance, ChainKernel)
+def _node_sq_distance(k, i, j, a, b):
+    if a == b:
+        return 0.0
+    row = k.label_offsets[i] + j
+    s = 0.0
+    for p in range(k.indptr[row], k.indptr[row + 1]):
+        x2 = k.values[p] * k.values[p]
+        if _column(k, p, a) >= 0:
+            s += x2
+        if _column(k, p, b) >= 0:
+            s += x2
+    at_start, at_end = _ends(k, i, j)
+    return s + 2.0 * at_start + 2.0 * at_end
+
+
+@factors.implements(factors.edge_sq_distance, ChainKernel)
+def _edge_sq_distance(k, i, e, a, b, c, d):
+    return 0.0 if a == c and b == d else 2.0
+
+
+@njit(cache=True, inline="always")
+def _wins(g, a, best_g, best):
+    return best < 0 or g < best_g or (g == best_g and a < best)
+
+
+@factors.implements(factors.node_oracle, ChainKernel)
+def _node_oracle(k, i, w, j, C, act, n_act, mu):
+    st = _state(k)
+    K = k.n_labels
+    row = k.label_offsets[i] + j
+    gold = k.labels[row]
+    lw = k.loss_weights[gold]
+    at_start, at_end = _ends(k, i, j)
+    score = st.score
+    best, best_g = -1, np.inf
+    sweep = not k.sparse or at_start or at_end
+    walk = 0
+    if not sweep:  # a row of more than K/16 labels (a bias) is streamed, as dense weights
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            walk += k.entry_count[p]
+            sweep = sweep or 16 * k.entry_count[p] > K
+    if sweep or 16 * walk > K * (k.indptr[row + 1] - k.indptr[row]):  # score every label
+        for a in range(K):
+            score[a] = 0.0
+        for p in range(k.indptr[row], k.indptr[row + 1]):
+            v = k.values[p]
+            if k.sparse:
+                q0 = k.entry_start[p]
+                for r in range(k.entry_count[p]):
+                    score[k.support_labels[q0 + r]] += v * w[q0 + r]
+            else:
+                q0 = k.indices[p] * K
+                for a in range(K):
+                    score[a] += v * w[q0 + a]
+        b0 = k.n_unary + K * K
+        if at_start:
+            for a in range(K):
+                score[a] += w[b0 + a]
+        if at_end:
+            for a in range(K):
+                score[a] += w[b0 + K + a]
+        for a in range(K):
+            g = -C * (score[a] + (0.0 if a == gold else lw)) - mu[a]
+            if _wins(g, a, best_g, best):
+                best, best_g = a, g
+        return best, best_g
+    # sparse weights inside the chain: the active states and the gold one exactly, the
+    # labels of the features' support rows by a walk, the rest score 0
+    mark, touched = st.mark_a, st.touched
+    stamp = _next_stamp(st)
+    for s in range(n_act + 1):
+        a = act[s] if s < n_act else gold
+        if mark[a] == stamp:
+            continue
+        mark[a] = stamp
+        g = -C * (factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a)) - mu[a]
+        if _wins(g, a, best_g, best):
+            best, best_g = a, g
+    n_touched = 0
+    for p in range(k.indptr[row], k.indptr[row + 1]):
+        v = k.values[p]
+        q0 = k.entry_start[p]
+        for r in range(k.entry_count[p]):
+            a = k.support_labels[q0 + r]
+            if mark[a] == stamp:
+                continue
+            if mark[a] != -stamp:
+                mark[a] = -stamp
+                score[a] = 0.0
+                touched[n_touched] = a
+                n_touched += 1
+            score[a] += v * w[q0 + r]
+    for r in range(n_touched):
+        a = touched[r]
+        g = -C * (score[a] + lw) - mu[a]
+        if _wins(g, a, best_g, best):
+            best, best_g = a, g
+    for a in range(K):  # the first label neither explicit nor walked (<= |act| + |walk| + 1)
+        if mark[a] != stamp and mark[a] != -stamp:
+            g = -C * lw - mu[a]
+            if _wins(g, a, best_g, best):
+                best, best_g = a, g
+            break
+    return best, best_g
+
+
+@njit(cache=True)
+def _prepare_weights(k, w):
+    """Mirror the transition weights of ``w`` in the kernel's search: the listed pairs'
+    values, the max-tree, every row's and column's top; flag whether every unlisted pair
+    is <= 0 (an unlisted pair's positive rounding residue, at most 1e-12 of the largest
+    |W_B|, is dropped)."""
+    st = _state(k)
+    sr = st.search
+    K, b0 = k.n_labels, k.n_unary
+    big = 0.0
+    for q in range(K * K):
+        big = max(big, abs(w[b0 + q]))
+    ok = 1
+    for a in range(K):
+        p = sr.pos_ptr[a]
+        for b in range(K):
+            if p < sr.pos_ptr[a + 1] and sr.pos_col[p] == b:
+                p += 1
+                continue
+            col = b0 + a * K + b
+            if w[col] > 0.0:
+                if w[col] <= 1e-12 * big:
+                    w[col] = 0.0
+                else:
+                    ok = 0
+    for p in range(len(sr.vals)):
+        sr.vals[p] = w[b0 + sr.pos_row[p] * K + sr.pos_col[p]]
+    build_transition_tree(sr.tree, sr.vals)
+    tops_build(sr.vals, sr.pos_ptr, sr.cpos_ptr, sr.cpos_idx, sr.top, sr.top_at)
+    st.tracked[0] = w.ctypes.data
+    st.tracked[1] = ok
+
+
+@factors.implements(factors.edge_oracle, ChainKernel)
+def _edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
+    if w.ctypes.data != k.factor_ints[0]:
+        _prepare_weights(k, w)
+    st = _state(k)
+    K = k.n_labels
+    W_B = w[k.n_unary : k.n_unary + K * K].reshape((K, K))
+    if st.tracked[1] == 0:  # some unlisted pair is positive: scan all pairs
+        best_a, best_b, best_g = 0, 0, np.inf
+        for a in range(K):
+            for b in range(K):
+                g = -C * W_B[a, b] + mu_u[a] + mu_v[b]
+                if g < best_g:
+                    best_a, best_b, best_g = a, b, g
+        return best_a, best_b, best_g
+    stamp = _next_stamp(st)
+    for s in range(n_u):
+        a = act_u[s]
+        st.mark_a[a] = stamp
+        st.mu_a[s] = mu_u[a]
+    for s in range(n_v):
+        b = act_v[s]
+        st.mark_b[b] = stamp
+        st.slot_b[b] = s
+        st.mu_b[s] = mu_v[b]
+    return bigram_sorted(
+        st.search, W_B, C, act_u, n_u, st.mu_a, act_v, n_v, st.mu_b, st.mark_a, st.mark_b,
+        st.slot_b, stamp, st.stack,
+    )  # fmt: skip
+
+
+@factors.implements(factors.prepare_weights, ChainKernel)
+def _prepare(k, w):
+    _prepare_weights(k, w)
+
+
+factors.register_model(ChainModel, ChainKernel)

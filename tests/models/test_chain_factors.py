@@ -1,0 +1,219 @@
+"""The chain model's factor functions for GDMM: against the joint feature map and brute
+force, the sublinear oracles against exhaustive search, and FactorGDMM on a tiny chain
+against BCFW's optimum (dense and sparse weights)."""
+
+import numpy as np
+import pytest
+from conftest import random_chain_problem
+from numba import njit
+
+from dualstruct.models import ChainModel, factors
+from dualstruct.models.chain import observed_support
+from dualstruct.models.chain_transitions import state_views
+from dualstruct.sequences import pack_sequences
+from dualstruct.solvers import BCFW, FactorGDMM
+
+
+def _problem(seed, K=3, d=4, n=12, sparse=False, start_end=True, max_len=5, thin=False):
+    """A random chain; sparse weights on the observed pairs, or (``thin``) on one or two
+    random labels per feature, so that the unigram oracle walks the support's rows."""
+    rng = np.random.default_rng(seed)
+    X, Y = random_chain_problem(rng, n=n, K=K, d=d, max_len=max_len, sparse=True)
+    if thin:  # non-negative features: negative weights then score a label below 0
+        X = [abs(x) for x in X]
+    data = pack_sequences(X, Y)
+    support = observed_support(data, K, full_rows_from=1.0) if sparse else None
+    if thin:
+        rows = [np.unique(rng.integers(0, K, rng.integers(1, 3))) for _ in range(d)]
+        indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+        support = (indptr, np.concatenate(rows).astype(np.int32))
+    model = ChainModel(K, d, start_end=start_end, support=support)
+    return X, Y, model, model.block_data(data)
+
+
+@njit
+def _labelling_figures(k, i, w, y, phi):
+    """Σ node and edge scores, Σ losses, and φ(y) by add_node/add_edge into ``phi``."""
+    n, m = factors.factor_counts(k, i)
+    score, loss = 0.0, 0.0
+    for j in range(n):
+        score += factors.node_score(k, i, w, j, y[j])
+        loss += factors.node_loss(k, i, j, y[j])
+        factors.add_node(k, i, j, y[j], 1.0, phi)
+    for e in range(m):
+        u, v = factors.edge_nodes(k, i, e)
+        score += factors.edge_score(k, i, w, e, y[u], y[v])
+        factors.add_edge(k, i, e, y[u], y[v], 1.0, phi)
+    return score, loss
+
+
+@njit
+def _counts_and_info(k, i):
+    return factors.factor_counts(k, i), factors.node_info(k, i, 0)
+
+
+@njit
+def _prepare(k, w):
+    factors.prepare_weights(k, w)
+
+
+@njit
+def _add_edge(k, a, b, c, w):
+    factors.add_edge(k, 0, 0, a, b, c, w)
+
+
+@njit
+def _node_oracle(k, i, w, j, C, act, mu):
+    a, g = factors.node_oracle(k, i, w, j, C, act, len(act), mu)
+    n = factors.node_info(k, i, j)[0]
+    every = np.empty(n)
+    for b in range(n):
+        every[b] = -C * (factors.node_score(k, i, w, j, b) + factors.node_loss(k, i, j, b))
+        every[b] -= mu[b]
+    return a, g, every
+
+
+@njit
+def _edge_oracle(k, i, w, e, C, act_u, mu_u, act_v, mu_v):
+    return factors.edge_oracle(k, i, w, e, C, act_u, len(act_u), mu_u, act_v, len(act_v), mu_v)
+
+
+@njit
+def _node_difference(k, i, j, a, b, out):
+    factors.add_node(k, i, j, a, 1.0, out)
+    factors.add_node(k, i, j, b, -1.0, out)
+    return factors.node_sq_distance(k, i, j, a, b)
+
+
+@njit
+def _edge_difference(k, i, e, a, b, c, d, out):
+    factors.add_edge(k, i, e, a, b, 1.0, out)
+    factors.add_edge(k, i, e, c, d, -1.0, out)
+    return factors.edge_sq_distance(k, i, e, a, b, c, d)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("start_end", [True, False])
+def test_factor_functions_match_the_joint_feature_map(sparse, start_end):
+    X, Y, model, blocks = _problem(0, sparse=sparse, start_end=start_end)
+    k = blocks.kernel
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=model.size)
+    for i, (x, gold) in enumerate(zip(X, Y)):
+        y = rng.integers(0, 3, len(gold))
+        phi = np.zeros(model.size)
+        score, loss = _labelling_figures(k, i, w, y, phi)
+        joint = model.joint_feature(x, y)
+        np.testing.assert_allclose(phi, joint, atol=1e-12)
+        assert score == pytest.approx(w @ joint, rel=1e-12, abs=1e-12)
+        assert loss == model.loss(gold, y)
+        assert _counts_and_info(k, i) == ((len(y), len(y) - 1), (3, gold[0]))
+        for j in range(len(y)):
+            a, b = rng.integers(0, 3, 2)
+            out = np.zeros(model.size)
+            assert _node_difference(k, i, j, a, b, out) == pytest.approx(out @ out, abs=1e-12)
+        for e in range(len(y) - 1):
+            a, b, c, d = rng.integers(0, 3, 4)
+            out = np.zeros(model.size)
+            assert _edge_difference(k, i, e, a, b, c, d, out) == pytest.approx(out @ out)
+
+
+def _messages(rng, K, n_act, scale):
+    act = rng.choice(K, n_act, replace=False).astype(np.int32)
+    mu = np.zeros(K)
+    mu[act] = scale * rng.normal(size=n_act) * (rng.random(n_act) < 0.8)
+    return act, mu
+
+
+def _transition_weights(rng, model, k, w, positive_unlisted=False):
+    """W_B as GDMM keeps it: training transitions any sign, every other pair 0 or below."""
+    K = model.n_labels
+    W_B = -rng.exponential(size=(K, K)) * (rng.random((K, K)) < 0.3)
+    sr = state_views(k.factor_ints, k.factor_floats, k.n_labels).search
+    W_B[sr.pos_row, sr.pos_col] = rng.normal(size=len(sr.pos_col))
+    if positive_unlisted:
+        W_B[W_B == 0.0] = rng.exponential(size=int((W_B == 0.0).sum()))
+    w[model.n_unary : model.n_unary + K * K] = W_B.ravel()
+
+
+@pytest.mark.parametrize("weights", ["dense", "observed", "thin"])
+def test_oracles_match_exhaustive_search(weights):
+    K = 40 if weights == "thin" else 12
+    X, Y, model, blocks = _problem(
+        2, K=K, d=30, n=8, sparse=weights == "observed", max_len=6, thin=weights == "thin"
+    )
+    k = blocks.kernel
+    rng = np.random.default_rng(3)
+    checked_edges = 0
+    for trial in range(60):
+        w = rng.normal(size=model.size) * (rng.random(model.size) < 0.5)
+        if trial % 3 == 0:  # negative unary scores: a label in no support row wins
+            w[: model.n_unary] = -rng.exponential(size=model.n_unary)
+        _transition_weights(rng, model, k, w, positive_unlisted=trial % 10 == 9)
+        _prepare(k, w)
+        C = float(rng.choice([0.1, 1.0, 10.0]))
+        for i in range(len(X)):
+            (n, m), _ = _counts_and_info(k, i)
+            for j in range(n):
+                few = rng.random() < 0.5  # few active states: an inactive one may win
+                act, mu = _messages(rng, K, int(rng.integers(0, 3 if few else K + 1)), C)
+                a, g, every = _node_oracle(k, i, w, j, C, act, mu)
+                assert g == pytest.approx(every.min(), rel=1e-12, abs=1e-12)
+                assert every[a] == pytest.approx(g, rel=1e-12, abs=1e-12)
+            for e in range(m):
+                act_u, mu_u = _messages(rng, K, int(rng.integers(0, K + 1)), C)
+                act_v, mu_v = _messages(rng, K, int(rng.integers(0, K + 1)), C)
+                a, b, g = _edge_oracle(k, i, w, e, C, act_u, mu_u, act_v, mu_v)
+                table = -C * w[model.n_unary : model.n_unary + K * K].reshape(K, K)
+                table += mu_u[:, None] + mu_v[None, :]
+                assert g == pytest.approx(table.min(), rel=1e-12, abs=1e-12)
+                assert table[a, b] == pytest.approx(g, rel=1e-12, abs=1e-12)
+                checked_edges += 1
+    assert checked_edges > 100
+
+
+def test_add_edge_keeps_the_transition_search_up_to_date():
+    """Changes through add_edge on the mirrored w reach the search (and an unlisted pair's
+    residue above 0 is dropped); changes to another array do not."""
+    K = 10
+    X, Y, model, blocks = _problem(4, K=K, d=6, n=10, max_len=6)
+    k = blocks.kernel
+    rng = np.random.default_rng(5)
+    w = np.zeros(model.size)
+    _transition_weights(rng, model, k, w)
+    _prepare(k, w)
+    other = w.copy()
+    sr = state_views(k.factor_ints, k.factor_floats, k.n_labels).search
+    listed = np.zeros((K, K), dtype=bool)
+    listed[sr.pos_row, sr.pos_col] = True
+    unlisted = np.argwhere(~listed)[0]
+    for step in range(300):
+        a, b = sr.pos_row[step % len(sr.pos_row)], sr.pos_col[step % len(sr.pos_row)]
+        if step % 7 == 0:
+            a, b = unlisted
+        c = rng.normal()
+        _add_edge(k, a, b, c, w)
+        _add_edge(k, a, b, 100.0, other)  # not the mirrored w: ignored
+        W_B = w[model.n_unary : model.n_unary + K * K].reshape(K, K)
+        assert (W_B[~listed] <= 0.0).all()
+        act = np.zeros(0, dtype=np.int32)
+        a, b, g = _edge_oracle(k, 0, w, 0, 1.0, act, np.zeros(K), act, np.zeros(K))
+        assert g == -W_B.max() and W_B[a, b] == W_B.max()
+
+
+def _optimum(model, data, C):
+    bcfw = BCFW(model, C=C, max_iter=3000, tol=1e-6, check_every=10, random_state=0).fit(data)
+    return bcfw.history.last_checked().primal
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_factor_gdmm_reaches_the_bcfw_optimum(sparse):
+    _, _, model, blocks = _problem(6, K=4, d=5, n=10, sparse=sparse)
+    solver = FactorGDMM(model, C=1.0, max_iter=1500, tol=2e-5, check_every=10, random_state=0).fit(
+        blocks
+    )
+    optimum = _optimum(model, blocks, 1.0)
+    r = solver.history.last_checked()
+    assert solver.relaxation == "exact"
+    assert r.primal == pytest.approx(optimum, rel=1e-4)
+    assert r.dual == pytest.approx(optimum, rel=1e-4)
