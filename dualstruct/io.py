@@ -37,7 +37,8 @@ def require_file(path, what: str = "file") -> Path:
 
 def _digest(arr: np.ndarray) -> str:
     # the bytes of tobytes(), read in place (no copy of a large w)
-    return hashlib.sha256(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)).hexdigest()
+    flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    return hashlib.sha256(flat.data).hexdigest()
 
 
 def _json_scalar(obj):
