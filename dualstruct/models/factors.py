@@ -74,13 +74,8 @@ A model with one node per example and two states scored by one weight each (the 
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
-from numba import types
-from numba.extending import overload
 
-from .._numba_cache import register_implementation
 from . import interface
 from .interface import _REGISTERED, _register_default
 
@@ -156,10 +151,6 @@ NODE_FUNCTIONS = (factor_counts, node_info, node_loss, node_score, add_node, nod
 EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
 FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights,)
-#: inlined where they are called (numba IR): a call of a compiled function increments and
-#: decrements the reference count of every array of the kernel it is passed, which costs
-#: more than these small functions themselves
-INLINED = NODE_FUNCTIONS + EDGE_FUNCTIONS
 
 interface.add_generic_functions(FACTOR_FUNCTIONS)  # one registry with the kernel interface's
 
@@ -196,23 +187,7 @@ def implements(generic, kernel_class):
     """
     if generic not in FACTOR_FUNCTIONS:
         raise ValueError(f"{generic!r} is not a function of the factor interface")
-    if generic not in INLINED:
-        return interface.implements(generic, kernel_class)
-
-    def register(impl):
-        def typer(*args):
-            k = args[0]
-            if isinstance(k, types.BaseNamedTuple) and k.instance_class is kernel_class:
-                return impl
-            return None
-
-        typer.__signature__ = inspect.signature(generic)  # numba matches the names
-        overload(generic, inline="always")(typer)
-        register_implementation(kernel_class, impl)  # the solvers' cache key
-        _REGISTERED[generic].add(kernel_class)
-        return impl
-
-    return register
+    return interface.implements(generic, kernel_class)
 
 
 #: model class -> its kernel class (the built-in models; users may set ``kernel_class``)
