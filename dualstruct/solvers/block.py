@@ -501,6 +501,9 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             self.centred_at = self.passes - 1  # the next pass centres at the returned model
             self._final_choice, self._chosen = None, 0
         elif self.proximal != "auto":
+            if float(self.proximal) != self.kappa and "prox_mean" in arrays:
+                self.prox_mean[:] = self.prox_w  # x̄ restarts: the file's iterates had another κ
+                self.mean_passes = 0
             self.kappa = float(self.proximal)  # a fixed κ is the constructor's
         if self._proximal_on and "prox_mean" not in arrays:
             self.prox_mean, self.mean_passes = self.prox_w.copy(), 0  # x̄ restarts at x
@@ -520,8 +523,9 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
         """A pass; with the proximal scheme first the centre moves to the last iterate
         (and κ halves if the proximal term exceeded the last pass's block gaps)."""
         if self._proximal_on and self.passes > self.centred_at:  # once per pass
-            self._mean_with_x(self.prox_mean)  # x̄ takes in the last pass's x
-            self.mean_passes += 1
+            if self.averaging:  # x̄ is a candidate only with averaging
+                self._mean_with_x(self.prox_mean)  # x̄ takes in the last pass's x
+                self.mean_passes += 1
             kappa = self.kappa
             self._centre()
             if self.kappa != kappa:

@@ -235,5 +235,10 @@ def test_the_mean_of_x_is_saved_restarted_and_checked():
     bad = dict(meta, scalars=dict(meta["scalars"], mean_passes=s.passes + 1))
     with pytest.raises(ValueError, match="mean_passes"):
         BCFW(model, 1.0, proximal=5.0, random_state=0).load_state(data, bad, arrays)
+    # resumed with another fixed κ: the file's iterates are not this κ's, x̄ restarts
+    other = BCFW(model, 1.0, proximal=2.0, random_state=0)
+    other.load_state(data, meta, arrays)
+    assert other.kappa == 2.0 and other.mean_passes == 0
+    assert np.array_equal(other.prox_mean, other.prox_w)
     s.set_C(3.0)  # a new problem: x̄ restarts
     assert s.mean_passes == 0 and np.array_equal(s.prox_mean, s.prox_w)
