@@ -160,6 +160,12 @@ def implements(generic, kernel_class):
     ``kernel_class`` (a ``NamedTuple``), as :func:`dualstruct.models.base.implements` does
     for the block kernels.
 
+    GDMM calls the factor functions millions of times a pass, so they (and GDMM's steps)
+    are compiled without numba's reference counting, which would count every array of the
+    kernel up and down on each call: they read and write the kernel's arrays and ``w`` but
+    create no arrays, not even temporaries such as ``x ** 2`` (numba stops with "NRT
+    required but not enabled" at the line that does). Keep scratch arrays in the kernel.
+
     Parameters
     ----------
     generic : function
@@ -187,7 +193,7 @@ def implements(generic, kernel_class):
     """
     if generic not in FACTOR_FUNCTIONS:
         raise ValueError(f"{generic!r} is not a function of the factor interface")
-    return interface.implements(generic, kernel_class)
+    return interface.implements(generic, kernel_class, interface.NO_REFCOUNT)
 
 
 #: model class -> its kernel class (the built-in models; users may set ``kernel_class``)
@@ -320,11 +326,11 @@ def _no_preparation(k, w):
     return None
 
 
-_register_default(prepare_weights, _no_preparation)
-_register_default(node_oracle, _default_node_oracle)
-_register_default(edge_oracle, _default_edge_oracle)
+_register_default(prepare_weights, _no_preparation, interface.NO_REFCOUNT)
+_register_default(node_oracle, _default_node_oracle, interface.NO_REFCOUNT)
+_register_default(edge_oracle, _default_edge_oracle, interface.NO_REFCOUNT)
 # a model without edges: never called (the solver refuses edges without the functions)
-_register_default(edge_nodes, _no_edges)
-_register_default(edge_score, _no_edge_score)
-_register_default(add_edge, _no_add_edge)
-_register_default(edge_sq_distance, _no_edge_distance)
+_register_default(edge_nodes, _no_edges, interface.NO_REFCOUNT)
+_register_default(edge_score, _no_edge_score, interface.NO_REFCOUNT)
+_register_default(add_edge, _no_add_edge, interface.NO_REFCOUNT)
+_register_default(edge_sq_distance, _no_edge_distance, interface.NO_REFCOUNT)

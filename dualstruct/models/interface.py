@@ -111,12 +111,19 @@ def add_generic_functions(functions):
         _REGISTERED.setdefault(f, set())
 
 
-def implements(generic, kernel_class):
+#: numba options of a function compiled without reference counting: each call of a compiled
+#: function that takes a kernel otherwise increments and decrements the count of every array
+#: the kernel holds (atomically), which costs more than a small factor function's work; such
+#: a function can read and write arrays but not create them
+NO_REFCOUNT = {"_nrt": False}
+
+
+def implements(generic, kernel_class, jit_options=None):
     """Register ``impl`` as ``generic``'s numba implementation for kernels of
     ``kernel_class`` (a ``NamedTuple``); use as a decorator on a plain Python function with
     the generic function's arguments. The implementation is compiled as a function of its
     own that the solvers call (numba's ``inline="always"`` for overloads gave wrong results
-    with the chain kernel, numba 0.68)."""
+    with the chain kernel, numba 0.68), with ``jit_options`` (e.g. :data:`NO_REFCOUNT`)."""
     if generic not in _REGISTERED:
         raise ValueError(f"{generic!r} is not a function of the kernel interface")
 
@@ -128,7 +135,7 @@ def implements(generic, kernel_class):
             return None
 
         typer.__signature__ = inspect.signature(generic)  # numba matches the names
-        overload(generic)(typer)
+        overload(generic, jit_options=dict(jit_options or {}))(typer)
         register_implementation(kernel_class, impl)  # the solvers' cache key
         _REGISTERED[generic].add(kernel_class)
         return impl
@@ -136,7 +143,7 @@ def implements(generic, kernel_class):
     return register
 
 
-def _register_default(generic, impl):
+def _register_default(generic, impl, jit_options=None):
     """``impl`` serves every kernel class that did not register ``generic`` itself."""
 
     def typer(*args):
@@ -146,7 +153,7 @@ def _register_default(generic, impl):
         return None
 
     typer.__signature__ = inspect.signature(generic)
-    overload(generic)(typer)
+    overload(generic, jit_options=dict(jit_options or {}))(typer)
 
 
 def _no_slack_oracle(k, i, w, ws, scale, search, seed, y):

@@ -50,6 +50,7 @@ import numpy as np
 from numba import njit
 
 from ..models import factors
+from ..models.interface import NO_REFCOUNT
 
 #: False in the uncached copy of this module that kernels defined outside dualstruct are
 #: compiled with (:func:`~dualstruct.solvers.factor_gdmm.kernels_for`)
@@ -196,7 +197,7 @@ def factor_pass(k, layout, weights, sets, pairs, settings, order, first, counter
     return len(order), 0
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _room_needed(layout, sets, pairs, steps, i):
     """Whether example i's visit may add more states or pairs than there is room for."""
     need = 0
@@ -229,7 +230,7 @@ def _slot(sets, g, a, counters):
     return n
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
     """Up to ``steps`` pairwise steps on node j of example i."""
     g = layout.node_offsets[i] + j
@@ -290,7 +291,7 @@ def _end_messages(sets, end, g, rho, mu, slot_mu):
         mu[sets.act[g, s]] = m
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _edge_step(k, layout, weights, sets, pairs, settings, i, e, mu_u, mu_v, smu_u, smu_v, counters):
     """Up to ``steps`` pairwise steps on edge e of example i."""
     n0 = layout.node_offsets[i]
@@ -361,7 +362,7 @@ def _pair(pairs, r, su, sv):
     return n
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _multipliers(layout, sets, i, eta):
     """``λ ← λ + η r`` on the edge ends of example i."""
     if eta == 0.0:
@@ -375,7 +376,7 @@ def _multipliers(layout, sets, i, eta):
                 sets.lam[end, s] += eta * (sets.msum[end, s] - sets.q[g, s])
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _drop_empty_pairs(layout, pairs, i):
     """Pairs without mass leave their edge's support (the last pair takes their place)."""
     for r in range(layout.edge_offsets[i], layout.edge_offsets[i + 1]):
@@ -392,7 +393,7 @@ def _drop_empty_pairs(layout, pairs, i):
             pairs.n_pair[r] = last
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _shrink(layout, sets, pairs, i, patience, counters):
     """States (not the gold one) without mass and in no pair for ``patience`` visits leave
     their node, with their multipliers; the node's last slot takes their place."""
@@ -418,7 +419,7 @@ def _shrink(layout, sets, pairs, i, patience, counters):
             counters[3] += 1
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _remove_slot(layout, sets, pairs, g, s):
     """Move node g's last slot into slot s (unused) and clear the last one."""
     last = sets.n_act[g] - 1

@@ -172,7 +172,10 @@ def _add_edge(k, i, e, a, b, c, w):
 
 @factors.implements(factors.node_sq_distance, PairKernel)
 def _node_distance(k, i, j, a, b):
-    return 0.0 if a == b else 2.0 * np.sum(k.X[i, j] ** 2)
+    s = 0.0
+    for f in range(k.X.shape[2]):
+        s += k.X[i, j, f] * k.X[i, j, f]
+    return 0.0 if a == b else 2.0 * s
 
 
 @factors.implements(factors.edge_sq_distance, PairKernel)
