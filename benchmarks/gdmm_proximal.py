@@ -2,7 +2,10 @@
 certified relative gap on the multi-class model (digits) and on yeast's full label graph.
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/gdmm_proximal.py --problems digits,yeast \\
-        --Cs 1,10,100 --proximal 0,auto --repeats 1
+        --Cs 0.01,0.1,1,10,100 --proximal 0,auto
+
+Each line also gives κ at the end and the first κ of ``proximal="auto"`` (from the problem's
+scale, :mod:`dualstruct.solvers._gdmm_proximal`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def run(model, data, C, proximal, args):
         "train_time": solver.train_time,
         "wall": wall,
         "kappa": solver.kappa,
+        "kappa_start": solver._kappa_start() if proximal == "auto" else float(proximal),
         "active_states": solver.history.last.extra["active_states"],
         "active_pairs": solver.history.last.extra["active_pairs"],
     }
@@ -71,7 +75,7 @@ def run(model, data, C, proximal, args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", default="digits,yeast")
-    ap.add_argument("--Cs", default="1,10,100")
+    ap.add_argument("--Cs", default="0.01,0.1,1,10,100")
     ap.add_argument("--proximal", default="0,auto")
     ap.add_argument("--shrink-after", type=int, default=0)
     ap.add_argument("--max-iter", type=int, default=300)

@@ -87,7 +87,7 @@ def _pairwise_step(
     if slack:
         add_difference(k, i, gold, y, fs * loss_y, w)
         add_difference(k, i, gold, v, -fs * loss_v, w)
-        if delta is not None:
+        if len(delta) > 0:
             add_difference(k, i, gold, y, f * loss_y, delta)
             add_difference(k, i, gold, v, -f * loss_v, delta)
         if averaging:
@@ -95,7 +95,7 @@ def _pairwise_step(
             add_difference(k, i, gold, v, -f * loss_v * A_prev, R)
     else:
         add_difference(k, i, v, y, fs, w)
-        if delta is not None:
+        if len(delta) > 0:
             add_difference(k, i, v, y, f, delta)
         if averaging:
             add_difference(k, i, v, y, f * A_prev, R)
@@ -160,8 +160,8 @@ def pairwise_bcfw_pass(
     slack,
     search,
     calls,
-    sigma=1.0,
-    delta=None,
+    sigma,
+    delta,
     atom_steps=0,
 ):
     """One block-coordinate pairwise Frank-Wolfe pass (Osokin et al. 2016, Alg. 2), C-form.
@@ -187,10 +187,11 @@ def pairwise_bcfw_pass(
     As the local solver of CoCoA+ (:mod:`dualstruct.distributed`), ``w`` is the local
     iterate ``w₀ + σ' Δw`` of the subproblem G_k^{σ'} (Ma et al. 2015, eq. 10): the quadratic
     term of the line search is scaled by ``sigma`` = σ', ``w`` moves by σ' times the step and
-    ``delta`` (when given) accumulates the unscaled change Δw. The proximal scheme of
+    ``delta`` (when not empty) accumulates the unscaled change Δw. The proximal scheme of
     :class:`~dualstruct.solvers.BCFW` uses the same arguments (``w`` = x, ``delta`` = u,
     σ' = 1/(1+κ)). With ``delta`` the averaging accumulators follow the unscaled change, so
-    they average ``delta``'s iterates. ``sigma = 1`` without ``delta`` is plain BCFW.
+    they average ``delta``'s iterates. ``sigma = 1`` with an empty ``delta`` is plain BCFW
+    (an empty array rather than None, so that one compiled pass serves both).
 
     After the oracle's step a block takes up to ``atom_steps`` more pairwise steps among its
     own atoms (from the worst to the best by v at the current ``w``, after preparing the
@@ -355,8 +356,8 @@ def classic_bcfw_pass(
     slack,
     search,
     calls,
-    sigma=1.0,
-    delta=None,
+    sigma,
+    delta,
 ):
     """One pass of block-coordinate Frank-Wolfe with the classic step (Lacoste-Julien et al.
     2013, Alg. 3 with exact line search), C-form.
@@ -414,7 +415,7 @@ def classic_bcfw_pass(
             continue
         # a block that does not move w (e.g. an all-zero x without bias) goes to the corner
         gamma = min(1.0, gap / (sigma * norm2)) if norm2 > 0.0 else 1.0
-        if delta is not None:
+        if len(delta) > 0:
             A_prev = 0.5 * m * (m + 1.0) if averaging else 0.0
             _take_local_step(corner, gamma, sigma, w, w_i, delta, R, A_prev)
         else:

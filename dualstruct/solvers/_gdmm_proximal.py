@@ -29,72 +29,89 @@ structural SVM's. It splits as ``P(x) − D(q) = [P_κ(x; z) − D_κ(q; z)] + �
 the subproblem's gap plus the proximal term.
 
 **The outer loop.** Before every pass the centre moves to the last scoring point, ``z ← x``
-(and x is recomputed from u at the current κ), as BCFW's does. ``proximal="auto"`` starts
-at ``PROXIMAL_START`` (100) and, at every check, halves κ when the proximal term exceeds
-the subproblem's gap (the centre, not the subproblem, holds the gap up), or when the
-original gap has not reached a new low for ``PROXIMAL_PATIENCE`` checks; below
-``PROXIMAL_MIN`` κ is 0, plain GDMM. Unlike BCFW's rule, a win of the average ū at a check
-does not end the scheme: GDMM's average wins many early checks, and ending the scheme there
-loses its gain (60 digits, C = 100: 1% in 266 passes instead of 109). GDMM's gap
-is noisy from check to check, hence the longer patience than BCFW's (10 checks: κ fell to
-0.003 on digits at C = 100, 28% after 300 passes; 30 checks: 1.1%).
+(and x is recomputed from u at the current κ), as BCFW's does. κ's state and rule are
+BCFW's (:class:`~._proximal.ProximalKappa`), judged at every check: κ halves when the
+proximal term exceeds the subproblem's gap (the centre, not the subproblem, holds the gap
+up), or when the original gap has not reached a new low for ``PROXIMAL_PATIENCE`` checks.
+Two departures, measured on digits (BENCHMARKS.md, "Training across C"). A win of the
+average ū at a check does not end the scheme: GDMM's average wins many early checks, and
+ending the scheme there loses its gain (60 digits, C = 100: 1% in 266 passes instead of
+109). GDMM's gap is noisy from check to check, hence the longer patience (10 checks: κ fell
+to 0.003 on digits at C = 100, 28% after 300 passes; 30 checks: 1.1%).
+
+**κ from the problem's scale.** Each pass moves the centre once, so the outer loop needs
+more passes the larger κ; a subproblem at the effective ``C / (1 + κ)`` needs more passes
+the larger its scale ``c₀ / (1 + κ)``, with ``c₀ = C ψ̄² / δ̄`` the problem's own scale (δ̄
+and ψ̄² of the penalty unit, :func:`~._gdmm_common.penalty_unit`: the dual's curvature
+against its linear term). ``proximal="auto"`` starts at ``1 + κ = KAPPA_SCALE · c₀^{1/3}``
+(0 where that is below 1) and never halves below half of that start in ``1 + κ``: at a large
+C the rule's figures do not see that κ is too small, and halving on leaves a subproblem as
+ill-conditioned as the original one (the rule alone, from κ = 100: yeast's full graph at
+C = 100 ended at 12.8% with κ = 0.78). The constant was measured with fixed κ on digits
+(passes to 1%, C = 1 / 10 / 100: best near 1 + κ = 6, 12 to 21, 16 to 26). The rule's
+proximal term is ``½ ‖u − x‖²``: the original gap less the subproblem's is that term at the
+rounded ũ, which on graphs also holds the rounding's distance (it halved κ from 100 to 0.78
+in ten checks on yeast's full graph at C = 100).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .block import PROXIMAL_MIN, PROXIMAL_START
+from ._proximal import (  # noqa: F401 (check_proximal: FactorGDMM imports it from here)
+    ProximalKappa,
+    check_proximal,
+    half_sq_distance,
+    proximal_point,
+)
 
 #: ``proximal="auto"``: κ also halves after this many checks without a new lowest gap
 PROXIMAL_PATIENCE = 30
+#: ``proximal="auto"``: κ starts at ``1 + κ = KAPPA_SCALE · (C ψ̄² / δ̄)^{1/3}`` and stays
+#: above half of that in ``1 + κ`` (module docstring)
+KAPPA_SCALE = 2.3
 
 
-def check_proximal(proximal):
-    """``proximal``: "auto" or a finite number >= 0 (ValueError otherwise)."""
-    if proximal != "auto" and (
-        isinstance(proximal, (bool, str))
-        or not isinstance(proximal, (int, float, np.integer, np.floating))
-        or not proximal >= 0
-        or not np.isfinite(proximal)
-    ):
-        raise ValueError(f"proximal must be 'auto' or a number >= 0, got {proximal!r}")
-    return proximal
-
-
-class ProximalGDMM:
+class ProximalGDMM(ProximalKappa):
     """The outer loop of the module docstring, on a GDMM state whose ``w`` is u: the
-    scoring point x (``prox_w``), the centre z (``prox_center``), κ (``kappa``) and its
-    patience (``lowest_gap``, ``stalled``). Without the scheme both arrays are empty."""
+    scoring point x (``prox_w``), the centre z (``prox_center``), κ and its patience
+    (:class:`~._proximal.ProximalKappa`). Without the scheme both arrays are empty."""
 
-    kappa = 0.0
-    centred_at = 0
-    lowest_gap = np.inf
-    stalled = 0
+    kappa_patience = PROXIMAL_PATIENCE
+    average_ends_scheme = False
+    kappa_scale = KAPPA_SCALE
+
     _x_primal = None
     _inner_gap_value = np.nan
+    _scale_cache = None
 
     proximal_arrays = ("prox_w", "prox_center")
-    proximal_scalars = ("kappa", "centred_at", "lowest_gap", "stalled")
-
-    @property
-    def _proximal_on(self):
-        return self.proximal == "auto" or self.proximal > 0
+    proximal_scalars = ProximalKappa.kappa_scalars
 
     def _start_proximal(self):
         """κ from the start and x = z = u (empty arrays without the scheme)."""
-        self._restart_kappa()
+        self._restart_proximal()
         if self._proximal_on:
             self.prox_w, self.prox_center = self.w.copy(), self.w.copy()
         else:
             self.prox_w, self.prox_center = np.zeros(0), np.zeros(0)
         self.centred_at = self.passes
 
-    def _restart_kappa(self):
-        self.kappa = 0.0
-        if self._proximal_on:
-            self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
-        self.lowest_gap, self.stalled = np.inf, 0
+    def _problem_scale(self):
+        """``c₀ = C ψ̄² / δ̄``, the problem's own scale (module docstring; memoized per C)."""
+        if self._scale_cache is None or self._scale_cache[0] != self.C:
+            loss, sq = self._kern.penalty_figures(self.blocks.kernel, self.layout)
+            scale = self.C * float(sq) / float(loss) if loss > 0 and sq > 0 else 0.0
+            self._scale_cache = (self.C, scale)
+        return self._scale_cache[1]
+
+    def _kappa_start(self):
+        """``1 + κ = KAPPA_SCALE · c₀^{1/3}`` (module docstring), at least 0."""
+        return max(0.0, self.kappa_scale * self._problem_scale() ** (1.0 / 3.0) - 1.0)
+
+    def _kappa_floor(self):
+        """Half the start in ``1 + κ``, at least 0."""
+        return max(0.0, 0.5 * (1.0 + self._kappa_start()) - 1.0)
 
     @property
     def _sigma(self):
@@ -118,13 +135,10 @@ class ProximalGDMM:
 
     def _centre(self):
         """Before a pass: z ← x, then x = σ (u + κ z) at the current κ."""
-        if not self._proximal_on or self.passes <= self.centred_at:
+        if not self._centre_due():
             return
         self.prox_center[:] = self.prox_w
-        self.prox_w[:] = self.w
-        if self.kappa > 0.0:
-            self.prox_w += self.kappa * self.prox_center
-            self.prox_w *= self._sigma
+        proximal_point(self.w, self.prox_center, self.kappa, self.prox_w)
         self.centred_at = self.passes
 
     def _follow_scoring_point(self):
@@ -144,8 +158,7 @@ class ProximalGDMM:
             self._follow_scoring_point()
 
     def _proximal_term(self):
-        d = self.w - self.prox_w
-        return 0.5 * float(d @ d)
+        return half_sq_distance(self.w, self.prox_w)
 
     def _proximal_figures(self):
         if not self._proximal_on:
@@ -174,40 +187,32 @@ class ProximalGDMM:
         loss, u = self._loss_term(), self._rounded_weights()
         k, x, z = self.kappa, self.prox_w, self.prox_center
         v = u + k * z
-        dz = x - z
         return (
             primal_x
-            + 0.5 * k * float(dz @ dz)
+            + k * half_sq_distance(x, z)
             - loss
             + 0.5 * self._sigma * float(v @ v)
             - 0.5 * k * float(z @ z)
         )
 
     def _adapt_kappa(self, rec):
-        """Halve κ when the proximal term exceeds the subproblem's gap or the gap stalls
-        (module docstring)."""
+        """κ's rule (:meth:`~._proximal.ProximalKappa._judge_kappa`) at a check: the
+        proximal term ``½ ‖u − x‖²`` against the subproblem's gap, the original gap as the
+        patience's figure (the module docstring's κ from the problem's scale)."""
         if self.kappa == 0.0:
             return
         if self._x_primal is None or self._x_primal[0] != self.passes:
             return
-        primal = self._x_primal[1]
-        loss, u = self._loss_term(), self._rounded_weights()
-        outer = primal - (loss - 0.5 * float(u @ u))
-        inner = self._inner_gap(primal)
+        inner = self._inner_gap(self._x_primal[1])
         self._inner_gap_value = inner
-        if rec.gap < self.lowest_gap:
-            self.lowest_gap, self.stalled = float(rec.gap), 0
-        else:
-            self.stalled += 1
-        if outer - inner > inner or self.stalled >= PROXIMAL_PATIENCE:
-            self.kappa = 0.5 * self.kappa if self.kappa >= 2 * PROXIMAL_MIN else 0.0
-            self.stalled = 0
+        if self._judge_kappa(self._proximal_term(), inner, float(rec.gap)):
             self._set_penalties()
 
     # -- state ----------------------------------------------------------------------------------
     def _check_proximal_state(self):
-        """A restored scheme: κ finite and >= 0, the arrays as wide as w (or empty without
-        the scheme); a fixed κ is the constructor's."""
+        """A restored scheme: κ and its counters (:meth:`~._proximal.ProximalKappa.
+        _check_kappa_state`), the arrays as wide as w (or empty without the scheme); a fixed
+        κ is the constructor's."""
         want = self.w.shape if self._proximal_on else (0,)
         for name in self.proximal_arrays:
             if getattr(self, name).shape != want:
@@ -215,13 +220,7 @@ class ProximalGDMM:
                     f"saved solver array {name!r} has shape {getattr(self, name).shape}, "
                     f"expected {want} (saved with proximal={'0' if want != (0,) else 'on'}?)"
                 )
-        if not (np.isfinite(self.kappa) and self.kappa >= 0):
-            raise ValueError(f"the saved solver field 'kappa' must be >= 0, got {self.kappa!r}")
-        if not 0 <= self.centred_at <= self.passes:
-            raise ValueError(
-                f"the saved solver field 'centred_at' must lie in 0 … {self.passes}, got "
-                f"{self.centred_at!r}"
-            )
+        self._check_kappa_state()
         if self._proximal_on and self.proximal != "auto":
             self.kappa = float(self.proximal)
         if not self._proximal_on:
@@ -232,4 +231,4 @@ class ProximalGDMM:
         if self._proximal_on:
             self.prox_w *= s
             self.prox_center *= s
-            self._restart_kappa()
+            self._restart_proximal()

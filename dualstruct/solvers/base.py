@@ -1084,6 +1084,7 @@ class AtomPool:
         """One pairwise BCFW pass over the blocks in ``order``
         (:func:`~dualstruct.solvers._block_kernels.pairwise_bcfw_pass`, whose arguments these
         are), growing the pool whenever a block needs more atoms than it has room for."""
+        delta = np.zeros(0) if delta is None else delta
         done = 0
         while done < len(order):
             done += pairwise_bcfw_pass(

@@ -18,6 +18,16 @@ from ..data import BlockData
 from ..data.blocks import labelling_bound
 from ..models.loops import hinge_all
 from . import _block_kernels as kern
+from ._proximal import (  # noqa: F401 (PROXIMAL_*: the names CoCoA+ imports from here)
+    PROXIMAL_MIN,
+    PROXIMAL_PATIENCE,
+    PROXIMAL_START,
+    SLICE,
+    ProximalKappa,
+    check_proximal,
+    half_sq_distance,
+    proximal_point,
+)
 from .base import (
     AtomPool,
     PassSolver,
@@ -31,13 +41,6 @@ from .objective import CertificateError, block_oracle_fault, oracle_sample
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
 CLASSIC_STEP_MAX_BYTES = 8 * 2**30
 
-#: ``proximal="auto"``: the first κ (halved while the proximal term dominates the gap)
-PROXIMAL_START = 100.0
-#: ``proximal="auto"``: κ also halves after this many passes without a new lowest sum of
-#: block gaps
-PROXIMAL_PATIENCE = 10
-#: ``proximal="auto"``: below this κ the passes are plain BCFW's (κ = 0)
-PROXIMAL_MIN = 1e-3
 #: the power η of x̄'s weights: the k-th pass's x weighs k (k + 1) … (k + η − 1)
 #: (polynomial-decay averaging, Shamir and Zhang 2013)
 MEAN_POWER = 2
@@ -141,27 +144,13 @@ class _BlockPasses(KernelBlocks, PassSolver):
         variables determine, the counters against the passes made."""
 
 
-#: entries of w per piece when the distance between two copies of w is summed
-_DISTANCE_CHUNK = 1 << 22
-
-
-class ProximalPoint:
+class ProximalPoint(ProximalKappa):
     """The inexact proximal-point scheme of :class:`BlockBCFW` (its class docstring), on a
     state with the dual's weights u (``w``), the iterate x (``prox_w``), the centre z
-    (``prox_center``), κ and its patience: the centre's move, κ's adaptation, the
-    candidates and the certified dual. The distributed CoCoA+
-    (:mod:`dualstruct.distributed`) runs it with its rounds as the passes."""
-
-    @property
-    def _proximal_on(self):
-        """Whether the proximal scheme runs: ``proximal`` "auto" or positive (under "auto"
-        κ may reach 0, when the scheme runs on as plain BCFW)."""
-        return self.proximal == "auto" or self.proximal > 0
-
-    def _restart_proximal(self):
-        """κ and its patience from the start (``proximal="auto"``) or the fixed κ."""
-        self.kappa = PROXIMAL_START if self.proximal == "auto" else float(self.proximal)
-        self.lowest_gaps, self.stalled = np.inf, 0
+    (``prox_center``), κ and its patience (:class:`~._proximal.ProximalKappa`): the
+    centre's move, when κ is judged, the candidates and the certified dual. The
+    distributed CoCoA+ (:mod:`dualstruct.distributed`) runs it with its rounds as the
+    passes."""
 
     def candidates(self):
         if self._proximal_on:
@@ -195,32 +184,22 @@ class ProximalPoint:
         return float(self.block_gaps.sum())
 
     def _adapt_kappa(self):
-        """``proximal="auto"``: halve κ when the proximal term exceeds the last pass's sum
-        of block gaps (the centre holds the gap up), or when that sum has not reached a new
-        low for ``PROXIMAL_PATIENCE`` passes (the inner problem stalls: as κ → 0 the
-        passes become plain BCFW's, which converge). κ = 0 for good once the average ``ū``
-        has won a check (the class docstring's Averaging)."""
-        if self.averaging and self._chosen == 1:
+        """``proximal="auto"``, before every pass: κ's rule
+        (:meth:`~._proximal.ProximalKappa._judge_kappa`) with the proximal term against the
+        last pass's sum of block gaps, which is also the patience's figure (the inner
+        problem stalls: as κ → 0 the passes become plain BCFW's, which converge). κ = 0 for
+        good once the average ``ū`` has won a check (the class docstring's Averaging)."""
+        if self._average_won():
             self.kappa = 0.0  # ū won the last check: plain BCFW from here (docstring)
             return
         gaps = self._gap_sum()
         if not np.isfinite(gaps):
             return  # no pass since a new C: nothing to judge κ by
-        if gaps < self.lowest_gaps:
-            self.lowest_gaps, self.stalled = gaps, 0
-        else:
-            self.stalled += 1
-        if self._proximal_term() > gaps or self.stalled >= PROXIMAL_PATIENCE:
-            self.kappa = 0.5 * self.kappa if self.kappa >= 2 * PROXIMAL_MIN else 0.0
-            self.stalled = 0
+        self._judge_kappa(self._proximal_term(), gaps)
 
     def _proximal_term(self):
         """``½ ‖u − x‖²``, the part of the duality gap that the centre holds up."""
-        u, x, total = self.w, self.prox_w, 0.0
-        for start in range(0, u.size, _DISTANCE_CHUNK):  # no temporary copy of a large w
-            d = u[start : start + _DISTANCE_CHUNK] - x[start : start + _DISTANCE_CHUNK]
-            total += float(d @ d)
-        return 0.5 * total
+        return half_sq_distance(self.w, self.prox_w)
 
     def _centre(self):
         """Before a pass: κ adapts (``proximal="auto"``), the centre moves
@@ -229,8 +208,7 @@ class ProximalPoint:
         if self.proximal == "auto":
             self._adapt_kappa()
         self._move_centre()
-        kappa = self._effective_kappa()
-        self.prox_w[:] = (self.w + kappa * self.prox_center) / (1.0 + kappa)
+        proximal_point(self.w, self.prox_center, self._effective_kappa(), self.prox_w)
         self.centred_at = self.passes
 
     def _effective_kappa(self):
@@ -366,14 +344,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
         if isinstance(atom_steps, bool) or not isinstance(atom_steps, int) or atom_steps < 0:
             raise ValueError(f"atom_steps must be an integer >= 0, got {atom_steps!r}")
         self.atom_steps = atom_steps
-        if proximal != "auto" and (
-            isinstance(proximal, (bool, str))
-            or not isinstance(proximal, (int, float, np.integer, np.floating))
-            or not proximal >= 0
-            or not np.isfinite(proximal)
-        ):
-            raise ValueError(f"proximal must be 'auto' or a number >= 0, got {proximal!r}")
-        self.proximal = proximal
+        self.proximal = check_proximal(proximal)
         self.kappa = 0.0  # set when training starts
 
     @property
@@ -435,17 +406,20 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             # x (scores, is returned) and z; w holds u, the dual's weights
             self.prox_w = self.w.copy()
             self.prox_center = self.w.copy()
-            self.prox_mean = self.w.copy()  # x̄ over the passes before the last (docstring)
-        self.mean_passes = 0  # the passes prox_mean averages
+            self.prox_mean = self.w.copy()  # x̄ over the pass ends since κ changed (docstring)
+        self.mean_passes = 0  # the pass ends prox_mean averages
         self.centred_at = 0  # the pass count when the centre last moved
 
     state_scalars = (
         "capacity", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual", "averages_u",
-        "mean_passes",
+        "mean_passes", "mean_at_pass_end",
     )  # fmt: skip
     #: the averaging accumulator R follows u under the proximal scheme (files without this
     #: field were saved when it did not)
     averages_u = 1
+    #: x̄ takes in each pass's x at the pass's end (files without this field were saved
+    #: when it did so at the next pass's start)
+    mean_at_pass_end = 1
 
     @property
     def state_arrays(self):
@@ -482,6 +456,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             self.step = "fw"  # saved by a run whose "auto" took the classic step
         super().load_state(data, meta, arrays)
         proximal_state = "prox_center" in arrays
+        restart_mean = "prox_mean" not in arrays  # absent from older and plain files
         if proximal_state and "averages_u" not in meta["scalars"]:
             # saved before the proximal scheme averaged u: R did not follow the steps
             self.R[:] = 0.0
@@ -501,12 +476,19 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             self.centred_at = self.passes - 1  # the next pass centres at the returned model
             self._final_choice, self._chosen = None, 0
         elif self.proximal != "auto":
-            if float(self.proximal) != self.kappa and "prox_mean" in arrays:
-                self.prox_mean[:] = self.prox_w  # x̄ restarts: the file's iterates had another κ
-                self.mean_passes = 0
+            if float(self.proximal) != self.kappa:
+                restart_mean = True  # x̄ restarts: the file's iterates had another κ
             self.kappa = float(self.proximal)  # a fixed κ is the constructor's
-        if self._proximal_on and "prox_mean" not in arrays:
-            self.prox_mean, self.mean_passes = self.prox_w.copy(), 0  # x̄ restarts at x
+        if self._proximal_on and restart_mean:
+            self.prox_mean = self.prox_w.copy()
+            self._restart_mean()  # x̄ restarts at x
+        elif (
+            self._proximal_on
+            and "mean_at_pass_end" not in meta["scalars"]
+            and self.averaging
+            and self.passes > self.centred_at
+        ):
+            self._take_in_x()  # saved when x̄ took in a pass's x at the next pass's start
 
     def diagnostics(self, check):
         """κ, the proximal term ``½‖u − x‖²`` and the sum of the block gaps the last pass
@@ -521,25 +503,38 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
 
     def _one_pass(self, order, chunks):
         """A pass; with the proximal scheme first the centre moves to the last iterate
-        (and κ halves if the proximal term exceeded the last pass's block gaps)."""
-        if self._proximal_on and self.passes > self.centred_at:  # once per pass
-            if self.averaging:  # x̄ is a candidate only with averaging
-                self._mean_with_x(self.prox_mean)  # x̄ takes in the last pass's x
-                self.mean_passes += 1
+        (and κ halves if the proximal term exceeded the last pass's block gaps), and with
+        averaging x̄ takes in the pass's x at its end."""
+        if self._centre_due():  # once per pass
             kappa = self.kappa
             self._centre()
             if self.kappa != kappa:
                 self.mean_passes = 0  # x̄ restarts: the iterates of another κ are far
-        return super()._one_pass(order, chunks)
+        calls = super()._one_pass(order, chunks)
+        if self._proximal_on and self.averaging:  # x̄ is a candidate only with averaging
+            self._take_in_x()
+        return calls
 
-    def _mean_with_x(self, out):
-        """``out`` ← x̄ ← x̄ + (η + 1) (x − x̄) / (k + η): the mean of the ``mean_passes``
-        passes taken in (``prox_mean``) and the current x as the k-th (η = ``MEAN_POWER``; x
-        itself when k = 1)."""
+    def _take_in_x(self):
+        """x̄ ← x̄ + (η + 1) (x − x̄) / (k + η) in place, slice by slice: ``prox_mean``, the
+        mean of the ``mean_passes`` pass ends taken in, takes in the current x as the k-th
+        (η = ``MEAN_POWER``; x itself when k = 1)."""
         step = (MEAN_POWER + 1.0) / (self.mean_passes + 1.0 + MEAN_POWER)
-        move = self.prox_w - self.prox_mean
-        move *= step
-        return np.add(self.prox_mean, move, out=out)
+        x, mean = self.prox_w, self.prox_mean
+        for start in range(0, x.size, SLICE):
+            part = slice(start, start + SLICE)
+            move = x[part] - mean[part]
+            move *= step
+            np.add(mean[part], move, out=mean[part])
+        self.mean_passes += 1
+
+    def _restart_mean(self):
+        """x̄ restarts at x; x is its first pass end when a pass has ended since the centre
+        last moved (a pass end the next pass would not take in)."""
+        self.prox_mean[:] = self.prox_w
+        self.mean_passes = 0
+        if self.averaging and self.passes > self.centred_at:
+            self._take_in_x()
 
     def candidates(self):
         """x, ū and x̄ (the class docstring's Averaging); x alone without averaging."""
@@ -554,10 +549,8 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
         return super().candidate(index)
 
     def _mean_of_x(self):
-        """x̄ with the current x as its latest pass (a copy; x itself after a restart)."""
-        if not self.mean_passes:
-            return self.prox_w
-        return self._mean_with_x(np.empty_like(self.prox_w))
+        """x̄ (``prox_mean``, no copy), x itself until it has taken in two pass ends."""
+        return self.prox_w if self.mean_passes <= 1 else self.prox_mean
 
     carries_dual = True
 
@@ -577,8 +570,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
         if self._proximal_on:
             self.prox_w *= s
             self.prox_center *= s
-            self.prox_mean[:] = self.prox_w  # x̄ restarts with the new problem
-            self.mean_passes = 0
+            self._restart_mean()  # x̄ restarts with the new problem
             self._restart_proximal()
             self.best_dual = -np.inf
         self.scalars[0] *= s
@@ -619,7 +611,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             )
         for name, top in (
             ("centred_at", self.passes),
-            ("stalled", PROXIMAL_PATIENCE),
+            ("stalled", self.kappa_patience),
             ("mean_passes", self.passes),
         ):
             if not 0 <= getattr(self, name) <= top:
@@ -697,7 +689,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
             sigma = 1.0 / (1.0 + self.kappa)
             w, averaging, delta = self.prox_w, self.averaging, self.w
         else:
-            w, averaging, sigma, delta = self.w, self.averaging, 1.0, None
+            w, averaging, sigma, delta = self.w, self.averaging, 1.0, np.zeros(0)
         if self.resolved_step == "fw":
             kern.classic_bcfw_pass(
                 self.blocks.kernel,

@@ -1,5 +1,5 @@
 """GDMM over factors with the proximal outer loop: BCFW's optimum at a large C, the gap of
-the original problem, resuming with the centre and κ."""
+the original problem, κ from the problem's scale, resuming with the centre and κ."""
 
 import numpy as np
 import pytest
@@ -7,6 +7,7 @@ from sklearn.datasets import load_digits
 
 from dualstruct.models import GraphCRF, MultiClassModel
 from dualstruct.solvers import BCFW, FactorGDMM
+from dualstruct.solvers._gdmm_proximal import KAPPA_SCALE
 from dualstruct.solvers.objective import GAP_ROUNDING, primal_objective, scaled_dual
 
 TOL = 1e-4
@@ -64,7 +65,7 @@ def test_the_reported_gap_is_the_original_problem_s():
     assert r.primal == pytest.approx(primal_objective(model, data, solver.weights(), C), rel=1e-12)
     u = np.zeros_like(solver.w)  # the weights the marginals determine
     solver._kern.rebuild_weights(
-        solver.blocks.kernel, solver.layout, solver._sets(), solver._pairs(), C, u
+        solver.blocks.kernel, solver.layout, solver._rows(), solver._sets(), solver._pairs(), C, u
     )
     np.testing.assert_allclose(solver.w, u, rtol=0, atol=1e-9 * np.abs(u).max())
     loss = C * sum(  # the multi-class loss: 1 for every wrong class
@@ -83,17 +84,39 @@ def test_resume_with_the_centre_and_kappa_equals_uninterrupted():
     whole = FactorGDMM(model, max_iter=14, **kw).fit(data)
     first = FactorGDMM(model, max_iter=5, **kw).fit(data)
     meta, arrays = first.state_dict()
-    assert meta["scalars"]["kappa"] < 100.0  # κ moved before the state was saved
+    assert meta["scalars"]["lowest_gaps"] < np.inf  # κ's patience has a state to restore
     again = FactorGDMM(model, max_iter=14, **{**kw, "random_state": 99})
     again.load_state(data, meta, {k: np.array(v) for k, v in arrays.items()})
     again.fit(data, max_iter=9)
     for name in ("w", "prox_w", "prox_center", "q"):
         np.testing.assert_array_equal(getattr(again, name), getattr(whole, name))
-    assert again.kappa == whole.kappa
+    assert (again.kappa, again.lowest_gaps, again.stalled) == (
+        whole.kappa,
+        whole.lowest_gaps,
+        whole.stalled,
+    )
     assert again.history.last.dual == whole.history.last.dual
     plain = FactorGDMM(model, C=100.0)
     with pytest.raises(ValueError, match="prox_w"):
         plain.load_state(data, meta, arrays)
+
+
+@pytest.mark.parametrize("problem, C", [(_digits, 100.0), (_forest, 100.0)])
+def test_kappa_starts_from_the_problem_s_scale_and_keeps_above_its_floor(problem, C):
+    """ "auto" starts at 1 + κ = KAPPA_SCALE · (C ψ̄² / δ̄)^{1/3} and never halves below half
+    of that: on a graph the rounded dual's distance once halved κ from 100 to almost 0."""
+    model, data = problem()
+    solver = FactorGDMM(
+        model, C=C, proximal="auto", max_iter=40, tol=0, check_every=1, random_state=0
+    ).fit(data)
+    loss, sq = solver._kern.penalty_figures(solver.blocks.kernel, solver.layout)
+    start = KAPPA_SCALE * (C * sq / loss) ** (1 / 3) - 1
+    kappas = [rec.extra["prox_kappa"] for rec in solver.history.records]
+    assert kappas[0] == pytest.approx(start, rel=1e-12) and start > 1
+    assert min(kappas) >= 0.5 * (1 + start) - 1 - 1e-12
+    solver.set_C(C / 1000)  # a small C: plain GDMM's scale, κ starts near 0
+    small = KAPPA_SCALE * (C / 1000 * sq / loss) ** (1 / 3) - 1
+    assert solver.kappa == pytest.approx(max(0.0, small), rel=1e-12)
 
 
 def test_bad_proximal_is_refused():

@@ -7,7 +7,8 @@ from conftest import random_chain_problem, tiny_chain_problem
 
 from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
-from dualstruct.solvers import BCFW
+from dualstruct.solvers import BCFW, _proximal
+from dualstruct.solvers._proximal import PROXIMAL_PATIENCE, ProximalKappa
 from dualstruct.solvers.block import MEAN_POWER, PROXIMAL_START
 from dualstruct.solvers.objective import dual_objective
 
@@ -188,15 +189,14 @@ def test_the_mean_of_x_is_the_weighted_mean_of_the_pass_ends_since_kappa_changed
     assert MEAN_POWER == 2
     weights = _mean_weights(6)
     expected = weights @ np.array(ends) / weights.sum()
-    assert s.mean_passes == 5  # taken in; the last pass's x joins when the next one starts
+    assert s.mean_passes == 6  # every pass's x, taken in at the pass's end
     assert np.abs(s.candidates()[2] - expected).max() < 1e-12
-    before = _mean_weights(5)
-    assert np.abs(s.prox_mean - before @ np.array(ends[:5]) / before.sum()).max() < 1e-12
+    assert s.candidates()[2] is s.prox_mean  # in place: no copy of w per check
     ends.clear(), kappas.clear()
     s = BCFW(model, 1.0, max_iter=10, tol=0, random_state=0, callback=record)
     s.fit(data)
     since = max(i for i in range(10) if i == 0 or kappas[i] != kappas[i - 1])
-    assert since > 0 and s.mean_passes == 10 - since - 1  # κ changed: x̄ restarted
+    assert since > 0 and s.mean_passes == 10 - since  # κ changed: x̄ restarted
     weights = _mean_weights(10 - since)
     expected = weights @ np.array(ends[since:]) / weights.sum()
     assert np.abs(s.candidates()[2] - expected).max() < 1e-12
@@ -220,25 +220,83 @@ def test_the_mean_of_x_lowers_the_primal_at_a_large_c():
 
 def test_the_mean_of_x_is_saved_restarted_and_checked():
     data, model = _problem(8)
-    s = BCFW(model, 1.0, proximal=5.0, max_iter=5, tol=0, random_state=0).fit(data)
+    ends = []
+    s = BCFW(model, 1.0, proximal=5.0, max_iter=5, tol=0, random_state=0)
+    s.callback = lambda _: ends.append(s.prox_w.copy())
+    s.fit(data)
     meta, arrays = s.state_dict()
     back = BCFW(model, 1.0, proximal=5.0, random_state=0)
     back.load_state(data, meta, arrays)
     assert back.mean_passes == s.mean_passes > 0
     assert np.array_equal(back.prox_mean, s.prox_mean)
     assert np.array_equal(back.weights(), s.weights())
+    s.fit(data, max_iter=3)
+    back.fit(data, max_iter=3)
+    assert np.array_equal(back.prox_mean, s.prox_mean) and back.mean_passes == s.mean_passes
+    meta, arrays = s.state_dict()
+    # a file saved when x̄ took in a pass's x at the start of the next pass: it does on load
+    taken = _mean_weights(7)
+    before = dict(arrays, prox_mean=taken @ np.array(ends[:7]) / taken.sum())
+    scalars = {k: v for k, v in meta["scalars"].items() if k != "mean_at_pass_end"}
+    moved = BCFW(model, 1.0, proximal=5.0, random_state=0)
+    moved.load_state(data, dict(meta, scalars=dict(scalars, mean_passes=7)), before)
+    assert moved.mean_passes == s.mean_passes == 8
+    assert np.abs(moved.prox_mean - s.prox_mean).max() < 1e-12
     # a file saved before x̄ was kept: x̄ restarts at x
     older = BCFW(model, 1.0, proximal=5.0, random_state=0)
     old_meta = dict(meta, scalars={k: v for k, v in meta["scalars"].items() if k != "mean_passes"})
     older.load_state(data, old_meta, {k: v for k, v in arrays.items() if k != "prox_mean"})
-    assert older.mean_passes == 0 and np.array_equal(older.candidates()[2], older.prox_w)
+    assert older.mean_passes == 1 and np.array_equal(older.candidates()[2], older.prox_w)
     bad = dict(meta, scalars=dict(meta["scalars"], mean_passes=s.passes + 1))
     with pytest.raises(ValueError, match="mean_passes"):
         BCFW(model, 1.0, proximal=5.0, random_state=0).load_state(data, bad, arrays)
     # resumed with another fixed κ: the file's iterates are not this κ's, x̄ restarts
     other = BCFW(model, 1.0, proximal=2.0, random_state=0)
     other.load_state(data, meta, arrays)
-    assert other.kappa == 2.0 and other.mean_passes == 0
+    assert other.kappa == 2.0 and other.mean_passes == 1  # the last pass's x, taken in
     assert np.array_equal(other.prox_mean, other.prox_w)
     s.set_C(3.0)  # a new problem: x̄ restarts
-    assert s.mean_passes == 0 and np.array_equal(s.prox_mean, s.prox_w)
+    assert s.mean_passes == 1 and np.array_equal(s.prox_mean, s.prox_w)
+
+
+class _Rule(ProximalKappa):
+    """κ's rule alone, with a floor of 2."""
+
+    proximal, passes, averaging, _chosen = "auto", 0, False, 0
+
+    def _kappa_floor(self):
+        return 2.0
+
+
+def test_the_kappa_rule_halves_on_the_term_or_the_patience_and_keeps_its_floor():
+    rule = _Rule()
+    rule._restart_proximal()
+    assert rule.kappa == PROXIMAL_START and rule.stalled == 0
+    assert rule._judge_kappa(term=2.0, gap=1.0)  # the term exceeds the gap: κ halves
+    assert rule.kappa == PROXIMAL_START / 2 and rule.lowest_gaps == 1.0
+    for _ in range(PROXIMAL_PATIENCE - 1):  # no new low, the term below the gap
+        assert not rule._judge_kappa(term=0.0, gap=5.0, progress=1.0)
+    assert rule._judge_kappa(term=0.0, gap=5.0, progress=1.0)  # patience runs out
+    assert rule.kappa == PROXIMAL_START / 4 and rule.stalled == 0
+    for _ in range(10):
+        rule._judge_kappa(term=2.0, gap=1.0)
+    assert rule.kappa == 2.0  # the floor
+    rule.kappa = 1.5  # below the floor already: halving does not raise it
+    rule._halve_kappa()
+    assert rule.kappa == 1.5
+    plain = ProximalKappa()
+    plain.kappa = 1.5e-3
+    plain._halve_kappa()
+    assert plain.kappa == 0.0  # below PROXIMAL_MIN κ is 0
+
+
+def test_the_proximal_point_and_distance_are_taken_slice_by_slice(monkeypatch):
+    monkeypatch.setattr(_proximal, "SLICE", 3)
+    rng = np.random.default_rng(0)
+    u, z = rng.normal(size=10), rng.normal(size=10)
+    assert _proximal.half_sq_distance(u, z) == pytest.approx(0.5 * (u - z) @ (u - z), rel=1e-14)
+    out = np.empty(10)
+    _proximal.proximal_point(u, z, 4.0, out)
+    assert np.array_equal(out, (u + 4.0 * z) / 5.0)
+    _proximal.proximal_point(u, z, 4.0, z)  # in place, out = z
+    assert np.array_equal(z, out)
