@@ -49,6 +49,27 @@ an ``edge_oracle``, with the trees kept in the kernel and brought up to date by
     prepare_weights(k, w)                called before a run of factor steps on w (which
                                          may have changed since): rebuild them; default none
 
+**Lazy edges.** A model whose examples have many edges that carry no information (the
+multi-label model's full label graph) registers
+
+    null_state(k, i, j)                  the node's null state (−1: none): every edge
+                                         feature is zero when one of its nodes is there
+    edge_between(k, i, u, v)             the edge joining nodes u and v (−1: none);
+                                         default a scan of the example's edges
+    edge_score_bound(k, w)               an upper bound on θ_e(a, b) over every edge and
+                                         pair of non-null states (default +inf); it lets
+                                         GDMM's search of the best inactive edge visit
+                                         only the node pairs that may gain instead of
+                                         every edge. It assumes that an edge's scores
+                                         change only with ``add_edge`` on that edge
+
+GDMM then keeps only the edges that carry information: an inactive edge stands at the
+consistent table that sends the mass of u off its null state with v's null state and vice
+versa (a distribution while the two nodes' masses off null add up to at most 1), which adds
+nothing to w or to the augmented Lagrangian. Edges whose gold pair has no null state start
+active; an edge becomes active when a node step would cross that bound, or when moving
+mass onto its non-null pairs gains (:mod:`dualstruct.solvers._factor_gdmm_kernels`).
+
 Exactness: GDMM keeps the factor marginals locally consistent (the local polytope). On
 forests that is the marginal polytope, and GDMM trains the structural SVM itself; on loopy
 graphs it trains its relaxation over the local polytope, as the ``"lp"`` oracle of the
@@ -147,10 +168,29 @@ def prepare_weights(k, w):
     raise NotImplementedError
 
 
+def null_state(k, i, j):
+    """The null state of node ``j`` of example ``i``: every feature of its edges is zero
+    when the node is there (−1: none, the node's edges are always active)."""
+    raise NotImplementedError
+
+
+def edge_between(k, i, u, v):
+    """The edge of example ``i`` that joins nodes ``u`` and ``v`` (either way round), −1 if
+    none."""
+    raise NotImplementedError
+
+
+def edge_score_bound(k, w):
+    """An upper bound on ``θ_e(a, b)`` over every edge of every example and every pair of
+    non-null states (+inf: none known)."""
+    raise NotImplementedError
+
+
 NODE_FUNCTIONS = (factor_counts, node_info, node_loss, node_score, add_node, node_sq_distance)
 EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
-FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights,)
+LAZY_FUNCTIONS = (null_state, edge_between, edge_score_bound)
+FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights,) + LAZY_FUNCTIONS
 
 interface.add_generic_functions(FACTOR_FUNCTIONS)  # one registry with the kernel interface's
 
@@ -326,7 +366,31 @@ def _no_preparation(k, w):
     return None
 
 
+def _no_null_state(k, i, j):
+    return -1
+
+
+def _scan_edges(k, i, u, v):
+    for e in range(factor_counts(k, i)[1]):
+        a, b = edge_nodes(k, i, e)
+        if (a == u and b == v) or (a == v and b == u):
+            return e
+    return -1
+
+
+def _no_bound(k, w):
+    return np.inf
+
+
+def _has_null_states(kernel_class) -> bool:
+    """Whether ``kernel_class`` registered :func:`null_state` (GDMM's lazy edges)."""
+    return kernel_class in _REGISTERED[null_state]
+
+
 _register_default(prepare_weights, _no_preparation, interface.NO_REFCOUNT)
+_register_default(null_state, _no_null_state, interface.NO_REFCOUNT)
+_register_default(edge_between, _scan_edges, interface.NO_REFCOUNT)
+_register_default(edge_score_bound, _no_bound, interface.NO_REFCOUNT)
 _register_default(node_oracle, _default_node_oracle, interface.NO_REFCOUNT)
 _register_default(edge_oracle, _default_edge_oracle, interface.NO_REFCOUNT)
 # a model without edges: never called (the solver refuses edges without the functions)

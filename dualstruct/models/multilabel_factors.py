@@ -6,10 +6,17 @@ with two states (0, 1), every edge of the label graph an edge over the four pair
 θ_e(a, b) = V_e·[a = b = 1] (``interactions="11"``) or T_e[a, b] (``"table"``),
 δ_l(a) = c_l·[a ≠ ȳ_l]. On a loopy label graph GDMM trains the relaxation over the local
 polytope: build the model with ``inference="lp"``.
+
+With ``interactions="11"`` a label's state 0 is its null state (an edge's feature is zero
+unless both labels are 1), so GDMM keeps only the edges that carry information (lazy edges,
+:mod:`dualstruct.models.factors`); ``edge_between`` finds an edge of the full graph (and of
+a chain) by its position, of any other graph by a scan, and ``edge_score_bound`` is the
+largest (1, 1) weight.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from . import factors
@@ -118,6 +125,38 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
     g0 = -C * (c if gold == 1 else 0.0) - mu[0]
     g1 = -C * (factors.node_score(k, i, w, j, 1) + (c if gold == 0 else 0.0)) - mu[1]
     return (1, g1) if g1 < g0 else (0, g0)
+
+
+@factors.implements(factors.null_state, MultiLabelKernel)
+def _null_state(k, i, j):
+    return 0 if k.pair_size == 1 else -1
+
+
+@factors.implements(factors.edge_between, MultiLabelKernel)
+def _edge_between(k, i, u, v):
+    lo, hi = min(u, v), max(u, v)
+    L, E = k.n_labels, k.edges.shape[0]
+    if E == L * (L - 1) // 2:  # the full graph's (l, k) row by row
+        e = lo * L - lo * (lo + 1) // 2 + hi - lo - 1
+    else:  # a chain's (l, l + 1)
+        e = lo
+    if 0 <= e < E and k.edges[e, 0] == lo and k.edges[e, 1] == hi:
+        return e
+    for e in range(E):
+        a, b = k.edges[e, 0], k.edges[e, 1]
+        if (a == u and b == v) or (a == v and b == u):
+            return e
+    return -1
+
+
+@factors.implements(factors.edge_score_bound, MultiLabelKernel)
+def _edge_score_bound(k, w):
+    if k.pair_size != 1:
+        return np.inf
+    top = -np.inf
+    for e in range(k.edges.shape[0]):
+        top = max(top, w[k.n_unary + e])
+    return top
 
 
 factors.register_model(MultiLabelModel, MultiLabelKernel)

@@ -40,6 +40,32 @@ rounded point is locally consistent, so ``C Σ <δ, q> − ½‖w'‖²`` is the
 feasible point of the local polytope: of the structural SVM on forests, of its relaxation
 on loopy graphs.
 
+**Lazy edges.** With a model that registers ``null_state`` (:mod:`dualstruct.models.factors`)
+only the edges that carry information are stored. Node g's mass ``m_g = 1 − q_g(null)``;
+an inactive edge stands at the table T: ``q_e(a, null) = q_u(a)``, ``q_e(null, b) = q_v(b)``
+(a, b not null), ``q_e(null, null) = 1 − m_u − m_v``: consistent, a distribution while
+``m_u + m_v <= 1``, and all its mass lies on pairs whose features are zero, so it adds
+nothing to w, to G or to the augmented Lagrangian. Example i's active edges are rows
+``start[i] … start[i] + count[i] − 1`` of a pool (``room[i]`` rows reserved; the solver
+moves a full room, doubled, to the end of the pool), and become active at T with λ = 0, so
+the point does not move:
+
+* a node step that would raise ``m_u`` over ``1 − m_v`` for an inactive edge stops at that
+  bound and marks the node; at the example's next visit its inactive edges at the bound
+  become active;
+* at every visit the inactive edge (or a node's set of inactive edges) of largest positive
+  first-order gain becomes active (:func:`_best_inactive`; it scans every inactive edge,
+  or with the model's ``edge_score_bound`` Θ only the node pairs with ``h_u + h_v + CΘ``
+  above the best gain so far), with ``h_u(a) = ∂_u(null) −
+  ∂_u(a)`` (∂ the node's gradient of L): ``Cθ_e(a, b) + h_u(a) + h_v(b)`` from T's
+  (null, null) mass (when ``m_u + m_v < 1``), ``Cθ_e(a, b)`` from its (a, null) and
+  (null, b) masses, and ``h_u(a) + Σ_v max(0, Cθ_e(a, b))`` over u's inactive edges to
+  nodes v with mass on b (u's mass moves onto all of them at once: one edge alone may not
+  pay for u's own term where several do).
+
+A node at its null state whose gain ``h`` is nowhere positive at the visit's start takes
+no step in that visit (its step would find no better state).
+
 **Averaging.** Lazy, as in the chain GDMM: every change Δ of w in pass m also goes into R
 scaled by ``A_{m−1}``, and ``w̄_m = w − R / A_m``.
 """
@@ -60,19 +86,35 @@ TIE = 1e-12
 #: return codes of factor_pass (bit flags): which capacity must grow before continuing
 NEED_SLOTS = 1
 NEED_PAIRS = 2
+NEED_ROWS = 4
+#: lazy edges: masses this close to their bound count as at it
+AT_BOUND = 1e-9
+#: lazy edges: first-order gains (in units of C) below this activate nothing
+GAIN_FLOOR = 1e-9
 
 
 class Layout(NamedTuple):
-    """The factor graphs of all examples (global node and edge indices)."""
+    """The nodes of all examples (global node indices) and the graphs' sizes."""
 
     node_offsets: np.ndarray  # int64 (n + 1,)
-    edge_offsets: np.ndarray  # int64 (n + 1,)
     n_states: np.ndarray  # int64 (N,)
-    edge_u: np.ndarray  # int64 (E,) the edge's nodes, within the example
-    edge_v: np.ndarray
-    adj_ptr: np.ndarray  # int64 (N + 1,): node g's incident edge ends
-    adj_end: np.ndarray  # int64 (2E,): ends 2e (u side) and 2e + 1 (v side)
+    null: np.ndarray  # int64 (N,) the null states with lazy edges, else empty
     max_states: int
+    max_nodes: int  # the most nodes of an example
+    max_edges: int  # the most edges of an example
+    lazy: bool
+
+
+class Rows(NamedTuple):
+    """The active edges: example i's are rows ``start[i] … start[i] + count[i] − 1`` of the
+    pool (``room[i]`` rows reserved); without lazy edges every edge, in order."""
+
+    start: np.ndarray  # int64 (n,)
+    count: np.ndarray  # int64 (n,)
+    room: np.ndarray  # int64 (n,)
+    u: np.ndarray  # int64 (R,) the row's nodes, within the example
+    v: np.ndarray
+    edge: np.ndarray  # int64 (R,) its edge (edge_nodes' index)
 
 
 class Weights(NamedTuple):
@@ -86,15 +128,16 @@ class ActiveSets(NamedTuple):
     n_act: np.ndarray  # int32 (N,)
     q: np.ndarray  # (N, cap) node marginals
     idle: np.ndarray  # int32 (N, cap) visits without mass
-    lam: np.ndarray  # (2E, cap) multipliers of the edge ends, by the node's slots
-    msum: np.ndarray  # (2E, cap) M_j q_e, by the node's slots
+    lam: np.ndarray  # (2R, cap) multipliers of the rows' ends, by the node's slots
+    msum: np.ndarray  # (2R, cap) M_j q_e, by the node's slots
+    blocked: np.ndarray  # int32 (N,) lazy edges: a step stopped at an inactive edge's bound
 
 
 class PairSupport(NamedTuple):
-    pair_a: np.ndarray  # int32 (E, pcap) slot of u
-    pair_b: np.ndarray  # int32 (E, pcap) slot of v
-    q: np.ndarray  # (E, pcap)
-    n_pair: np.ndarray  # int32 (E,)
+    pair_a: np.ndarray  # int32 (R, pcap) slot of u
+    pair_b: np.ndarray  # int32 (R, pcap) slot of v
+    q: np.ndarray  # (R, pcap)
+    n_pair: np.ndarray  # int32 (R,)
 
 
 class Settings(NamedTuple):
@@ -109,6 +152,27 @@ class Settings(NamedTuple):
     scale: float = 1.0
 
 
+class Visit(NamedTuple):
+    """Scratch of one example's visit (local node indices)."""
+
+    adj_ptr: np.ndarray  # (max_nodes + 1,) node j's active row ends
+    adj_end: np.ndarray  # ends 2r (u side) and 2r + 1 (v side), in row order
+    fill: np.ndarray  # (max_nodes,)
+    mu_u: np.ndarray  # (S,) dense messages
+    mu_v: np.ndarray
+    smu_u: np.ndarray  # (cap,) messages by slot
+    smu_v: np.ndarray
+    row_of: np.ndarray  # lazy: (max_edges,) an active edge's row, −1
+    heavy: np.ndarray  # lazy: the nodes with mass off null, n_heavy[0] of them
+    is_heavy: np.ndarray
+    n_heavy: np.ndarray
+    gain: np.ndarray  # lazy: (max_nodes, S) h_j(a) = ∂_j(null) − ∂_j(a)
+    pick: np.ndarray  # lazy: the edges to activate
+    skip: np.ndarray  # lazy: nodes at null that gain nothing (no step this visit)
+    cand: np.ndarray  # lazy: nodes that may gain with an edge
+    bound: np.ndarray  # lazy: (1,) edge_score_bound, kept up to date over the pass
+
+
 # -- the layout ------------------------------------------------------------------------------
 @njit(cache=CACHE)
 def graph_sizes(k, n, sizes):
@@ -120,19 +184,96 @@ def graph_sizes(k, n, sizes):
 
 
 @njit(cache=CACHE)
-def graph_fill(k, node_offsets, edge_offsets, n_states, gold, edge_u, edge_v):
-    """Every node's state count and gold state, every edge's nodes."""
+def node_fill(k, node_offsets, n_states, gold, null):
+    """Every node's state count, gold state and null state (``null`` empty: not read)."""
     for i in range(len(node_offsets) - 1):
         n0 = node_offsets[i]
         for j in range(node_offsets[i + 1] - n0):
             s, g = factors.node_info(k, i, j)
             n_states[n0 + j] = s
             gold[n0 + j] = g
+            if len(null):
+                null[n0 + j] = factors.null_state(k, i, j)
+
+
+@njit(cache=CACHE)
+def edge_fill(k, edge_offsets, edge_u, edge_v):
+    """Every edge's nodes."""
+    for i in range(len(edge_offsets) - 1):
         e0 = edge_offsets[i]
         for e in range(edge_offsets[i + 1] - e0):
             u, v = factors.edge_nodes(k, i, e)
             edge_u[e0 + e] = u
             edge_v[e0 + e] = v
+
+
+@njit(cache=CACHE)
+def edge_scan(k, node_offsets, edge_counts, loopy, parent):
+    """Lazy edges: every example's edges checked without storing them (nodes in range and
+    different, ``edge_between`` finding a sample of them) and ``loopy[i]`` set by union-find.
+    Returns the first bad (example, edge, u, v), or (−1, −1, −1, −1)."""
+    for i in range(len(node_offsets) - 1):
+        nodes = node_offsets[i + 1] - node_offsets[i]
+        for j in range(nodes):
+            parent[j] = j
+        stride = max(1, edge_counts[i] // 64)
+        for e in range(edge_counts[i]):
+            u, v = factors.edge_nodes(k, i, e)
+            if u < 0 or v < 0 or u >= nodes or v >= nodes or u == v:
+                return i, e, u, v
+            if e % stride == 0 and factors.edge_between(k, i, v, u) != e:
+                return i, e, u, v
+            while parent[u] != u:
+                u = parent[u]
+            while parent[v] != v:
+                v = parent[v]
+            if u == v:
+                loopy[i] = True
+            else:
+                parent[u] = v
+    return -1, -1, -1, -1
+
+
+@njit(cache=CACHE)
+def gold_rows(k, node_offsets, gold, null, counts, rows):
+    """Lazy edges: the edges whose gold pair has no null state, active from the start.
+    Counts them per example into ``counts`` when ``rows`` is None, else writes them at
+    ``rows.start``."""
+    for i in range(len(node_offsets) - 1):
+        n0 = node_offsets[i]
+        c = 0
+        for b in range(node_offsets[i + 1] - n0):
+            if gold[n0 + b] == null[n0 + b]:
+                continue
+            for a in range(b):
+                if gold[n0 + a] == null[n0 + a]:
+                    continue
+                e = factors.edge_between(k, i, a, b)
+                if e < 0:
+                    continue
+                if rows is not None:
+                    r = rows.start[i] + c
+                    u, v = factors.edge_nodes(k, i, e)
+                    rows.u[r], rows.v[r], rows.edge[r] = u, v, e
+                c += 1
+        counts[i] = c
+
+
+@njit(cache=CACHE)
+def check_rows(k, layout, rows, edge_counts):
+    """Lazy edges: the first row (of a restored state) whose edge or nodes are wrong or
+    repeated within its example, −1 if none."""
+    seen = np.full(max(layout.max_edges, 1), -1, dtype=np.int64)
+    for i in range(len(rows.start)):
+        for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+            e = rows.edge[r]
+            if e < 0 or e >= edge_counts[i] or seen[e] == i:
+                return r
+            seen[e] = i
+            u, v = factors.edge_nodes(k, i, e)
+            if u != rows.u[r] or v != rows.v[r]:
+                return r
+    return -1
 
 
 @njit(cache=CACHE)
@@ -155,63 +296,118 @@ def penalty_figures(k, layout):
 
 # -- the pass ----------------------------------------------------------------------------------
 @njit(cache=CACHE)
-def factor_pass(k, layout, weights, sets, pairs, settings, order, first, counters):
+def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, counters):
     """Block steps on every factor of the examples ``order[first:]``, each followed by the
-    example's multiplier step (and shrinking). Returns ``(position, need)``: need ≠ 0 when
-    the example at ``position`` needs more slots or pairs than there is room for (nothing
-    of it was done)."""
-    S = layout.max_states
-    cap = sets.act.shape[1]
-    mu_u, mu_v = np.zeros(S), np.zeros(S)
-    smu_u, smu_v = np.zeros(cap), np.zeros(cap)
+    example's multiplier step (and shrinking). Returns ``(position, need, rows)``: need ≠ 0
+    when the example at ``position`` needs more slots, pairs or rows (at least ``rows``)
+    than there is room for (nothing of it was done)."""
+    S, cap = layout.max_states, sets.act.shape[1]
+    most = max(rows.room.max(), 1) if len(rows.room) else 1
+    lazy_nodes = layout.max_nodes if layout.lazy else 0
+    visit = Visit(
+        np.zeros(layout.max_nodes + 1, dtype=np.int64),
+        np.zeros(2 * most, dtype=np.int64),
+        np.zeros(layout.max_nodes, dtype=np.int64),
+        np.zeros(S),
+        np.zeros(S),
+        np.zeros(cap),
+        np.zeros(cap),
+        np.full(layout.max_edges if layout.lazy else 0, -1, dtype=np.int64),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(1, dtype=np.int64),
+        np.zeros((lazy_nodes, S if layout.lazy else 0)),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(1),
+    )
     factors.prepare_weights(k, weights.w)
+    if layout.lazy:
+        visit.bound[0] = factors.edge_score_bound(k, weights.w)
     for pos in range(first, len(order)):
         i = order[pos]
-        need = _room_needed(layout, sets, pairs, settings.steps * settings.sweeps, i)
+        _adjacency(layout, rows, visit, i)
+        need = _room_needed(layout, rows, visit, sets, pairs, settings.steps * settings.sweeps, i)
         if need:
-            return pos, need
-        n0, e0 = layout.node_offsets[i], layout.edge_offsets[i]
+            _forget_rows(layout, rows, visit, i)
+            return pos, need, 0
+        if layout.lazy:
+            want = _rows_wanted(layout, rows, sets, visit, i)
+            if want > rows.room[i]:
+                _forget_rows(layout, rows, visit, i)
+                return pos, NEED_ROWS, want
+            if _activate_edges(k, layout, rows, weights, sets, pairs, settings, visit, i, counters):
+                _adjacency(layout, rows, visit, i)
+        n0 = layout.node_offsets[i]
         for _ in range(settings.sweeps):
             for j in range(layout.node_offsets[i + 1] - n0):
-                _node_step(k, layout, weights, sets, settings, i, j, mu_u, smu_u, counters)
-            for e in range(layout.edge_offsets[i + 1] - e0):
-                _edge_step(
-                    k,
-                    layout,
-                    weights,
-                    sets,
-                    pairs,
-                    settings,
-                    i,
-                    e,
-                    mu_u,
-                    mu_v,
-                    smu_u,
-                    smu_v,
-                    counters,
-                )
-        _multipliers(layout, sets, i, settings.eta)
-        _drop_empty_pairs(layout, pairs, i)
+                if not (layout.lazy and visit.skip[j]):
+                    _node_step(k, layout, weights, sets, settings, visit, i, j, counters)
+            for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+                _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, counters)
+        if layout.lazy and visit.bound[0] < np.inf:
+            _raise_bound(k, layout, rows, weights, visit, i)
+        _multipliers(layout, rows, sets, i, settings.eta)
+        _drop_empty_pairs(rows, pairs, i)
         if settings.shrink_after > 0:
-            _shrink(layout, sets, pairs, i, settings.shrink_after, counters)
-    return len(order), 0
+            _shrink(layout, rows, visit, sets, pairs, i, settings.shrink_after, counters)
+        _forget_rows(layout, rows, visit, i)
+    return len(order), 0, 0
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _room_needed(layout, sets, pairs, steps, i):
+def _adjacency(layout, rows, visit, i):
+    """Example i's active row ends by node, in row order (lazy: and ``row_of``)."""
+    nodes = layout.node_offsets[i + 1] - layout.node_offsets[i]
+    ptr, fill = visit.adj_ptr, visit.fill
+    for j in range(nodes + 1):
+        ptr[j] = 0
+    r0, r1 = rows.start[i], rows.start[i] + rows.count[i]
+    for r in range(r0, r1):
+        ptr[rows.u[r] + 1] += 1
+        ptr[rows.v[r] + 1] += 1
+    for j in range(nodes):
+        ptr[j + 1] += ptr[j]
+        fill[j] = ptr[j]
+    for r in range(r0, r1):
+        visit.adj_end[fill[rows.u[r]]] = 2 * r
+        fill[rows.u[r]] += 1
+        visit.adj_end[fill[rows.v[r]]] = 2 * r + 1
+        fill[rows.v[r]] += 1
+        if layout.lazy:
+            visit.row_of[rows.edge[r]] = r
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _forget_rows(layout, rows, visit, i):
+    if layout.lazy:
+        for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+            visit.row_of[rows.edge[r]] = -1
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _room_needed(layout, rows, visit, sets, pairs, steps, i):
     """Whether example i's visit may add more states or pairs than there is room for."""
     need = 0
     cap, pcap = sets.act.shape[1], pairs.q.shape[1]
-    for g in range(layout.node_offsets[i], layout.node_offsets[i + 1]):
-        deg = layout.adj_ptr[g + 1] - layout.adj_ptr[g]
-        grow = min(sets.n_act[g] + steps * (1 + deg), layout.n_states[g])
-        if grow > cap:
-            need |= NEED_SLOTS
     n0 = layout.node_offsets[i]
-    for r in range(layout.edge_offsets[i], layout.edge_offsets[i + 1]):
-        most = layout.n_states[n0 + layout.edge_u[r]] * layout.n_states[n0 + layout.edge_v[r]]
+    nodes = layout.node_offsets[i + 1] - n0
+    for j in range(nodes):
+        g = n0 + j
+        deg = visit.adj_ptr[j + 1] - visit.adj_ptr[j]
+        if layout.lazy:  # an edge to every node may become active, and the null state
+            grow = sets.n_act[g] + 1 + steps * (1 + deg + nodes)
+        else:
+            grow = sets.n_act[g] + steps * (1 + deg)
+        if min(grow, layout.n_states[g]) > cap:
+            need |= NEED_SLOTS
+    for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+        most = layout.n_states[n0 + rows.u[r]] * layout.n_states[n0 + rows.v[r]]
         if min(pairs.n_pair[r] + steps, most) > pcap:
             need |= NEED_PAIRS
+    if layout.lazy and min(2 * cap - 1 + steps, layout.max_states**2) > pcap:
+        need |= NEED_PAIRS  # an edge activated at T holds up to n_u + n_v − 1 pairs
     return need
 
 
@@ -230,18 +426,37 @@ def _slot(sets, g, a, counters):
     return n
 
 
+@njit(cache=CACHE, inline="always")
+def _mass(layout, sets, g):
+    """``m_g = 1 − q_g(null)``."""
+    null = layout.null[g]
+    for s in range(sets.n_act[g]):
+        if sets.act[g, s] == null:
+            return 1.0 - sets.q[g, s]
+    return 1.0
+
+
+@njit(cache=CACHE, inline="always")
+def _mark_heavy(visit, j):
+    if not visit.is_heavy[j]:
+        visit.is_heavy[j] = 1
+        visit.heavy[visit.n_heavy[0]] = j
+        visit.n_heavy[0] += 1
+
+
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
+def _node_step(k, layout, weights, sets, settings, visit, i, j, counters):
     """Up to ``steps`` pairwise steps on node j of example i."""
     g = layout.node_offsets[i] + j
     C, rho, w = settings.C, settings.rho, weights.w
-    p0, p1 = layout.adj_ptr[g], layout.adj_ptr[g + 1]
+    mu, slot_mu = visit.mu_u, visit.smu_u
+    p0, p1 = visit.adj_ptr[j], visit.adj_ptr[j + 1]
     for _ in range(settings.steps):
         n = sets.n_act[g]
         for s in range(n):
             m = 0.0
             for p in range(p0, p1):
-                end = layout.adj_end[p]
+                end = visit.adj_end[p]
                 m += sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
             slot_mu[s] = m
             mu[sets.act[g, s]] = m
@@ -268,6 +483,14 @@ def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
         curv = C * C * settings.scale * factors.node_sq_distance(k, i, j, a, b)
         curv += 2.0 * rho * (p1 - p0)
         gamma = sets.q[g, sa] if curv <= 0.0 else min(sets.q[g, sa], (ga - gb) / curv)
+        if layout.lazy and a == layout.null[g]:  # the mass off null grows: the bound
+            bound = _mass_room(k, layout, sets, visit, i, j)
+            if gamma >= bound:
+                sets.blocked[g] = 1
+                gamma = bound
+                if gamma <= 0.0:
+                    return
+            _mark_heavy(visit, j)
         if gamma >= sets.q[g, sa]:
             gamma = sets.q[g, sa]
             sets.q[g, sa] = 0.0
@@ -282,6 +505,290 @@ def _node_step(k, layout, weights, sets, settings, i, j, mu, slot_mu, counters):
             factors.add_node(k, i, j, b, -c * weights.avg_weight, weights.R)
 
 
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _mass_room(k, layout, sets, visit, i, j):
+    """``1 − m_j − max m_v`` over j's inactive edges to nodes v with mass: how far j's
+    mass may grow with those edges at T."""
+    n0 = layout.node_offsets[i]
+    most = 0.0
+    for t in range(visit.n_heavy[0]):
+        v = visit.heavy[t]
+        if v == j:
+            continue
+        e = factors.edge_between(k, i, j, v)
+        if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
+            most = max(most, _mass(layout, sets, n0 + v))
+    return 1.0 - _mass(layout, sets, n0 + j) - most
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _rows_wanted(layout, rows, sets, visit, i):
+    """The rows example i's visit may fill: its active edges, those its blocked nodes
+    wait for and the greedy choice (at most one per node with mass, which it lists)."""
+    n0 = layout.node_offsets[i]
+    nodes = layout.node_offsets[i + 1] - n0
+    visit.n_heavy[0] = 0
+    for j in range(nodes):
+        visit.is_heavy[j] = 0
+    for j in range(nodes):
+        if _mass(layout, sets, n0 + j) > 0.0:
+            _mark_heavy(visit, j)
+    want = rows.count[i] + max(visit.n_heavy[0], 1)
+    for j in range(nodes):
+        if sets.blocked[n0 + j]:
+            want += visit.n_heavy[0]
+    return want
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _activate_edges(k, layout, rows, weights, sets, pairs, settings, visit, i, counters):
+    """The inactive edges at their bound next to a node whose step they stopped, then the
+    greedy choice (:func:`_best_inactive`), become active. Returns how many did."""
+    n0 = layout.node_offsets[i]
+    before = rows.count[i]
+    for j in range(layout.node_offsets[i + 1] - n0):
+        if not sets.blocked[n0 + j]:
+            continue
+        sets.blocked[n0 + j] = 0
+        mj = _mass(layout, sets, n0 + j)
+        for t in range(visit.n_heavy[0]):
+            v = visit.heavy[t]
+            if v == j:
+                continue
+            e = factors.edge_between(k, i, j, v)
+            if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
+                if mj + _mass(layout, sets, n0 + v) >= 1.0 - AT_BOUND:
+                    _activate(k, layout, rows, sets, pairs, visit, i, e, counters)
+    _node_gains(k, layout, weights, sets, settings, visit, i)
+    for t in range(_best_inactive(k, layout, weights, sets, settings, visit, i)):
+        _activate(k, layout, rows, sets, pairs, visit, i, visit.pick[t], counters)
+    return rows.count[i] - before
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _activate(k, layout, rows, sets, pairs, visit, i, e, counters):
+    """Edge e of example i joins its active rows at T with λ = 0 (nothing moves)."""
+    n0 = layout.node_offsets[i]
+    u, v = factors.edge_nodes(k, i, e)
+    gu, gv = n0 + u, n0 + v
+    r = rows.start[i] + rows.count[i]
+    rows.count[i] += 1
+    rows.u[r], rows.v[r], rows.edge[r] = u, v, e
+    visit.row_of[e] = r
+    zu = _slot(sets, gu, layout.null[gu], counters)
+    zv = _slot(sets, gv, layout.null[gv], counters)
+    for s in range(sets.act.shape[1]):
+        sets.lam[2 * r, s] = 0.0
+        sets.lam[2 * r + 1, s] = 0.0
+        sets.msum[2 * r, s] = sets.q[gu, s]
+        sets.msum[2 * r + 1, s] = sets.q[gv, s]
+    for p in range(pairs.q.shape[1]):
+        pairs.q[r, p] = 0.0
+    n = 0
+    for x in range(sets.n_act[gu]):
+        if x != zu and sets.q[gu, x] > 0.0:
+            pairs.pair_a[r, n], pairs.pair_b[r, n], pairs.q[r, n] = x, zv, sets.q[gu, x]
+            n += 1
+    for y in range(sets.n_act[gv]):
+        if y != zv and sets.q[gv, y] > 0.0:
+            pairs.pair_a[r, n], pairs.pair_b[r, n], pairs.q[r, n] = zu, y, sets.q[gv, y]
+            n += 1
+    rest = sets.q[gu, zu] + sets.q[gv, zv] - 1.0
+    if rest > 0.0 or n == 0:
+        pairs.pair_a[r, n], pairs.pair_b[r, n], pairs.q[r, n] = zu, zv, max(rest, 0.0)
+        n += 1
+    pairs.n_pair[r] = n
+    counters[4] += 1
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _node_gains(k, layout, weights, sets, settings, visit, i):
+    """``gain[j, a] = ∂_j(null) − ∂_j(a)`` for every node of example i, with
+    ``∂_j(a) = −C (θ_j(a) + δ_j(a)) − Σ μ_ej(a)`` over its active edges."""
+    n0 = layout.node_offsets[i]
+    C, rho = settings.C, settings.rho
+    for j in range(layout.node_offsets[i + 1] - n0):
+        g = n0 + j
+        for a in range(layout.n_states[g]):
+            score = factors.node_score(k, i, weights.w, j, a) + factors.node_loss(k, i, j, a)
+            visit.gain[j, a] = -C * score
+        for s in range(sets.n_act[g]):
+            for p in range(visit.adj_ptr[j], visit.adj_ptr[j + 1]):
+                end = visit.adj_end[p]
+                m = sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
+                visit.gain[j, sets.act[g, s]] -= m
+        base = visit.gain[j, layout.null[g]]
+        top = -np.inf
+        for a in range(layout.n_states[g]):
+            visit.gain[j, a] = base - visit.gain[j, a]
+            if a != layout.null[g]:
+                top = max(top, visit.gain[j, a])
+        # at null with nothing to gain: its step would find no better state
+        visit.skip[j] = _mass(layout, sets, g) <= 0.0 and top <= 0.0
+
+
+@njit(cache=CACHE, inline="always")
+def _q_of(sets, g, a):
+    for s in range(sets.n_act[g]):
+        if sets.act[g, s] == a:
+            return sets.q[g, s]
+    return 0.0
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _pair_with_mass(k, layout, sets, w, i, e, j, a, v):
+    """``max θ_e`` over the pairs of node j at state a and node v (local) at a state with
+    mass, not null (−inf: none)."""
+    n0 = layout.node_offsets[i]
+    first = factors.edge_nodes(k, i, e)[0] == j
+    best = -np.inf
+    for s in range(sets.n_act[n0 + v]):
+        b = sets.act[n0 + v, s]
+        if b == layout.null[n0 + v] or sets.q[n0 + v, s] <= 0.0:
+            continue
+        t = factors.edge_score(k, i, w, e, a, b) if first else factors.edge_score(k, i, w, e, b, a)
+        best = max(best, t)
+    return best
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _bundle(k, layout, sets, settings, w, visit, i, j, a, collect):
+    """Node j's state a with its inactive edges to nodes with mass: (the gain
+    ``h_j(a) + Σ max(0, Cθ_e)``, the number of edges with a positive term), which go
+    into ``visit.pick`` when ``collect``."""
+    total, m = visit.gain[j, a], 0
+    for t in range(visit.n_heavy[0]):
+        v = visit.heavy[t]
+        if v == j:
+            continue
+        e = factors.edge_between(k, i, j, v)
+        if e < 0 or e >= len(visit.row_of) or visit.row_of[e] >= 0:
+            continue
+        top = settings.C * _pair_with_mass(k, layout, sets, w, i, e, j, a, v)
+        if top > 0.0:
+            total += top
+            if collect:
+                visit.pick[m] = e
+            m += 1
+    return total, m
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _best_inactive(k, layout, weights, sets, settings, visit, i):
+    """The inactive edges of example i whose activation gains most to first order (module
+    docstring, "Lazy edges"), into ``visit.pick``; returns their number (0: no gain)."""
+    n0 = layout.node_offsets[i]
+    C, w, null = settings.C, weights.w, layout.null
+    best, node, state, edge = GAIN_FLOOR * C, -1, -1, -1
+    for j in range(layout.node_offsets[i + 1] - n0):  # a node onto its edges to mass
+        if _mass(layout, sets, n0 + j) >= 1.0:
+            continue
+        for a in range(layout.n_states[n0 + j]):
+            if a != null[n0 + j]:
+                total, m = _bundle(k, layout, sets, settings, w, visit, i, j, a, False)
+                if m > 0 and total > best:
+                    best, node, state = total, j, a
+    if visit.bound[0] < np.inf:
+        gain, e = _candidate_pairs(k, layout, weights, sets, settings, visit, i, best)
+    else:
+        gain, e = _scan_pairs(k, layout, weights, sets, settings, visit, i, best)
+    if e >= 0:
+        best, node, edge = gain, -1, e
+    if node >= 0:
+        return _bundle(k, layout, sets, settings, w, visit, i, node, state, True)[1]
+    if edge >= 0:
+        visit.pick[0] = edge
+        return 1
+    return 0
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _pair_gain(k, layout, sets, w, C, visit, i, e, best):
+    """The best first-order gain of inactive edge e over its non-null pairs (module
+    docstring, "Lazy edges"), if above ``best``; else ``best``."""
+    n0 = layout.node_offsets[i]
+    u, v = factors.edge_nodes(k, i, e)
+    gu, gv, null = n0 + u, n0 + v, layout.null
+    free = _mass(layout, sets, gu) + _mass(layout, sets, gv) < 1.0 - AT_BOUND
+    if not free and not (visit.is_heavy[u] and visit.is_heavy[v]):
+        return best
+    for a in range(layout.n_states[gu]):
+        if a == null[gu]:
+            continue
+        qa = _q_of(sets, gu, a)
+        for b in range(layout.n_states[gv]):
+            if b == null[gv]:
+                continue
+            t = C * factors.edge_score(k, i, w, e, a, b)
+            gain = t + visit.gain[u, a] + visit.gain[v, b] if free else -np.inf
+            if qa > 0.0 and _q_of(sets, gv, b) > 0.0:
+                gain = max(gain, t)
+            best = max(best, gain)
+    return best
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _scan_pairs(k, layout, weights, sets, settings, visit, i, best):
+    """(gain, edge) of the best inactive edge above ``best`` by a scan of every edge."""
+    edge = -1
+    for e in range(min(factors.factor_counts(k, i)[1], len(visit.row_of))):
+        if visit.row_of[e] < 0:
+            gain = _pair_gain(k, layout, sets, weights.w, settings.C, visit, i, e, best)
+            if gain > best:
+                best, edge = gain, e
+    return best, edge
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _candidate_pairs(k, layout, weights, sets, settings, visit, i, best):
+    """(gain, edge) of the best inactive edge above ``best`` among the node pairs that
+    may gain: both with mass (their pairs' own gain), or ``h_u + h_v + C Θ > best``
+    (Θ = ``edge_score_bound``)."""
+    n0 = layout.node_offsets[i]
+    nodes = layout.node_offsets[i + 1] - n0
+    C, edge = settings.C, -1
+    top = -np.inf
+    for j in range(nodes):
+        h = -np.inf
+        for a in range(layout.n_states[n0 + j]):
+            if a != layout.null[n0 + j]:
+                h = max(h, visit.gain[j, a])
+        visit.cand[j] = 0
+        if _mass(layout, sets, n0 + j) < 1.0:
+            top = max(top, h)
+    n = 0
+    for j in range(nodes):  # the nodes that may be in a pair that gains
+        h = -np.inf
+        for a in range(layout.n_states[n0 + j]):
+            if a != layout.null[n0 + j]:
+                h = max(h, visit.gain[j, a])
+        if visit.is_heavy[j] or h + top + C * visit.bound[0] > best:
+            visit.cand[n] = j
+            n += 1
+    for x in range(n):
+        for y in range(x):
+            e = factors.edge_between(k, i, visit.cand[y], visit.cand[x])
+            if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
+                gain = _pair_gain(k, layout, sets, weights.w, C, visit, i, e, best)
+                if gain > best:
+                    best, edge = gain, e
+    return best, edge
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _raise_bound(k, layout, rows, weights, visit, i):
+    """Θ raised to the scores of example i's active edges (their steps may have raised
+    them)."""
+    n0 = layout.node_offsets[i]
+    for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+        gu, gv = n0 + rows.u[r], n0 + rows.v[r]
+        for a in range(layout.n_states[gu]):
+            for b in range(layout.n_states[gv]):
+                if a != layout.null[gu] and b != layout.null[gv]:
+                    t = factors.edge_score(k, i, weights.w, rows.edge[r], a, b)
+                    visit.bound[0] = max(visit.bound[0], t)
+
+
 @njit(cache=CACHE, inline="always")
 def _end_messages(sets, end, g, rho, mu, slot_mu):
     """The messages of edge end ``end`` (node g), by slot and dense by state."""
@@ -292,12 +799,13 @@ def _end_messages(sets, end, g, rho, mu, slot_mu):
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _edge_step(k, layout, weights, sets, pairs, settings, i, e, mu_u, mu_v, smu_u, smu_v, counters):
-    """Up to ``steps`` pairwise steps on edge e of example i."""
+def _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, counters):
+    """Up to ``steps`` pairwise steps on the edge of row r (example i)."""
     n0 = layout.node_offsets[i]
-    r = layout.edge_offsets[i] + e
-    gu, gv = n0 + layout.edge_u[r], n0 + layout.edge_v[r]
+    e = rows.edge[r]
+    gu, gv = n0 + rows.u[r], n0 + rows.v[r]
     C, rho, w = settings.C, settings.rho, weights.w
+    mu_u, mu_v, smu_u, smu_v = visit.mu_u, visit.mu_v, visit.smu_u, visit.smu_v
     for _ in range(settings.steps):
         _end_messages(sets, 2 * r, gu, rho, mu_u, smu_u)
         _end_messages(sets, 2 * r + 1, gv, rho, mu_v, smu_v)
@@ -350,7 +858,7 @@ def _edge_step(k, layout, weights, sets, pairs, settings, i, e, mu_u, mu_v, smu_
 
 @njit(cache=CACHE, inline="always")
 def _pair(pairs, r, su, sv):
-    """The support position of the slot pair (su, sv) of edge r, added (no mass) if new."""
+    """The support position of the slot pair (su, sv) of row r, added (no mass) if new."""
     n = pairs.n_pair[r]
     for p in range(n):
         if pairs.pair_a[r, p] == su and pairs.pair_b[r, p] == sv:
@@ -363,23 +871,23 @@ def _pair(pairs, r, su, sv):
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _multipliers(layout, sets, i, eta):
-    """``λ ← λ + η r`` on the edge ends of example i."""
+def _multipliers(layout, rows, sets, i, eta):
+    """``λ ← λ + η r`` on the active edge ends of example i."""
     if eta == 0.0:
         return
     n0 = layout.node_offsets[i]
-    for r in range(layout.edge_offsets[i], layout.edge_offsets[i + 1]):
+    for r in range(rows.start[i], rows.start[i] + rows.count[i]):
         for side in range(2):
-            g = n0 + (layout.edge_u[r] if side == 0 else layout.edge_v[r])
+            g = n0 + (rows.u[r] if side == 0 else rows.v[r])
             end = 2 * r + side
             for s in range(sets.n_act[g]):
                 sets.lam[end, s] += eta * (sets.msum[end, s] - sets.q[g, s])
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _drop_empty_pairs(layout, pairs, i):
+def _drop_empty_pairs(rows, pairs, i):
     """Pairs without mass leave their edge's support (the last pair takes their place)."""
-    for r in range(layout.edge_offsets[i], layout.edge_offsets[i + 1]):
+    for r in range(rows.start[i], rows.start[i] + rows.count[i]):
         p = 0
         while p < pairs.n_pair[r]:
             if pairs.q[r, p] > 0.0 or pairs.n_pair[r] == 1:
@@ -394,15 +902,17 @@ def _drop_empty_pairs(layout, pairs, i):
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _shrink(layout, sets, pairs, i, patience, counters):
+def _shrink(layout, rows, visit, sets, pairs, i, patience, counters):
     """States (not the gold one) without mass and in no pair for ``patience`` visits leave
     their node, with their multipliers; the node's last slot takes their place."""
-    for g in range(layout.node_offsets[i], layout.node_offsets[i + 1]):
+    n0 = layout.node_offsets[i]
+    for g in range(n0, layout.node_offsets[i + 1]):
+        j = g - n0
         s = 1
         while s < sets.n_act[g]:
             used = sets.q[g, s] > 0.0
-            for p in range(layout.adj_ptr[g], layout.adj_ptr[g + 1]):
-                end = layout.adj_end[p]
+            for p in range(visit.adj_ptr[j], visit.adj_ptr[j + 1]):
+                end = visit.adj_end[p]
                 r, side = end // 2, end % 2
                 for t in range(pairs.n_pair[r]):
                     x = pairs.pair_a[r, t] if side == 0 else pairs.pair_b[r, t]
@@ -415,21 +925,21 @@ def _shrink(layout, sets, pairs, i, patience, counters):
             if sets.idle[g, s] < patience:
                 s += 1
                 continue
-            _remove_slot(layout, sets, pairs, g, s)
+            _remove_slot(visit, sets, pairs, g, j, s)
             counters[3] += 1
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _remove_slot(layout, sets, pairs, g, s):
-    """Move node g's last slot into slot s (unused) and clear the last one."""
+def _remove_slot(visit, sets, pairs, g, j, s):
+    """Move node g's (local j) last slot into slot s (unused) and clear the last one."""
     last = sets.n_act[g] - 1
     sets.act[g, s] = sets.act[g, last]
     sets.q[g, s] = sets.q[g, last]
     sets.idle[g, s] = sets.idle[g, last]
     sets.q[g, last] = 0.0
     sets.idle[g, last] = 0
-    for p in range(layout.adj_ptr[g], layout.adj_ptr[g + 1]):
-        end = layout.adj_end[p]
+    for p in range(visit.adj_ptr[j], visit.adj_ptr[j + 1]):
+        end = visit.adj_end[p]
         sets.lam[end, s] = sets.lam[end, last]
         sets.msum[end, s] = sets.msum[end, last]
         sets.lam[end, last] = 0.0
@@ -445,15 +955,15 @@ def _remove_slot(layout, sets, pairs, g, s):
 
 # -- figures and the certified dual ----------------------------------------------------------
 @njit(cache=CACHE)
-def consistency(layout, sets):
-    """(Σ_ej ‖r_ej‖₁, Σ <λ, r>, Σ ‖r‖²) over every edge end."""
+def consistency(layout, rows, sets):
+    """(Σ_ej ‖r_ej‖₁, Σ <λ, r>, Σ ‖r‖²) over every active edge end (inactive edges are
+    consistent and have no multipliers)."""
     l1, lag, sq = 0.0, 0.0, 0.0
-    n = len(layout.node_offsets) - 1
-    for i in range(n):
+    for i in range(len(layout.node_offsets) - 1):
         n0 = layout.node_offsets[i]
-        for r in range(layout.edge_offsets[i], layout.edge_offsets[i + 1]):
+        for r in range(rows.start[i], rows.start[i] + rows.count[i]):
             for side in range(2):
-                g = n0 + (layout.edge_u[r] if side == 0 else layout.edge_v[r])
+                g = n0 + (rows.u[r] if side == 0 else rows.v[r])
                 end = 2 * r + side
                 for s in range(sets.n_act[g]):
                     d = sets.msum[end, s] - sets.q[g, s]
@@ -477,26 +987,28 @@ def loss_term(k, layout, sets, C):
 
 
 @njit(cache=CACHE)
-def transport_rounding(k, layout, sets, pairs, C, w):
-    """``w += C Σ_e (q_e − π_e)·φ_e``: every edge marginal replaced by its rounding π_e into
-    the transport polytope of its two node marginals."""
+def transport_rounding(k, layout, rows, sets, pairs, C, w):
+    """``w += C Σ_e (q_e − π_e)·φ_e``: every active edge marginal replaced by its rounding
+    π_e into the transport polytope of its two node marginals (inactive edges stand at T,
+    consistent already)."""
     cap = sets.act.shape[1]
     table = np.zeros((cap, cap))
     row, col = np.zeros(cap), np.zeros(cap)
     for i in range(len(layout.node_offsets) - 1):
-        n0, e0 = layout.node_offsets[i], layout.edge_offsets[i]
-        for r in range(e0, layout.edge_offsets[i + 1]):
-            gu, gv = n0 + layout.edge_u[r], n0 + layout.edge_v[r]
+        n0 = layout.node_offsets[i]
+        for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+            gu, gv = n0 + rows.u[r], n0 + rows.v[r]
             nu, nv = sets.n_act[gu], sets.n_act[gv]
             _round_edge(sets, pairs, r, gu, gv, table, row, col)
+            e = rows.edge[r]
             for p in range(pairs.n_pair[r]):  # C (q_e − π_e) as C q_e − C π_e
                 a, b = sets.act[gu, pairs.pair_a[r, p]], sets.act[gv, pairs.pair_b[r, p]]
-                factors.add_edge(k, i, r - e0, a, b, C * pairs.q[r, p], w)
+                factors.add_edge(k, i, e, a, b, C * pairs.q[r, p], w)
             for x in range(nu):
                 for y in range(nv):
                     if table[x, y] != 0.0:
                         a, b = sets.act[gu, x], sets.act[gv, y]
-                        factors.add_edge(k, i, r - e0, a, b, -C * table[x, y], w)
+                        factors.add_edge(k, i, e, a, b, -C * table[x, y], w)
                     table[x, y] = 0.0
 
 
@@ -556,18 +1068,19 @@ def oracle_calls_pass(k, layout, w, C):
 
 
 @njit(cache=CACHE)
-def rebuild_weights(k, layout, sets, pairs, C, w):
-    """``w += C Σ_f (φ_f(ȳ_f) − E_{q_f} φ_f)``: the weights the marginals determine."""
+def rebuild_weights(k, layout, rows, sets, pairs, C, w):
+    """``w += C Σ_f (φ_f(ȳ_f) − E_{q_f} φ_f)``: the weights the marginals determine
+    (inactive edges add nothing: their gold pair and T's pairs have a null state)."""
     for i in range(len(layout.node_offsets) - 1):
-        n0, e0 = layout.node_offsets[i], layout.edge_offsets[i]
+        n0 = layout.node_offsets[i]
         for g in range(n0, layout.node_offsets[i + 1]):
             j = g - n0
             factors.add_node(k, i, j, sets.act[g, 0], C, w)  # slot 0: the gold state
             for s in range(sets.n_act[g]):
                 factors.add_node(k, i, j, sets.act[g, s], -C * sets.q[g, s], w)
-        for r in range(e0, layout.edge_offsets[i + 1]):
-            gu, gv = n0 + layout.edge_u[r], n0 + layout.edge_v[r]
-            factors.add_edge(k, i, r - e0, sets.act[gu, 0], sets.act[gv, 0], C, w)
+        for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+            gu, gv, e = n0 + rows.u[r], n0 + rows.v[r], rows.edge[r]
+            factors.add_edge(k, i, e, sets.act[gu, 0], sets.act[gv, 0], C, w)
             for p in range(pairs.n_pair[r]):
                 a, b = sets.act[gu, pairs.pair_a[r, p]], sets.act[gv, pairs.pair_b[r, p]]
-                factors.add_edge(k, i, r - e0, a, b, -C * pairs.q[r, p], w)
+                factors.add_edge(k, i, e, a, b, -C * pairs.q[r, p], w)

@@ -29,9 +29,11 @@ from .base import PassSolver
 from .block import KernelBlocks, check_agrees, kernel_model
 from .objective import scaled_dual
 
-#: node-slot arrays (one column per active state) and edge-pair arrays
+#: node-slot arrays (one column per active state), edge-pair arrays and the other arrays
+#: of the pool of active edges (one row per edge, two per edge end in lam and msum)
 SLOT_ARRAYS = ("act", "q", "idle", "lam", "msum")
 PAIR_ARRAYS = ("pair_a", "pair_b", "q_e")
+ROW_ARRAYS = ("row_u", "row_v", "row_edge", "n_pair")
 
 
 def check_factor_model(model, edges=None):
@@ -89,9 +91,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     :mod:`dualstruct.models.factors` (margin rescaling): the multi-class model, GraphCRF,
     EdgeFeatureGraphCRF, the multi-label model and users' kernel models.
 
-    On the multi-label model every edge of the label graph is a factor of every example;
-    :class:`~dualstruct.solvers.MultiLabelGDMM`, which activates pairs greedily, stays the
-    model's GDMM (``solver="gdmm"``): on large full graphs it is far faster and smaller.
+    A model that registers null states (:mod:`dualstruct.models.factors`, "Lazy edges"; the
+    multi-label model with ``interactions="11"``) has only the edges that carry information
+    stored: each example keeps a pool of active edges, which grows when a node step or the
+    greedy choice needs an edge.
 
     Parameters
     ----------
@@ -112,6 +115,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     shrink_after : int, default 0
         Drop a state from a node's active set once it has had no mass and been in no pair
         for this many visits (with its multipliers); 0: states never leave.
+    lazy_edges : "auto" or bool, default "auto"
+        Keep only the active edges (the model must register ``null_state``); ``"auto"``:
+        when every node of the data has a null state, False: every edge is a factor of
+        every example.
     proximal : "auto" or float >= 0, default 0
         κ of the proximal-point outer loop, as :class:`~dualstruct.solvers.BCFW`'s: each
         pass trains on ``P(w) + κ/2 ‖w − z‖²`` (an SSVM with the smaller effective C
@@ -123,6 +130,8 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
     Attributes
     ----------
+    lazy : bool
+        Whether the run keeps only the active edges (``lazy_edges``).
     relaxation : str
         ``"exact"`` when every example's graph is a forest (or has no edges): the local
         polytope is the marginal polytope and GDMM trains the structural SVM itself;
@@ -163,6 +172,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         steps=3,
         sweeps=1,
         shrink_after=0,
+        lazy_edges="auto",
         proximal=0,
         **kwargs,
     ):
@@ -182,6 +192,14 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         self.sweeps = int(sweeps)
         self.shrink_after = int(shrink_after)
         self.kernel_class = check_factor_model(kernel_model(model))
+        if not (lazy_edges == "auto" or isinstance(lazy_edges, (bool, np.bool_))):
+            raise ValueError(f"lazy_edges must be 'auto', True or False, got {lazy_edges!r}")
+        if lazy_edges is True and not factors._has_null_states(self.kernel_class):
+            raise ValueError(
+                f"lazy_edges=True needs null_state of dualstruct.models.factors registered "
+                f"for {self.kernel_class.__name__}"
+            )
+        self.lazy_edges = lazy_edges if lazy_edges == "auto" else bool(lazy_edges)
 
     @property
     def _kern(self):
@@ -201,12 +219,19 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         "pair_b",
         "q_e",
         "n_pair",
+        "blocked",
+        "row_start",
+        "row_count",
+        "row_room",
+        "row_u",
+        "row_v",
+        "row_edge",
         "counters",
         "prox_w",
         "prox_center",
     )
-    growable_arrays = SLOT_ARRAYS + PAIR_ARRAYS
-    state_scalars = ("best_dual",) + ProximalGDMM.proximal_scalars
+    growable_arrays = SLOT_ARRAYS + PAIR_ARRAYS + ROW_ARRAYS
+    state_scalars = ("best_dual", "pool_used") + ProximalGDMM.proximal_scalars
 
     def memory_parts(self, data):
         """Besides the weights: 4 state slots per node and per edge end, 4 pairs per edge,
@@ -216,16 +241,48 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         blocks = data if isinstance(data, BlockData) else kernel_model(self.model).block_data(data)
         if blocks is not data:
             self._estimated = (data, blocks)
-        nodes, edges = (int(v) for v in self._graph_sizes(blocks.kernel).sum(axis=0))
-        parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] = (
-            4 * 24 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
-        )
-        parts["factor graph layout (edge nodes, adjacency, the forest test)"] = (
-            24 * nodes + 96 * edges
-        )
+        sizes = self._graph_sizes(blocks.kernel)
+        nodes, edges = (int(v) for v in sizes.sum(axis=0))
+        rows = self._expected_rows(blocks.kernel, sizes)
+        if rows is not None:
+            parts["active sets (4 slots per node)"] = 4 * 24 * nodes
+            parts[
+                "active edges (a pool of rows per example: its edges between gold non-null "
+                "nodes and one per node and such node, rooms doubled, and the pool's copy "
+                "while it grows)"
+            ] = 2 * 2 * rows * (4 * 16 * 2 + 4 * 16 + 28)
+            parts["nodes' layout"] = 28 * nodes
+        else:
+            parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] = (
+                4 * 24 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
+            )
+            parts["factor graph layout (edge nodes, adjacency, the forest test)"] = (
+                24 * nodes + 96 * edges
+            )
         if self._proximal_on:
             parts["proximal iterate and centre"] = 16 * kernel_model(self.model).size
         return parts
+
+    def _expected_rows(self, k, sizes):
+        """The pool's rows the memory estimate assumes: per example its gold rows and, per
+        node, one edge to each node whose gold state is not null (the first steps move
+        every node toward its loss-augmented state and stop at those edges); None without
+        lazy edges."""
+        if self.lazy_edges is False or not factors._has_null_states(self.kernel_class):
+            return None
+        node_offsets = np.concatenate([[0], np.cumsum(sizes[:, 0])]).astype(np.int64)
+        N = int(node_offsets[-1])
+        n_states, gold = np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64)
+        null = np.zeros(N, dtype=np.int64)
+        self._kern.node_fill(k, node_offsets, n_states, gold, null)
+        if (null < 0).any():
+            return None
+        counts = np.zeros(len(sizes), dtype=np.int64)
+        self._kern.gold_rows(k, node_offsets, gold, null, counts, None)
+        heavy = np.add.reduceat((gold != null).astype(np.int64), node_offsets[:-1])
+        heavy = np.where(sizes[:, 0] > 0, heavy, 0)
+        want = np.minimum(counts + sizes[:, 0] * np.maximum(heavy, 1), sizes[:, 1])
+        return int(_rooms_for(want).sum())
 
     def _graph_sizes(self, k):
         """``(nodes, edges)`` of every example from the model's ``factor_counts``, checked."""
@@ -256,7 +313,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             super()._make_blocks(kmodel)
 
     _estimated = None
-    _transient = PassSolver._transient + ("_estimated",)
+    _transient = PassSolver._transient + ("_estimated", "_fresh_rows")
 
     # -- set-up ---------------------------------------------------------------------------------
     def _init_state(self):
@@ -267,7 +324,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
                 f"the block data's kernel is a {type(k).__name__}, the model's kernel class "
                 f"{self.kernel_class.__name__}"
             )
-        self.layout, gold, loopy = self._build_layout(k)
+        self.layout, gold, loopy, rows = self._build_layout(k)
         if loopy.any():
             check_factor_model(self.kernel_model_, edges=True)
             if not getattr(self.kernel_model_, "fractional_oracle", False):
@@ -277,11 +334,16 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
                     f"local polytope there, so {type(self.model).__name__} must use its LP "
                     "oracle (inference_method='lp') for the primal to be the relaxed one"
                 )
-        elif len(self.layout.edge_u):
+        elif self.layout.max_edges:
             check_factor_model(self.kernel_model_, edges=True)
         self.relaxation = "local polytope" if loopy.any() else "exact"
-        N, E = len(gold), len(self.layout.edge_u)
+        N, E = len(gold), len(rows.u)
         cap = int(min(self.layout.max_states, 4))
+        self.row_start, self.row_count, self.row_room = rows.start, rows.count, rows.room
+        self.row_u, self.row_v, self.row_edge = rows.u, rows.v, rows.edge
+        self.pool_used = E
+        self._fresh_rows = None if self.lazy else rows
+        self.blocked = np.zeros(N, dtype=np.int32)
         self.w = np.zeros(self.kernel_model_.size)
         self.R = np.zeros_like(self.w)
         self.act = np.zeros((N, cap), dtype=np.int32)
@@ -298,7 +360,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         self.q_e = np.zeros((E, 4))
         self.q_e[:, 0] = 1.0
         self.n_pair = np.ones(E, dtype=np.int32)
-        self.counters = np.zeros(4, dtype=np.int64)
+        self.n_pair[self._unused_rows()] = 0
+        self.q_e[self._unused_rows()] = 0.0
+        self.msum[np.repeat(self._unused_rows(), 2)] = 0.0
+        self.counters = np.zeros(5, dtype=np.int64)
         self.best_dual = 0.0
         self.gold = gold
         self._last_pass = {}
@@ -307,25 +372,69 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
     def _build_layout(self, k):
         """The factor graphs of all examples, checked: (layout, gold states, loopy per
-        example)."""
+        example, the pool's rows: every edge, or with lazy edges those active at the
+        start)."""
         sizes = self._graph_sizes(k)
         n = len(sizes)
         node_offsets = np.concatenate([[0], np.cumsum(sizes[:, 0])]).astype(np.int64)
         edge_offsets = np.concatenate([[0], np.cumsum(sizes[:, 1])]).astype(np.int64)
-        N, E = int(node_offsets[-1]), int(edge_offsets[-1])
+        N = int(node_offsets[-1])
         n_states, gold = np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64)
-        edge_u, edge_v = np.zeros(E, dtype=np.int64), np.zeros(E, dtype=np.int64)
-        self._kern.graph_fill(k, node_offsets, edge_offsets, n_states, gold, edge_u, edge_v)
+        lazy = self.lazy_edges is True or (
+            self.lazy_edges == "auto" and factors._has_null_states(self.kernel_class)
+        )
+        null = np.zeros(N if lazy else 0, dtype=np.int64)
+        self._kern.node_fill(k, node_offsets, n_states, gold, null)
+        if lazy and self.lazy_edges == "auto" and (null < 0).any():
+            lazy, null = False, null[:0]  # some node has no null state: every edge
+        self.lazy = lazy
         node_example = np.repeat(np.arange(n), sizes[:, 0])
-        edge_example = np.repeat(np.arange(n), sizes[:, 1])
         bad = (n_states < 1) | (gold < 0) | (gold >= n_states)
+        if lazy:
+            bad |= (null < 0) | (null >= n_states)
         if bad.any():
             g = int(np.flatnonzero(bad)[0])
             i = int(node_example[g])
+            where = f"example {i}, node {g - node_offsets[i]}"
+            if lazy and not 0 <= null[g] < n_states[g]:
+                raise ValueError(
+                    f"null_state of {where}: {null[g]} (lazy edges need a null state in "
+                    f"0 … {n_states[g] - 1} at every node; pass lazy_edges=False)"
+                )
             raise ValueError(
-                f"node_info of example {i}, node {g - node_offsets[i]}: {n_states[g]} states "
+                f"node_info of {where}: {n_states[g]} states "
                 f"and the gold state {gold[g]} (need states >= 1, gold in 0 … states − 1)"
             )
+        layout = kern.Layout(
+            node_offsets,
+            n_states,
+            null,
+            int(n_states.max()),
+            int(sizes[:, 0].max(initial=0)),
+            int(sizes[:, 1].max(initial=0)),
+            lazy,
+        )
+        if lazy:
+            loopy = np.zeros(n, dtype=np.bool_)
+            parent = np.zeros(max(layout.max_nodes, 1), dtype=np.int64)
+            i, e, u, v = self._kern.edge_scan(k, node_offsets, sizes[:, 1].copy(), loopy, parent)
+            if i >= 0:
+                raise ValueError(
+                    f"edge_nodes of example {i}, edge {e}: ({u}, {v}) must be two different "
+                    f"nodes in 0 … {sizes[i, 0] - 1}, and edge_between must find the edge"
+                )
+            counts = np.zeros(n, dtype=np.int64)
+            self._kern.gold_rows(k, node_offsets, gold, null, counts, None)
+            room = _rooms_for(counts)
+            start = (np.cumsum(room) - room).astype(np.int64)
+            R = int(room.sum())
+            rows = kern.Rows(start, counts, room, *(np.zeros(R, dtype=np.int64) for _ in "uve"))
+            self._kern.gold_rows(k, node_offsets, gold, null, counts, rows)
+            return layout, gold.astype(np.int32), loopy, rows
+        E = int(edge_offsets[-1])
+        edge_u, edge_v = np.zeros(E, dtype=np.int64), np.zeros(E, dtype=np.int64)
+        self._kern.edge_fill(k, edge_offsets, edge_u, edge_v)
+        edge_example = np.repeat(np.arange(n), sizes[:, 1])
         width = sizes[edge_example, 0]
         bad = (edge_u < 0) | (edge_v < 0) | (edge_u >= width) | (edge_v >= width)
         bad |= edge_u == edge_v
@@ -338,28 +447,16 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             )
         gu = node_offsets[edge_example] + edge_u
         gv = node_offsets[edge_example] + edge_v
-        ends_node = np.empty(2 * E, dtype=np.int64)
-        ends_node[0::2], ends_node[1::2] = gu, gv
-        adj_end = np.argsort(ends_node, kind="stable").astype(np.int64)
-        adj_ptr = np.zeros(N + 1, dtype=np.int64)
-        np.cumsum(np.bincount(ends_node, minlength=N), out=adj_ptr[1:])
         # a graph is a forest when edges = nodes − components
         graph = sp.coo_matrix((np.ones(E), (gu, gv)), shape=(N, N))
         _, comp = connected_components(graph, directed=False)
         first = np.unique(comp, return_index=True)[1]
         comps = np.bincount(node_example[first], minlength=n)
         loopy = sizes[:, 1] > sizes[:, 0] - comps
-        layout = kern.Layout(
-            node_offsets,
-            edge_offsets,
-            n_states,
-            edge_u,
-            edge_v,
-            adj_ptr,
-            adj_end,
-            int(n_states.max()),
-        )
-        return layout, gold.astype(np.int32), loopy
+        local = np.arange(E, dtype=np.int64) - edge_offsets[edge_example]
+        count = sizes[:, 1].astype(np.int64)
+        rows = kern.Rows(edge_offsets[:-1].copy(), count, count.copy(), edge_u, edge_v, local)
+        return layout, gold.astype(np.int32), loopy, rows
 
     def _prepare(self):
         """The penalty scale κ from the mean loss and feature norm of the node factors."""
@@ -370,56 +467,113 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
     def _after_load(self):
         """Check a restored state (the kernels index with it unchecked)."""
-        N, E = len(self.gold), len(self.layout.edge_u)
-        for group, rows in ((("act", "q", "idle"), N), (("lam", "msum"), 2 * E)):
+        N, R, n = len(self.gold), len(self.row_u), len(self.layout.node_offsets) - 1
+        fresh, self._fresh_rows = self._fresh_rows, None
+        shapes = [(("act", "q", "idle"), N), (("lam", "msum"), 2 * R)]
+        shapes += [(PAIR_ARRAYS, R)]
+        for group, rows in shapes:
             for name in group:
                 a = getattr(self, name)
-                if a.ndim != 2 or a.shape[0] != rows or a.shape[1] != self.act.shape[1]:
+                width = (self.q_e if name in PAIR_ARRAYS else self.act).shape[1]
+                if a.ndim != 2 or a.shape[0] != rows or a.shape[1] != width:
                     raise ValueError(
                         f"inconsistent GDMM state: the array {name!r} has shape {a.shape}"
                     )
-        for name in PAIR_ARRAYS:
-            a = getattr(self, name)
-            if a.ndim != 2 or a.shape[0] != E or a.shape[1] != self.q_e.shape[1]:
-                raise ValueError(f"inconsistent GDMM state: the array {name!r} has shape {a.shape}")
+        for name, size in (*((r, R) for r in ROW_ARRAYS), ("blocked", N)):
+            if getattr(self, name).shape != (size,):
+                raise ValueError(
+                    f"inconsistent GDMM state: the array {name!r} has shape "
+                    f"{getattr(self, name).shape}"
+                )
+        start, count, room = self.row_start, self.row_count, self.row_room
+        order = np.argsort(start, kind="stable")
+        ends = start[order] + room[order]
+        if (
+            int(self.pool_used) > R
+            or (start < 0).any()
+            or (count < 0).any()
+            or (count > room).any()
+            or (ends > int(self.pool_used)).any()
+            or (start[order][1:] < ends[:-1]).any()
+            or ((self.blocked != 0) & (self.blocked != 1)).any()
+        ):
+            raise ValueError("inconsistent GDMM state: the pool of active edges is out of range")
+        if fresh is not None and not all(np.array_equal(x, y) for x, y in zip(self._rows(), fresh)):
+            raise ValueError("inconsistent GDMM state: the edges differ from the data's")
+        used_rows = self._used_rows()
+        example = np.repeat(np.arange(n), count)
+        width = np.diff(self.layout.node_offsets)[example]
+        u, v = self.row_u[used_rows], self.row_v[used_rows]
+        if ((u < 0) | (v < 0) | (u >= width) | (v >= width)).any():
+            raise ValueError("inconsistent GDMM state: an active edge's nodes are out of range")
+        if self.lazy:
+            sizes = self._graph_sizes(self.blocks.kernel)[:, 1].copy()
+            bad = self._kern.check_rows(self.blocks.kernel, self.layout, self._rows(), sizes)
+            if bad >= 0:
+                raise ValueError(f"inconsistent GDMM state: row {bad} names a wrong edge")
         cap, pcap = self.act.shape[1], self.q_e.shape[1]
         used = np.arange(cap) < self.n_act[:, None]
-        live = np.arange(pcap) < self.n_pair[:, None]
+        n_pair = self.n_pair[used_rows]
+        live = np.arange(pcap) < n_pair[:, None]
         states = np.broadcast_to(self.layout.n_states[:, None], used.shape)
         if (
             self.n_act.min(initial=1) < 1
             or self.n_act.max(initial=1) > cap
-            or self.n_pair.min(initial=1) < 1
-            or self.n_pair.max(initial=1) > pcap
+            or n_pair.min(initial=1) < 1
+            or n_pair.max(initial=1) > pcap
             or (used & ((self.act < 0) | (self.act >= states))).any()
             or not np.array_equal(self.act[:, 0], self.gold)
         ):
             raise ValueError("inconsistent GDMM state: active-set counts or states out of range")
-        lay = self.layout
-        n0 = lay.node_offsets[
-            np.repeat(np.arange(len(lay.edge_offsets) - 1), np.diff(lay.edge_offsets))
-        ]
-        for side, name in ((self.layout.edge_u, "pair_a"), (self.layout.edge_v, "pair_b")):
-            slots = getattr(self, name)
+        n0 = self.layout.node_offsets[example]
+        for side, name in ((u, "pair_a"), (v, "pair_b")):
+            slots = getattr(self, name)[used_rows]
             bound = self.n_act[n0 + side][:, None]
             if (live & ((slots < 0) | (slots >= bound))).any():
                 raise ValueError(f"inconsistent GDMM state: {name!r} names an inactive slot")
         check_distributions("q", self.q, used)
-        check_distributions("q_e", self.q_e, live)
+        check_distributions("q_e", self.q_e[used_rows], live)
         expected = np.zeros_like(self.w)
         self._kern.rebuild_weights(
-            self.blocks.kernel, self.layout, self._sets(), self._pairs(), self.C, expected
+            self.blocks.kernel,
+            self.layout,
+            self._rows(),
+            self._sets(),
+            self._pairs(),
+            self.C,
+            expected,
         )
         check_agrees("'w', 'q' and 'q_e'", self.w, expected, 1.0 + self.C * len(self.gold))
         self._check_proximal_state()
         self._prepare()
 
+    _fresh_rows = None
+
     # -- the pass -----------------------------------------------------------------------------
     def _sets(self):
-        return kern.ActiveSets(self.act, self.n_act, self.q, self.idle, self.lam, self.msum)
+        return kern.ActiveSets(
+            self.act, self.n_act, self.q, self.idle, self.lam, self.msum, self.blocked
+        )
 
     def _pairs(self):
         return kern.PairSupport(self.pair_a, self.pair_b, self.q_e, self.n_pair)
+
+    def _rows(self):
+        return kern.Rows(
+            self.row_start, self.row_count, self.row_room, self.row_u, self.row_v, self.row_edge
+        )
+
+    def _used_rows(self):
+        """The pool's rows that hold an active edge, in example order."""
+        count = self.row_count
+        offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        return np.repeat(self.row_start, count) + offset
+
+    def _unused_rows(self):
+        """A mask of the pool's rows that hold no active edge."""
+        mask = np.ones(len(self.row_u), dtype=np.bool_)
+        mask[self._used_rows()] = False
+        return mask
 
     def _grow(self, need):
         grown = {}
@@ -430,6 +584,56 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             cap = int(min(self.layout.max_states**2, 2 * self.q_e.shape[1]))
             grown.update({name: widen_columns(getattr(self, name), cap) for name in PAIR_ARRAYS})
         self.__dict__.update(grown)  # one update: an interrupt leaves old or new widths
+
+    def _pool_arrays(self):
+        """The pool's arrays with their rows per pool row (lam and msum: two)."""
+        return {name: getattr(self, name) for name in ROW_ARRAYS + PAIR_ARRAYS + ("lam", "msum")}
+
+    def _grow_rows(self, i, rows):
+        """Room for ``rows`` active edges of example i: its rows move, into a room doubled
+        (or more) at the end of the pool, which doubles when full."""
+        old, new = int(self.row_room[i]), max(2 * int(self.row_room[i]), int(rows))
+        need = int(self.pool_used) + new
+        arrays = self._pool_arrays()
+        if need > len(self.row_u):
+            size = max(need, 2 * len(self.row_u))
+            arrays = {name: _resized(a, size, name) for name, a in arrays.items()}
+        src = np.arange(self.row_start[i], self.row_start[i] + old)
+        dst = np.arange(self.pool_used, self.pool_used + old)
+        for name, a in arrays.items():
+            if name in ("lam", "msum"):
+                a[np.repeat(2 * dst, 2) + np.tile([0, 1], old)] = a[
+                    np.repeat(2 * src, 2) + np.tile([0, 1], old)
+                ]
+            else:
+                a[dst] = a[src]
+        start, room = self.row_start.copy(), self.row_room.copy()
+        start[i], room[i] = self.pool_used, new
+        # one update: an interrupt leaves the old pool or the new one
+        self.__dict__.update(arrays, row_start=start, row_room=room, pool_used=need)
+
+    def _compact_pool(self):
+        """Every example's room one after the other in a fresh pool, without the rows grown
+        examples left behind (the trajectory does not depend on where the rooms are)."""
+        room, count = self.row_room, self.row_count
+        start = (np.cumsum(room) - room).astype(np.int64)
+        if int(self.pool_used) == int(room.sum()) and np.array_equal(start, self.row_start):
+            return
+        src = self._used_rows()
+        offset = np.arange(len(src)) - np.repeat(np.cumsum(count) - count, count)
+        dst = np.repeat(start, count) + offset
+        size = int(room.sum())
+        arrays = {}
+        for name, a in self._pool_arrays().items():
+            new = _resized(a[:0], size, name)
+            if name in ("lam", "msum"):
+                new[np.repeat(2 * dst, 2) + np.tile([0, 1], len(dst))] = a[
+                    np.repeat(2 * src, 2) + np.tile([0, 1], len(src))
+                ]
+            else:
+                new[dst] = a[src]
+            arrays[name] = new
+        self.__dict__.update(arrays, row_start=start, pool_used=size)
 
     def _one_pass(self, order, chunks):
         calls_before = int(self.counters[:2].sum())
@@ -450,9 +654,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             pos = 0
             while pos < len(part):
                 weights = kern.Weights(self._scoring_point(), self.R, float(avg_weight))
-                pos, need = self._kern.factor_pass(
+                pos, need, rows = self._kern.factor_pass(
                     k,
                     self.layout,
+                    self._rows(),
                     weights,
                     self._sets(),
                     self._pairs(),
@@ -461,10 +666,14 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
                     pos,
                     self.counters,
                 )
-                if need:
+                if need & self._kern.NEED_ROWS:
+                    self._grow_rows(int(part[pos]), rows)
+                elif need:
                     self._grow(need)
+        if int(self.pool_used) > 2 * int(self.row_room.sum()):
+            self._compact_pool()
         self.blocks.raise_status()
-        l1, lagrange, penalty = self._kern.consistency(self.layout, self._sets())
+        l1, lagrange, penalty = self._kern.consistency(self.layout, self._rows(), self._sets())
         self._avg_cache = None
         G = self.dual_objective_G()
         self._last_pass = {
@@ -491,9 +700,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         self.w *= s
         self.R[:] = 0.0
         if t < 1.0:
-            live = np.arange(self.q_e.shape[1]) < self.n_pair[:, None]
-            gold = live & (self.pair_a == 0) & (self.pair_b == 0)
-            missing = np.flatnonzero(~gold.any(axis=1))
+            rows = self._used_rows()
+            live = np.arange(self.q_e.shape[1]) < self.n_pair[rows, None]
+            gold = live & (self.pair_a[rows] == 0) & (self.pair_b[rows] == 0)
+            missing = rows[~gold.any(axis=1)]
             if len(missing) and (self.n_pair[missing] >= self.q_e.shape[1]).any():
                 self._grow(self._kern.NEED_PAIRS)
             at = self.n_pair[missing]
@@ -501,13 +711,15 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             self.pair_b[missing, at] = 0
             self.q_e[missing, at] = 0.0
             self.n_pair[missing] += 1
-            live = np.arange(self.q_e.shape[1]) < self.n_pair[:, None]
-            position = np.argmax(live & (self.pair_a == 0) & (self.pair_b == 0), axis=1)
-            for marginal in (self.q, self.msum):
-                marginal *= t
-                marginal[:, 0] += 1.0 - t
-            self.q_e *= t
-            self.q_e[np.arange(len(position)), position] += 1.0 - t
+            live = np.arange(self.q_e.shape[1]) < self.n_pair[rows, None]
+            position = np.argmax(live & (self.pair_a[rows] == 0) & (self.pair_b[rows] == 0), axis=1)
+            ends = np.repeat(2 * rows, 2) + np.tile([0, 1], len(rows))
+            self.q *= t
+            self.q[:, 0] += 1.0 - t
+            self.msum[ends] *= t
+            self.msum[ends, 0] += 1.0 - t
+            self.q_e[rows] *= t
+            self.q_e[rows, position] += 1.0 - t
         self.lam *= ratio
         self._scale_proximal(s)
         self.best_dual = 0.0
@@ -536,16 +748,19 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         """u at the transport-rounded marginals (:meth:`certified_dual`)."""
         w = self.w.copy()
         self._kern.transport_rounding(
-            self.blocks.kernel, self.layout, self._sets(), self._pairs(), self.C, w
+            self.blocks.kernel, self.layout, self._rows(), self._sets(), self._pairs(), self.C, w
         )
         return w
 
     def diagnostics(self, check):
         extra = dict(self._last_pass)
         extra["active_states"] = float(self.n_act.mean())
-        extra["active_pairs"] = float(self.n_pair.mean()) if len(self.n_pair) else 0.0
+        used = self._used_rows()
+        extra["active_pairs"] = float(self.n_pair[used].mean()) if len(used) else 0.0
+        extra["active_edges"] = float(len(used))
+        extra["edges_activated"] = float(self.counters[4])
         extra.update(self._proximal_figures())
-        extra["states_added"], extra["states_dropped"] = (float(c) for c in self.counters[2:])
+        extra["states_added"], extra["states_dropped"] = (float(c) for c in self.counters[2:4])
         if check:
             t0 = time.perf_counter()
             self._kern.oracle_calls_pass(self.blocks.kernel, self.layout, self.w, float(self.C))
@@ -566,6 +781,22 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         return [self.averaged_weights(), self.w] if self.averaging else [self.w]
 
     _avg_cache = None
+
+
+def _rooms_for(counts):
+    """An example's room in pool rows: its active edges and half as many again, at least
+    8 more."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return counts + np.maximum(8, counts // 2)
+
+
+def _resized(a, rows, name):
+    """``a`` with room for ``rows`` pool rows (zero beyond its own; lam and msum have two
+    per row)."""
+    size = 2 * rows if name in ("lam", "msum") else rows
+    out = np.zeros((size,) + a.shape[1:], dtype=a.dtype)
+    out[: min(len(a), size)] = a[:size]
+    return out
 
 
 __all__ = ["FactorGDMM", "check_factor_model"]

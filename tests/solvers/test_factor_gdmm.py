@@ -301,7 +301,13 @@ def test_a_new_C_starts_from_the_scaled_consistent_point(new_C):
     solver.set_C(new_C)
     expected = np.zeros_like(solver.w)  # w is still the one the marginals determine
     solver._kern.rebuild_weights(
-        solver.blocks.kernel, solver.layout, solver._sets(), solver._pairs(), new_C, expected
+        solver.blocks.kernel,
+        solver.layout,
+        solver._rows(),
+        solver._sets(),
+        solver._pairs(),
+        new_C,
+        expected,
     )
     np.testing.assert_allclose(solver.w, expected, atol=1e-9)
     assert solver.dual() > 0.0  # a better point than the gold labelling's
@@ -313,7 +319,7 @@ def test_the_memory_estimate_counts_every_example_s_edges():
     """Kernels without ``edge_offsets`` (the multi-label model's) have their edges counted
     with ``factor_counts``: 30 examples of 4 labels and 6 edges each."""
     model, data = _multilabel("full")
-    parts = FactorGDMM(model).memory_parts(data)
+    parts = FactorGDMM(model, lazy_edges=False).memory_parts(data)
     nodes, edges = 30 * 4, 30 * 6
     assert parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] == (
         96 * nodes + 192 * edges

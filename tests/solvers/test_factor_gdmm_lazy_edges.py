@@ -1,0 +1,125 @@
+"""GDMM over factors with lazy edges (the multi-label model's null state 0): only the edges
+that carry information are stored, the optimum is BCFW's, the certified dual a lower bound,
+resuming exact, and models without null states keep every edge."""
+
+import numpy as np
+import pytest
+
+from dualstruct.models import MultiLabelModel
+from dualstruct.models.multilabel import MultiLabelDataset
+from dualstruct.solvers import BCFW, FactorGDMM
+from dualstruct.solvers.objective import GAP_ROUNDING
+
+TOL = 1e-4
+
+
+def _sparse_labels(n=30, L=6, d=6, seed=0, interactions="11"):
+    """A full label graph over labels of which each example has one or two."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = np.zeros((n, L), dtype=int)
+    Y[np.arange(n), np.argmax(X[:, :L] + 0.3 * rng.normal(size=(n, L)), axis=1)] = 1
+    Y[:, 1] |= (X[:, 0] > 1.0).astype(int)
+    model = MultiLabelModel(L, d, edges="full", inference="lp", interactions=interactions)
+    return model, MultiLabelDataset(X, Y)
+
+
+def _inactive_excess(solver):
+    """``max(μ_l + μ_k − 1)`` over the inactive edges (a distribution needs <= 0)."""
+    lay = solver.layout
+    n, L = len(lay.node_offsets) - 1, int(np.diff(lay.node_offsets)[0])
+    mass = 1.0 - np.where(solver.act == 0, solver.q, 0.0).sum(axis=1)  # null state 0
+    mass = mass.reshape(n, L)
+    active = np.zeros((n, L, L), dtype=bool)
+    rows = solver._used_rows()
+    example = np.repeat(np.arange(n), solver.row_count)
+    active[example, solver.row_u[rows], solver.row_v[rows]] = True
+    active |= active.transpose(0, 2, 1)
+    total = mass[:, :, None] + mass[:, None, :] - 1.0
+    off = ~active & ~np.eye(L, dtype=bool)[None]
+    return float(total[off].max())
+
+
+@pytest.fixture(scope="module")
+def problem():
+    model, data = _sparse_labels()
+    bcfw = BCFW(model, C=1.0, max_iter=3000, tol=1e-6, check_every=10, random_state=0)
+    return model, data, bcfw.fit(data).history.last_checked().primal
+
+
+def test_lazy_edges_reach_the_optimum_with_fewer_edges(problem):
+    model, data, optimum = problem
+    solver = FactorGDMM(model, C=1.0, max_iter=3000, tol=2e-5, check_every=10, random_state=0).fit(
+        data
+    )
+    assert solver.lazy and solver.relaxation == "local polytope"
+    r = solver.history.last_checked()
+    assert r.primal == pytest.approx(optimum, rel=TOL)
+    assert r.dual == pytest.approx(optimum, rel=TOL)
+    checked = [r for r in solver.history.records if not np.isnan(r.dual)]
+    assert all(r.dual <= optimum * (1 + GAP_ROUNDING) for r in checked)
+    n, L = data.Y.shape
+    edges = int(solver.row_count.sum())
+    assert edges == r.extra["active_edges"] < n * L * (L - 1) // 2
+    assert solver.counters[4] > 0  # edges became active on the way
+    assert _inactive_excess(solver) <= 1e-12
+
+
+def test_every_edge_and_lazy_edges_agree_on_the_optimum(problem):
+    model, data, optimum = problem
+    full = FactorGDMM(
+        model, C=1.0, max_iter=3000, tol=2e-5, check_every=10, random_state=0, lazy_edges=False
+    ).fit(data)
+    assert not full.lazy and full.row_count.sum() == 30 * 15
+    assert full.history.last_checked().dual == pytest.approx(optimum, rel=TOL)
+
+
+def test_lazy_resume_equals_uninterrupted():
+    model, data = _sparse_labels(seed=1)
+    kw = dict(C=1.0, check_every=4, random_state=3)
+    whole = FactorGDMM(model, max_iter=14, **kw).fit(data)
+    first = FactorGDMM(model, max_iter=5, **kw).fit(data)
+    assert (first.row_room > 9).any()  # some rooms grew (from 8 + the gold edges)
+    meta, arrays = first.state_dict()
+    again = FactorGDMM(model, max_iter=14, **{**kw, "random_state": 99})
+    again.load_state(data, meta, {k: np.array(v) for k, v in arrays.items()})
+    again.fit(data, max_iter=9)
+    np.testing.assert_array_equal(again.w, whole.w)
+    assert again.history.last.dual == whole.history.last.dual
+    bad = dict(arrays)
+    bad["row_edge"] = arrays["row_edge"].copy()
+    rows = first._used_rows()
+    bad["row_edge"][rows[1]] = arrays["row_edge"][rows[0]]  # an edge named twice
+    with pytest.raises(ValueError, match="wrong edge|differ|nodes"):
+        FactorGDMM(model, **kw).load_state(data, meta, bad)
+
+
+def test_a_grown_pool_is_compacted_without_moving_the_point():
+    model, data = _sparse_labels(seed=2)
+    solver = FactorGDMM(model, C=1.0, max_iter=6, check_every=3, random_state=0).fit(data)
+    before = solver.certified_dual(), solver.w.copy(), solver.row_count.copy()
+    solver._compact_pool()
+    assert solver.pool_used == solver.row_room.sum()
+    assert solver.certified_dual() == pytest.approx(before[0], rel=1e-12)
+    np.testing.assert_array_equal(solver.w, before[1])
+    np.testing.assert_array_equal(solver.row_count, before[2])
+    meta, arrays = solver.state_dict()
+    FactorGDMM(model, C=1.0).load_state(data, meta, arrays)  # w agrees with the marginals
+
+
+def test_models_without_null_states_keep_every_edge():
+    model, data = _sparse_labels(interactions="table")  # 2×2 tables: no null state
+    solver = FactorGDMM(model, C=1.0, max_iter=2, random_state=0).fit(data)
+    assert not solver.lazy and solver.row_count.sum() == 30 * 15
+    with pytest.raises(ValueError, match="null state"):
+        FactorGDMM(model, C=1.0, max_iter=2, lazy_edges=True).fit(data)
+    with pytest.raises(ValueError, match="lazy_edges"):
+        FactorGDMM(model, lazy_edges="yes")
+
+
+def test_the_memory_estimate_follows_the_pool():
+    model, data = _sparse_labels(n=40, L=20, d=20)
+    lazy = FactorGDMM(model).memory_parts(data)
+    full = FactorGDMM(model, lazy_edges=False).memory_parts(data)
+    assert any(key.startswith("active edges") for key in lazy)
+    assert sum(lazy.values()) < sum(full.values())
