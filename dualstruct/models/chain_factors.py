@@ -14,7 +14,8 @@ The oracles are sublinear in K where the weights allow it:
   ends (where start and end score every label) and tokens with a feature of more than K/16
   labels (a bias): one feature-major sweep over every label, as the chain GDMM streams
   such rows.
-* ``edge_oracle``: the four-case search over a max-tree of the training transitions
+* ``edge_oracle``: up to ``chain_transitions.SCAN_LABELS`` labels a scan of the K² pairs;
+  above, the four-case search over a max-tree of the training transitions
   (:func:`~dualstruct.models.chain_transitions.bigram_sorted`). It relies on
   ``W_B[a, b] <= 0`` for every pair that is no training transition, which holds for the
   weights GDMM keeps, ``w = C Σ (φ(ȳ) − E_q φ)`` from ``w = 0``. The kernel's
@@ -22,6 +23,13 @@ The oracles are sublinear in K where the weights allow it:
   of one w: ``prepare_weights`` rebuilds it (and checks the sign, else the oracle scans all
   K² pairs), ``add_edge`` on that w keeps it up to date in O(log n) and drops an unlisted
   pair's rounding residue above 0.
+* The node oracle leaves the token's label scores in the kernel's scratch (every label on a
+  sweep, the active and walked ones on a walk, the others 0), so ``node_score`` answers the
+  engine's next questions about that token (the away state, the steps inside the active
+  set) without a pass over its features, and ``add_node`` keeps them exact: the label
+  blocks are orthogonal, so a step moves θ_t(a) by c ‖φ_t(a)‖² and no other label's score.
+  They hold until w changes elsewhere (another token's ``add_node``, ``prepare_weights``)
+  or an edge oracle runs.
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ from . import factors
 from .chain import ChainModel
 from .chain_kernels import ChainKernel
 from .chain_transitions import (
+    _HEAD,
+    CACHE,
+    SCAN,
     _listed_changed,
     bigram_sorted,
     build_transition_tree,
@@ -87,6 +98,38 @@ def _edge_nodes(k, i, e):
 
 @factors.implements(factors.node_score, ChainKernel)
 def _node_score(k, i, w, j, a):
+    if _cached(k, i, w, j):
+        ints = k.factor_ints
+        mark = ints[_HEAD + a]
+        if ints[CACHE + 4] == 1 or mark == ints[CACHE + 3] or mark == -ints[CACHE + 3]:
+            return k.factor_floats[_score_at(k) + a]
+        return 0.0
+    return _score(k, i, w, j, a)
+
+
+@njit(cache=True, inline="always")
+def _cached(k, i, w, j):
+    """Whether the scratch scores are node j's of example i at w (``FactorState.cache``)."""
+    ints = k.factor_ints
+    return (
+        ints[CACHE + 4] != 0
+        and ints[CACHE] == i
+        and ints[CACHE + 1] == j
+        and ints[CACHE + 2] == w.ctypes.data
+        and ints[CACHE + 3] == ints[2]
+    )
+
+
+@njit(cache=True, inline="always")
+def _score_at(k):
+    """Where the scratch scores start in ``factor_floats`` (after the listed pairs' values,
+    the tops and two message vectors: :func:`~.chain_transitions.state_views`)."""
+    return k.factor_ints[3] + 4 * k.n_labels
+
+
+@njit(cache=True, inline="always")
+def _score(k, i, w, j, a):
+    """θ_j(a) from the weights."""
     row = k.label_offsets[i] + j
     s = 0.0
     for p in range(k.indptr[row], k.indptr[row + 1]):
@@ -116,16 +159,31 @@ def _node_loss(k, i, j, a):
 @factors.implements(factors.add_node, ChainKernel)
 def _add_node(k, i, j, a, c, w):
     row = k.label_offsets[i] + j
+    sq = 0.0
     for p in range(k.indptr[row], k.indptr[row + 1]):
         col = _column(k, p, a)
         if col >= 0:
-            w[col] += c * k.values[p]
+            v = k.values[p]
+            w[col] += c * v
+            sq += v * v
     at_start, at_end = _ends(k, i, j)
     b = k.n_unary + k.n_labels * k.n_labels
     if at_start:
         w[b + a] += c
     if at_end:
         w[b + k.n_labels + a] += c
+    ints = k.factor_ints
+    if ints[CACHE + 4] != 0 and ints[CACHE + 2] == w.ctypes.data:  # w's cached scores
+        if _cached(k, i, w, j):
+            # label blocks are orthogonal: only θ_j(a) moves, by c ‖φ_j(a)‖²
+            at = _score_at(k) + a
+            stamp = ints[CACHE + 3]
+            if ints[CACHE + 4] == 2 and ints[_HEAD + a] != stamp and ints[_HEAD + a] != -stamp:
+                ints[_HEAD + a] = stamp
+                k.factor_floats[at] = 0.0
+            k.factor_floats[at] += c * (sq + at_start + at_end)
+        else:  # another node's features may share columns with the cached node's
+            ints[CACHE + 4] = 0
 
 
 @factors.implements(factors.add_edge, ChainKernel)
@@ -179,6 +237,8 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
     lw = k.loss_weights[gold]
     at_start, at_end = _ends(k, i, j)
     score = st.score
+    cache = st.cache
+    cache[4] = 0
     best, best_g = -1, np.inf
     sweep = not k.sparse or at_start or at_end
     walk = 0
@@ -210,6 +270,7 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
             g = -C * (score[a] + (0.0 if a == gold else lw)) - mu[a]
             if _wins(g, a, best_g, best):
                 best, best_g = a, g
+        _cache_scores(cache, i, j, w, st.stamp[0], 1)
         return best, best_g
     # sparse weights inside the chain: the active states and the gold one exactly, the
     # labels of the features' support rows by a walk, the rest score 0
@@ -220,7 +281,8 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
         if mark[a] == stamp:
             continue
         mark[a] = stamp
-        g = -C * (factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a)) - mu[a]
+        score[a] = _score(k, i, w, j, a)
+        g = -C * (score[a] + (0.0 if a == gold else lw)) - mu[a]
         if _wins(g, a, best_g, best):
             best, best_g = a, g
     n_touched = 0
@@ -248,7 +310,20 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
             if _wins(g, a, best_g, best):
                 best, best_g = a, g
             break
+    _cache_scores(cache, i, j, w, stamp, 2)
     return best, best_g
+
+
+@njit(cache=True, inline="always")
+def _cache_scores(cache, i, j, w, stamp, how):
+    """Record that the state's ``score`` holds node j's label scores at w (module
+    docstring): read by ``node_score`` and kept by ``add_node`` until w changes elsewhere,
+    another node's weights change, an edge oracle call or ``prepare_weights``."""
+    cache[0] = i
+    cache[1] = j
+    cache[2] = w.ctypes.data
+    cache[3] = stamp
+    cache[4] = how
 
 
 @njit(cache=True)
@@ -258,6 +333,7 @@ def _prepare_weights(k, w):
     is <= 0 (an unlisted pair's positive rounding residue, at most 1e-12 of the largest
     |W_B|, is dropped)."""
     st = _state(k)
+    st.cache[4] = 0  # w may have changed: no cached scores
     sr = st.search
     K, b0 = k.n_labels, k.n_unary
     big = 0.0
@@ -291,7 +367,7 @@ def _edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
     st = _state(k)
     K = k.n_labels
     W_B = w[k.n_unary : k.n_unary + K * K].reshape((K, K))
-    if st.tracked[1] == 0:  # some unlisted pair is positive: scan all pairs
+    if st.tracked[1] == 0 or k.factor_ints[SCAN]:  # few labels, or an unlisted pair > 0
         best_a, best_b, best_g = 0, 0, np.inf
         for a in range(K):
             for b in range(K):

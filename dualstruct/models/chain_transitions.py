@@ -408,6 +408,10 @@ class FactorState(NamedTuple):
     tracked: np.ndarray  # int64 (2,): the data address of the w mirrored, and 1 when every
     # unlisted W_B is <= 0 (the search is exact), else 0 (the edge oracle scans all pairs)
     stamp: np.ndarray  # int64 (1,): the last call's mark
+    #: int64 (5,): the node whose label scores ``score`` holds — example, node, the data
+    #: address of w, the node oracle's stamp — and how: 0 none, 1 every label, 2 the labels
+    #: marked with that stamp (the others score 0)
+    cache: np.ndarray
     mark_a: np.ndarray  # int64 (K,): labels marked with a call's stamp
     mark_b: np.ndarray
     slot_b: np.ndarray  # int64 (K,): the slot of an active label of the edge's second node
@@ -418,8 +422,15 @@ class FactorState(NamedTuple):
     score: np.ndarray  # (K,) label scores of a token
 
 
-#: the integer array's head: the tracked address and flag, the stamp, the listed pairs' count
-_HEAD = 4
+#: the integer array's head: the tracked address and flag, the stamp, the listed pairs'
+#: count, the score cache (5, from ``CACHE``), 1 where the edge oracle scans (``SCAN``)
+_HEAD = 10
+CACHE = 4
+SCAN = 9
+#: up to this many labels the edge oracle scans all K² pairs (the engine's messages are dense
+#: already): cheaper than the four-case search, whose bounds prune little when most labels
+#: are active (as the chain GDMM's brute force below 65 labels)
+SCAN_LABELS = 64
 _STACK = 130
 
 
@@ -435,7 +446,7 @@ def factor_state(labels, offsets, K):
     np.cumsum(np.bincount(pos_col, minlength=K), out=cpos_ptr[1:])
     ints = np.concatenate(
         [
-            [0, 0, 0, L],
+            [0, 0, 0, L, 0, 0, 0, 0, 0, int(K <= SCAN_LABELS)],
             np.zeros(4 * K + _STACK),  # marks, slots, touched, the stack
             pos_ptr,
             cpos_ptr,
@@ -488,6 +499,7 @@ def state_views(ints, floats, K):
         search,
         ints[0:2],
         ints[2:3],
+        ints[CACHE:_HEAD],
         mark_a,
         mark_b,
         slot_b,
