@@ -57,5 +57,7 @@ def test_other_missing_names_stay_attribute_errors():
 
     assert not hasattr(models, "NoSuchModel")
     assert hasattr(models, "GraphCRF") and hasattr(models, "LatentGraphCRF")
-    with pytest.raises(TypeError, match="ChainModel"):  # the top-level stand-in
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        dualstruct.nope  # noqa: B018
+    with pytest.raises(TypeError, match=r"models\.ChainModel"):  # the top-level stand-in
         dualstruct.ChainCRF()

@@ -2,12 +2,12 @@
 force, the sublinear oracles against exhaustive search, and FactorGDMM on a tiny chain
 against BCFW's optimum (dense and sparse weights)."""
 
+import chain_factor_calls as calls
 import numpy as np
 import pytest
 from conftest import random_chain_problem
-from numba import njit
 
-from dualstruct.models import ChainModel, factors
+from dualstruct.models import ChainModel
 from dualstruct.models.chain import observed_support
 from dualstruct.models.chain_transitions import state_views
 from dualstruct.sequences import pack_sequences
@@ -31,67 +31,6 @@ def _problem(seed, K=3, d=4, n=12, sparse=False, start_end=True, max_len=5, thin
     return X, Y, model, model.block_data(data)
 
 
-@njit
-def _labelling_figures(k, i, w, y, phi):
-    """Σ node and edge scores, Σ losses, and φ(y) by add_node/add_edge into ``phi``."""
-    n, m = factors.factor_counts(k, i)
-    score, loss = 0.0, 0.0
-    for j in range(n):
-        score += factors.node_score(k, i, w, j, y[j])
-        loss += factors.node_loss(k, i, j, y[j])
-        factors.add_node(k, i, j, y[j], 1.0, phi)
-    for e in range(m):
-        u, v = factors.edge_nodes(k, i, e)
-        score += factors.edge_score(k, i, w, e, y[u], y[v])
-        factors.add_edge(k, i, e, y[u], y[v], 1.0, phi)
-    return score, loss
-
-
-@njit
-def _counts_and_info(k, i):
-    return factors.factor_counts(k, i), factors.node_info(k, i, 0)
-
-
-@njit
-def _prepare(k, w):
-    factors.prepare_weights(k, w)
-
-
-@njit
-def _add_edge(k, a, b, c, w):
-    factors.add_edge(k, 0, 0, a, b, c, w)
-
-
-@njit
-def _node_oracle(k, i, w, j, C, act, mu):
-    a, g = factors.node_oracle(k, i, w, j, C, act, len(act), mu)
-    n = factors.node_info(k, i, j)[0]
-    every = np.empty(n)
-    for b in range(n):
-        every[b] = -C * (factors.node_score(k, i, w, j, b) + factors.node_loss(k, i, j, b))
-        every[b] -= mu[b]
-    return a, g, every
-
-
-@njit
-def _edge_oracle(k, i, w, e, C, act_u, mu_u, act_v, mu_v):
-    return factors.edge_oracle(k, i, w, e, C, act_u, len(act_u), mu_u, act_v, len(act_v), mu_v)
-
-
-@njit
-def _node_difference(k, i, j, a, b, out):
-    factors.add_node(k, i, j, a, 1.0, out)
-    factors.add_node(k, i, j, b, -1.0, out)
-    return factors.node_sq_distance(k, i, j, a, b)
-
-
-@njit
-def _edge_difference(k, i, e, a, b, c, d, out):
-    factors.add_edge(k, i, e, a, b, 1.0, out)
-    factors.add_edge(k, i, e, c, d, -1.0, out)
-    return factors.edge_sq_distance(k, i, e, a, b, c, d)
-
-
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("start_end", [True, False])
 def test_factor_functions_match_the_joint_feature_map(sparse, start_end):
@@ -102,20 +41,20 @@ def test_factor_functions_match_the_joint_feature_map(sparse, start_end):
     for i, (x, gold) in enumerate(zip(X, Y)):
         y = rng.integers(0, 3, len(gold))
         phi = np.zeros(model.size)
-        score, loss = _labelling_figures(k, i, w, y, phi)
+        score, loss = calls.labelling_figures(k, i, w, y, phi)
         joint = model.joint_feature(x, y)
         np.testing.assert_allclose(phi, joint, atol=1e-12)
         assert score == pytest.approx(w @ joint, rel=1e-12, abs=1e-12)
         assert loss == model.loss(gold, y)
-        assert _counts_and_info(k, i) == ((len(y), len(y) - 1), (3, gold[0]))
+        assert calls.counts_and_info(k, i) == ((len(y), len(y) - 1), (3, gold[0]))
         for j in range(len(y)):
             a, b = rng.integers(0, 3, 2)
             out = np.zeros(model.size)
-            assert _node_difference(k, i, j, a, b, out) == pytest.approx(out @ out, abs=1e-12)
+            assert calls.node_difference(k, i, j, a, b, out) == pytest.approx(out @ out, abs=1e-12)
         for e in range(len(y) - 1):
             a, b, c, d = rng.integers(0, 3, 4)
             out = np.zeros(model.size)
-            assert _edge_difference(k, i, e, a, b, c, d, out) == pytest.approx(out @ out)
+            assert calls.edge_difference(k, i, e, a, b, c, d, out) == pytest.approx(out @ out)
 
 
 def _messages(rng, K, n_act, scale):
@@ -150,20 +89,20 @@ def test_oracles_match_exhaustive_search(weights):
         if trial % 3 == 0:  # negative unary scores: a label in no support row wins
             w[: model.n_unary] = -rng.exponential(size=model.n_unary)
         _transition_weights(rng, model, k, w, positive_unlisted=trial % 10 == 9)
-        _prepare(k, w)
+        calls.prepare(k, w)
         C = float(rng.choice([0.1, 1.0, 10.0]))
         for i in range(len(X)):
-            (n, m), _ = _counts_and_info(k, i)
+            (n, m), _ = calls.counts_and_info(k, i)
             for j in range(n):
                 few = rng.random() < 0.5  # few active states: an inactive one may win
                 act, mu = _messages(rng, K, int(rng.integers(0, 3 if few else K + 1)), C)
-                a, g, every = _node_oracle(k, i, w, j, C, act, mu)
+                a, g, every = calls.node_oracle(k, i, w, j, C, act, mu)
                 assert g == pytest.approx(every.min(), rel=1e-12, abs=1e-12)
                 assert every[a] == pytest.approx(g, rel=1e-12, abs=1e-12)
             for e in range(m):
                 act_u, mu_u = _messages(rng, K, int(rng.integers(0, K + 1)), C)
                 act_v, mu_v = _messages(rng, K, int(rng.integers(0, K + 1)), C)
-                a, b, g = _edge_oracle(k, i, w, e, C, act_u, mu_u, act_v, mu_v)
+                a, b, g = calls.edge_oracle(k, i, w, e, C, act_u, mu_u, act_v, mu_v)
                 table = -C * w[model.n_unary : model.n_unary + K * K].reshape(K, K)
                 table += mu_u[:, None] + mu_v[None, :]
                 assert g == pytest.approx(table.min(), rel=1e-12, abs=1e-12)
@@ -181,7 +120,7 @@ def test_add_edge_keeps_the_transition_search_up_to_date():
     rng = np.random.default_rng(5)
     w = np.zeros(model.size)
     _transition_weights(rng, model, k, w)
-    _prepare(k, w)
+    calls.prepare(k, w)
     other = w.copy()
     sr = state_views(k.factor_ints, k.factor_floats, k.n_labels).search
     listed = np.zeros((K, K), dtype=bool)
@@ -192,12 +131,12 @@ def test_add_edge_keeps_the_transition_search_up_to_date():
         if step % 7 == 0:
             a, b = unlisted
         c = rng.normal()
-        _add_edge(k, a, b, c, w)
-        _add_edge(k, a, b, 100.0, other)  # not the mirrored w: ignored
+        calls.add_edge(k, a, b, c, w)
+        calls.add_edge(k, a, b, 100.0, other)  # not the mirrored w: ignored
         W_B = w[model.n_unary : model.n_unary + K * K].reshape(K, K)
         assert (W_B[~listed] <= 0.0).all()
         act = np.zeros(0, dtype=np.int32)
-        a, b, g = _edge_oracle(k, 0, w, 0, 1.0, act, np.zeros(K), act, np.zeros(K))
+        a, b, g = calls.edge_oracle(k, 0, w, 0, 1.0, act, np.zeros(K), act, np.zeros(K))
         assert g == -W_B.max() and W_B[a, b] == W_B.max()
 
 
