@@ -13,7 +13,14 @@ driver's Python process is what holds ``w``, the vocabulary and the per-round su
 
 ``--driver-reads`` runs the same training with the file read by the driver (``--save-state``
 brings the examples and the dual state to the driver), as every run did before reading on the
-executors.
+executors. The driver's peak is its kernel's high-water mark (``VmHWM``, the figure
+``/usr/bin/time -v`` reports for a single process), exact however short the peak; "at Spark's
+start" is its resident memory when its first child (the JVM) appears: what its imports take.
+
+``--imports`` prints instead the driver's resident memory after each import of the train
+command, in a fresh interpreter::
+
+    python benchmarks/spark_memory.py --imports
 """
 
 from __future__ import annotations
@@ -35,6 +42,18 @@ def _rss(pid):
             return int(f.read().split()[1]) * PAGE
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return 0
+
+
+def _high_water(pid):
+    """The peak resident bytes of ``pid`` so far (``VmHWM``), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
 
 
 def _children(pid):
@@ -82,16 +101,50 @@ def measure(cmd, interval, env=None):
     run's wall seconds."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env)
-    peak = {"driver": 0, "jvm": 0, "workers": 0, "tree": 0}
+    peak = {"driver": 0, "jvm": 0, "workers": 0, "tree": 0, "driver at start": 0}
     while proc.poll() is None:
         tree = sample_tree(proc.pid)
+        if not peak["driver at start"] and len(tree) > 1:
+            peak["driver at start"] = tree["driver"][0][1]
         for kind in ("driver", "jvm", "workers"):
             peak[kind] = max(peak[kind], sum(r for _, r in tree.get(kind, [])))
+        peak["driver"] = max(peak["driver"], _high_water(proc.pid))
         peak["tree"] = max(peak["tree"], sum(r for rows in tree.values() for _, r in rows))
         time.sleep(interval)
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed with status {proc.returncode}")
     return peak, time.perf_counter() - t0
+
+
+#: what ``dualstruct train --spark-master`` imports on the driver, in order
+IMPORTS = (
+    "numpy",
+    "scipy.sparse",
+    "pyspark.sql",
+    "numba",
+    "sklearn.base",
+    "dualstruct",
+    "dualstruct.cli",
+)
+
+
+def import_costs():
+    """``[(module, resident bytes after importing it)]``, each import in turn in a fresh
+    interpreter (the first row: the interpreter alone)."""
+    script = (
+        "import importlib, sys\n"
+        "def rss():\n"
+        "    with open('/proc/self/statm') as f:\n"
+        f"        return int(f.read().split()[1]) * {PAGE}\n"
+        "print('python', rss())\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        "    print(name, rss())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, *IMPORTS], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"the imports failed:\n{out.stderr}")
+    return [(name, int(rss)) for name, rss in (line.split() for line in out.stdout.splitlines())]
 
 
 def main(argv=None):
@@ -107,7 +160,21 @@ def main(argv=None):
         action="store_true",
         help="read the file on the driver (--save-state)",
     )
+    ap.add_argument(
+        "--imports",
+        action="store_true",
+        help="print the driver's resident memory after each of its imports",
+    )
     args = ap.parse_args(argv)
+    mib = 2**20
+    if args.imports:
+        print("| import | resident after (MiB) | its cost (MiB) |")
+        print("|---|---:|---:|")
+        before = 0
+        for name, rss in import_costs():
+            print(f"| {name} | {rss / mib:,.0f} | {(rss - before) / mib:+,.0f} |")
+            before = rss
+        return
     train = args.train
     if train is None:
         root = os.environ.get("DUALSTRUCT_DATA")
@@ -133,7 +200,6 @@ def main(argv=None):
             args.weights,
         ] + (["--save-state"] if args.driver_reads else [])
         peak, wall = measure(cmd, args.interval)
-    mib = 2**20
     print(
         f"# {'driver reads' if args.driver_reads else 'executors read'}; weights "
         f"{args.weights}; {args.master}, K = {args.partitions}, {args.max_iter} passes; "
@@ -143,6 +209,7 @@ def main(argv=None):
     print("|---|---:|")
     for kind, label in (
         ("driver", "driver (Python)"),
+        ("driver at start", "driver at Spark's start (its imports)"),
         ("jvm", "JVM"),
         ("workers", "Python workers (sum)"),
         ("tree", "whole tree (sum)"),

