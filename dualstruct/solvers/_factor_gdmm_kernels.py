@@ -446,12 +446,13 @@ def _mark_heavy(visit, j):
 
 @njit(cache=CACHE, **NO_REFCOUNT)
 def _node_step(k, layout, weights, sets, settings, visit, i, j, counters):
-    """Up to ``steps`` pairwise steps on node j of example i."""
+    """Up to ``steps`` pairwise steps on node j of example i: the first toward the oracle's
+    state, the others between the best and the worst state of the active set (no oracle)."""
     g = layout.node_offsets[i] + j
     C, rho, w = settings.C, settings.rho, weights.w
     mu, slot_mu = visit.mu_u, visit.smu_u
     p0, p1 = visit.adj_ptr[j], visit.adj_ptr[j + 1]
-    for _ in range(settings.steps):
+    for step in range(settings.steps):
         n = sets.n_act[g]
         for s in range(n):
             m = 0.0
@@ -459,21 +460,36 @@ def _node_step(k, layout, weights, sets, settings, visit, i, j, counters):
                 end = visit.adj_end[p]
                 m += sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
             slot_mu[s] = m
-            mu[sets.act[g, s]] = m
-        b, gb = factors.node_oracle(k, i, w, j, C, sets.act[g], n, mu)
-        counters[0] += 1
         sa, ga = -1, -np.inf
-        for s in range(n):
-            mu[sets.act[g, s]] = 0.0
-            if sets.q[g, s] > 0.0:
+        if step == 0:
+            for s in range(n):
+                mu[sets.act[g, s]] = slot_mu[s]
+            b, gb = factors.node_oracle(k, i, w, j, C, sets.act[g], n, mu)
+            counters[0] += 1
+            for s in range(n):
+                mu[sets.act[g, s]] = 0.0
+                if sets.q[g, s] > 0.0:
+                    a = sets.act[g, s]
+                    if a == b:  # the oracle's own value at the same w: no second score
+                        gs = gb
+                    else:
+                        gs = -C * (
+                            factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a)
+                        )
+                        gs -= slot_mu[s]
+                    if gs > ga:
+                        sa, ga = s, gs
+        else:
+            sb, gb = -1, np.inf
+            for s in range(n):
                 a = sets.act[g, s]
-                if a == b:  # the oracle's own value at the same w: no second score
-                    gs = gb
-                else:
-                    gs = -C * (factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a))
-                    gs -= slot_mu[s]
-                if gs > ga:
+                gs = -C * (factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a))
+                gs -= slot_mu[s]
+                if gs < gb:
+                    sb, gb = s, gs
+                if sets.q[g, s] > 0.0 and gs > ga:
                     sa, ga = s, gs
+            b = sets.act[g, sb]
         if sa < 0 or ga - gb <= TIE * (abs(ga) + abs(gb)):
             return
         sb = _slot(sets, g, b, counters)
@@ -800,32 +816,37 @@ def _end_messages(sets, end, g, rho, mu, slot_mu):
 
 @njit(cache=CACHE, **NO_REFCOUNT)
 def _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, counters):
-    """Up to ``steps`` pairwise steps on the edge of row r (example i)."""
+    """Up to ``steps`` pairwise steps on the edge of row r (example i): the first toward the
+    oracle's pair, the others between the best and the worst pair of its support."""
     n0 = layout.node_offsets[i]
     e = rows.edge[r]
     gu, gv = n0 + rows.u[r], n0 + rows.v[r]
     C, rho, w = settings.C, settings.rho, weights.w
     mu_u, mu_v, smu_u, smu_v = visit.mu_u, visit.mu_v, visit.smu_u, visit.smu_v
-    for _ in range(settings.steps):
+    for step in range(settings.steps):
         _end_messages(sets, 2 * r, gu, rho, mu_u, smu_u)
         _end_messages(sets, 2 * r + 1, gv, rho, mu_v, smu_v)
         nu, nv = sets.n_act[gu], sets.n_act[gv]
-        a, b, gb = factors.edge_oracle(
-            k, i, w, e, C, sets.act[gu], nu, mu_u, sets.act[gv], nv, mu_v
-        )
-        counters[1] += 1
+        if step == 0:
+            a, b, gb = factors.edge_oracle(
+                k, i, w, e, C, sets.act[gu], nu, mu_u, sets.act[gv], nv, mu_v
+            )
+            counters[1] += 1
+        else:
+            a, b, gb = -1, -1, np.inf
         for s in range(nu):
             mu_u[sets.act[gu, s]] = 0.0
         for s in range(nv):
             mu_v[sets.act[gv, s]] = 0.0
         pa, ga = -1, -np.inf
         for p in range(pairs.n_pair[r]):
-            if pairs.q[r, p] > 0.0:
-                x, y = pairs.pair_a[r, p], pairs.pair_b[r, p]
-                s = factors.edge_score(k, i, w, e, sets.act[gu, x], sets.act[gv, y])
-                gp = -C * s + smu_u[x] + smu_v[y]
-                if gp > ga:
-                    pa, ga = p, gp
+            x, y = pairs.pair_a[r, p], pairs.pair_b[r, p]
+            s = factors.edge_score(k, i, w, e, sets.act[gu, x], sets.act[gv, y])
+            gp = -C * s + smu_u[x] + smu_v[y]
+            if step > 0 and gp < gb:  # inside the support: its best pair
+                a, b, gb = sets.act[gu, x], sets.act[gv, y], gp
+            if pairs.q[r, p] > 0.0 and gp > ga:
+                pa, ga = p, gp
         if pa < 0 or ga - gb <= TIE * (abs(ga) + abs(gb)):
             return
         su, sv = _slot(sets, gu, a, counters), _slot(sets, gv, b, counters)
