@@ -65,6 +65,12 @@ CoNLL-2000 chunking, K = 2 on Spark local[2] against one machine's default BCFW:
 
     python benchmarks/spark.py conll2000 --compare --partitions 2 --local-passes 1 --rounds 400
 
+Where the certificate lags the dual, ``--candidates`` prints at every check the gap of each
+primal candidate (x, ū, x̄) against the certified dual, with κ and x̄'s rounds::
+
+    python benchmarks/spark.py conll2000 --partitions 2 --local-passes 1 --rounds 300 \\
+        --check-every 5 --spark-rounds 0 --candidates
+
 A quick run (about a minute)::
 
     python benchmarks/spark.py yeast --partitions 1 2 --local-passes 1 --rounds 20 \\
@@ -237,11 +243,23 @@ def count_rounds(model, data, C, solver, K, H, args, options):
     compute per partition per round and the history."""
     engine = TimedEngine()
     reached = {}
+    per_candidate = []  # (round, dual, primal of every candidate) at every check
 
     def note(record):
         for t in args.targets:
             if t not in reached and record.relative_gap <= t:
                 reached[t] = record.passes
+        if getattr(args, "candidates", False) and not math.isnan(record.relative_gap):
+            primals = [float(s._primal(c)) for c in s.candidates()]
+            per_candidate.append((record.passes, record.dual, primals))
+            gaps = "  ".join(f"{(p - record.dual) / p:.2%}" for p in primals)
+            extra = record.extra or {}
+            print(
+                f"#   round {record.passes}: dual {record.dual:.6g}, gap of each candidate "
+                f"{gaps}; kappa {extra.get('kappa', math.nan):.4g}, x̄ over "
+                f"{extra.get('mean_rounds', math.nan):.0f} rounds",
+                flush=True,
+            )
         return False
 
     s = make_solver(
@@ -276,6 +294,7 @@ def count_rounds(model, data, C, solver, K, H, args, options):
         "compute_mean": float(secs.mean()),
         "wall_s": time.perf_counter() - t0,
         "history": [(r.passes, r.primal, r.dual, r.relative_gap) for r in s.history],
+        "candidates": per_candidate,
         "agreement": [
             (r.passes, r.extra["agreement"])
             for r in s.history
@@ -432,6 +451,11 @@ def main(argv=None):
         default=[],
         metavar="KEY=VALUE",
         help="an option of CoCoA's constructor (repeatable)",
+    )
+    ap.add_argument(
+        "--candidates",
+        action="store_true",
+        help="at every check, print the gap of every primal candidate against the dual",
     )
     ap.add_argument("--pooled-min-count", type=int, default=1)
     ap.add_argument("-C", type=float, default=None)

@@ -29,7 +29,9 @@ the centre, not σ', as what holds the partitions' correlated steps together, an
 to a given gap then grow about as √K instead of K. ``acceleration="catalyst"``
 extrapolates the centre (Lin, Mairal, Harchaoui 2015). Every round's point is dual feasible;
 the certificate is BCFW's (the best point between the gold labellings and u, or ū), against
-the exact primal of x or ū. The weighted average numbers every block visit (weights 1, 2,
+the exact primal of x, ū or x̄, the mean of the rounds' x since κ last changed (the k-th
+weighing k (k + 1), as BCFW's mean of its passes' x; kept by the driver, scored by the
+partitions as every candidate). The weighted average numbers every block visit (weights 1, 2,
 3, …), the partitions' visits of a round on from the same count: each block's averaged
 point stays a convex combination of its iterates. With K = 1 a round is a pass of BCFW
 with its defaults over the driver's order, onto the driver's state: the same ``w``.
@@ -72,6 +74,9 @@ ACCELERATIONS = ("auto", "catalyst", "none")
 
 #: elements of ``w`` per slice where the driver reads the averaged point without its copy
 AVERAGE_CHUNK = 1 << 20
+#: the power η of x̄'s weights, as the single-machine BCFW's (``MEAN_POWER`` of
+#: :mod:`dualstruct.solvers.block`): the k-th round's x weighs k (k + 1)
+MEAN_POWER = 2
 
 
 class AveragedPoint(NamedTuple):
@@ -249,7 +254,7 @@ class _DistributedSolver(PassSolver):
     state_scalars = ("seed",)
 
     def memory_parts(self, data):
-        return {"weights and their copies (driver)": 8 * 4 * model_size(self.model)}
+        return {"weights and their copies (driver)": 8 * 5 * model_size(self.model)}
 
     def _job(self, step):
         kmodel = kernel_model(self.model)
@@ -387,6 +392,11 @@ class _DistributedSolver(PassSolver):
         self.seed = int(meta["scalars"]["seed"])  # the partitions depend on it
         own = {k: v for k, v in arrays.items() if "/" not in k}
         super().load_state(data, meta, own)
+        if getattr(self, "_keeps_mean", False) and "prox_mean" not in own:
+            self.prox_mean[:] = self.prox_w  # saved before x̄ was kept: it restarts at x,
+            self.mean_passes = 0
+            if self.passes > self.centred_at:  # the last round's end
+                self._take_in_x()
         try:
             self.engine.load_state_arrays({k: v for k, v in arrays.items() if "/" in k})
             self._check_restored()
@@ -601,29 +611,41 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             if self._extrapolating:  # z, and x after the previous round
                 self.prox_center = self.w.copy()
                 self.prox_last = self.w.copy()
+            if self.averaging:  # x̄, the rounds' x since κ last changed
+                self.prox_mean = self.w.copy()
+        self.mean_passes = 0  # the rounds x̄ averages
         self.centred_at = 0
 
     state_scalars = ("seed", "kappa", "centred_at", "lowest_gaps", "stalled", "best_dual",
-                     "gap_sum")  # fmt: skip
+                     "gap_sum", "mean_passes")  # fmt: skip
 
     @property
     def state_arrays(self):
-        if self._proximal_on and self._extrapolating:
-            return ("w", "R", "scalars", "prox_w", "prox_center", "prox_last")
-        if self._proximal_on:
-            return ("w", "R", "scalars", "prox_w")
-        return ("w", "R", "scalars")
+        if not self._proximal_on:
+            return ("w", "R", "scalars")
+        arrays = ("w", "R", "scalars", "prox_w")
+        if self._extrapolating:
+            arrays += ("prox_center", "prox_last")
+        return arrays + ("prox_mean",) if self._keeps_mean else arrays
+
+    #: absent from files saved before x̄ was kept: it restarts at x
+    optional_state_arrays = ("prox_mean",)
+
+    @property
+    def _keeps_mean(self):
+        """Whether x̄ is a candidate: with the proximal scheme and averaging, as BCFW."""
+        return self._proximal_on and self.averaging
 
     @property
     def _extrapolating(self):
         """Whether the centre z is kept: only Catalyst's extrapolation reads it after the
         round that set it. Without it the centre moves to x before every round, so
-        ``x ← (u + κ z) / (1 + κ)`` is computed from x in place and the driver holds three
-        copies of ``w`` (u, x and the average's ``R``), not five."""
+        ``x ← (u + κ z) / (1 + κ)`` is computed from x in place and the driver holds four
+        copies of ``w`` (u, x, the average's ``R`` and x̄), not six."""
         return self.resolved_acceleration == "catalyst"
 
     def _after_load(self):
-        self._avg_cache = None
+        self._avg_cache = self._x_primal = None
         self.agreement = float("nan")
         check_step_count(self.scalars[1], "scalars")
         if not (np.isfinite(self.kappa) and self.kappa >= 0):
@@ -646,7 +668,12 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
                 "saved solver arrays 'R' and 'scalars': the averaging accumulators are not "
                 "zero although no round was made (scalars[1] = 0)"
             )
-        for name, top in (("centred_at", self.passes), ("stalled", PROXIMAL_PATIENCE)):
+        checked = (
+            ("centred_at", self.passes),
+            ("stalled", PROXIMAL_PATIENCE),
+            ("mean_passes", self.passes),
+        )
+        for name, top in checked:
             if not 0 <= getattr(self, name) <= top:
                 raise ValueError(
                     f"the saved solver field {name!r} must lie in 0 … {top}, got "
@@ -688,10 +715,45 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         return AveragedPoint(self.w, self.R, A), float(self.scalars[0] - self.scalars[2] / A)
 
     def candidates(self):
+        """x, ū and x̄ with the proximal scheme and averaging (BCFW's, in its order); ū
+        and u with averaging alone."""
         if not self.averaging:
             return super().candidates()
         average = self._average()[0]
-        return [self.prox_w, average] if self._proximal_on else [average, self.w]
+        if not self._proximal_on:
+            return [average, self.w]
+        return [self.prox_w, average, self._mean_of_x()]
+
+    #: the rounds x̄ averages (a class default for states made by hand)
+    mean_passes = 0
+    #: ``(rounds, P(x))`` once x is scored after a round: x̄ while it is x is not scored again
+    _x_primal = None
+
+    def _mean_of_x(self):
+        """x̄: x itself while it averages one round (as BCFW's, whose mean of one pass is x)."""
+        return self.prox_w if self.mean_passes <= 1 else self.prox_mean
+
+    def _primal(self, w):
+        if not (self._proximal_on and w is self.prox_w):
+            return super()._primal(w)
+        if self._x_primal is None or self._x_primal[0] != self.passes:
+            self._x_primal = (self.passes, super()._primal(w))
+        return self._x_primal[1]
+
+    def _take_in_x(self):
+        """After a round: x̄ ← x̄ + (η + 1) (x − x̄) / (k + η) with x the round's iterate as
+        the k-th (η = ``MEAN_POWER``), in place and slice by slice with the numbers of
+        BCFW's pass ends."""
+        if not self._keeps_mean:
+            return
+        step = (MEAN_POWER + 1.0) / (self.mean_passes + 1.0 + MEAN_POWER)
+        x, mean = self.prox_w, self.prox_mean
+        for start in range(0, x.size, AVERAGE_CHUNK):
+            part = slice(start, start + AVERAGE_CHUNK)
+            move = x[part] - mean[part]
+            move *= step
+            np.add(mean[part], move, out=mean[part])
+        self.mean_passes += 1
 
     def candidate(self, index):
         cands = self.candidates()
@@ -744,9 +806,13 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         self.centred_at = self.passes
 
     def _one_pass(self, order, chunks):
+        self._x_primal = None
         proximal = self._proximal_on
         if proximal and self.passes > self.centred_at:  # once per round
+            kappa = self.kappa
             self._centre()
+            if self.kappa != kappa:
+                self.mean_passes = 0  # x̄ restarts: the iterates of another κ are far
         if proximal:  # score at x, the quadratic scaled by σ'/(1+κ), u accumulates
             kappa = self._effective_kappa()
             point, sigma = self.prox_w, self.sigma / (1.0 + kappa)
@@ -764,7 +830,9 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             )
         )
         if results[0].absolute:
-            return self._take_state(results[0])
+            calls = self._take_state(results[0])
+            self._take_in_x()
+            return calls
         own = sum(r.sq_norm() for r in results)  # Σ_k ‖Δw_k‖²
         along = sum(r.dot(self.w) for r in results)  # ⟨u, Σ_k Δw_k⟩
         before = float(self.w @ self.w)
@@ -787,6 +855,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         moved = float(self.w @ self.w) - before - 2.0 * along  # ‖Σ_k Δw_k‖²
         self.agreement = max(moved, 0.0) / own if own > 0 else float("nan")
         self._avg_cache = None
+        self._take_in_x()
         return sum(r.oracle_calls for r in results)
 
     def _take_state(self, r):
@@ -808,6 +877,8 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             out.update(
                 kappa=self.kappa, proximal_term=self._proximal_term(), block_gap_sum=self.gap_sum
             )
+        if self._keeps_mean:
+            out["mean_rounds"] = float(self.mean_passes)
         if self.n_partitions > 1:
             out["agreement"] = self.agreement
         return out
@@ -881,6 +952,8 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             centre = self.prox_center if self._extrapolating else self.prox_w
             bcfw.prox_center = centre.copy()
             bcfw.block_gaps[:] = self.gap_sum / self.data.n_sequences
+            if self._keeps_mean:  # x̄ and its rounds, as BCFW's pass ends
+                bcfw.prox_mean, bcfw.mean_passes = self.prox_mean.copy(), self.mean_passes
         bcfw._after_load()
         # the count and the history go on: the rounds made here, then passes on one machine
         bcfw.passes, bcfw.oracle_calls = self.passes, self.oracle_calls
