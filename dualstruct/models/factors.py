@@ -49,6 +49,10 @@ an ``edge_oracle``, with the trees kept in the kernel and brought up to date by
     prepare_weights(k, w)                called before a run of factor steps on w (which
                                          may have changed since): rebuild them; default none
 
+and must count on it: GDMM changes w between its calls only through ``add_node`` and
+``add_edge``, and calls ``prepare_weights`` after any other change (a code calling the
+factor functions itself must do the same).
+
 **Lazy edges.** A model whose examples have many edges that carry no information (the
 multi-label model's full label graph) registers
 

@@ -223,15 +223,28 @@ def edge_scan(k, node_offsets, edge_counts, loopy, parent):
                 return i, e, u, v
             if e % stride == 0 and factors.edge_between(k, i, v, u) != e:
                 return i, e, u, v
-            while parent[u] != u:
+            while parent[u] != u:  # path halving
+                parent[u] = parent[parent[u]]
                 u = parent[u]
             while parent[v] != v:
+                parent[v] = parent[parent[v]]
                 v = parent[v]
             if u == v:
                 loopy[i] = True
             else:
                 parent[u] = v
     return -1, -1, -1, -1
+
+
+@njit(cache=CACHE, inline="always")
+def _edge_joining(k, i, a, b):
+    """The edge of example i between nodes a and b by the model's ``edge_between``; −1 when
+    there is none or the answer is not an edge of i joining them (no index out of range)."""
+    e = factors.edge_between(k, i, a, b)
+    if e < 0 or e >= factors.factor_counts(k, i)[1]:
+        return -1
+    u, v = factors.edge_nodes(k, i, e)
+    return e if (u == a and v == b) or (u == b and v == a) else -1
 
 
 @njit(cache=CACHE)
@@ -248,7 +261,7 @@ def gold_rows(k, node_offsets, gold, null, counts, rows):
             for a in range(b):
                 if gold[n0 + a] == null[n0 + a]:
                     continue
-                e = factors.edge_between(k, i, a, b)
+                e = _edge_joining(k, i, a, b)
                 if e < 0:
                     continue
                 if rows is not None:
@@ -257,6 +270,32 @@ def gold_rows(k, node_offsets, gold, null, counts, rows):
                     rows.u[r], rows.v[r], rows.edge[r] = u, v, e
                 c += 1
         counts[i] = c
+
+
+@njit(cache=CACHE)
+def check_inactive_edges(k, layout, rows, sets):
+    """Lazy edges, a restored state: the first example (−1: none) with an inactive edge that
+    cannot stand at the fixed table: its gold pair has no null state, or its nodes' masses
+    off the null state add up to more than 1."""
+    active = np.full(max(layout.max_edges, 1), -1, dtype=np.int64)
+    for i in range(len(layout.node_offsets) - 1):
+        for r in range(rows.start[i], rows.start[i] + rows.count[i]):
+            active[rows.edge[r]] = i
+        n0 = layout.node_offsets[i]
+        for b in range(layout.node_offsets[i + 1] - n0):
+            gold_b = sets.act[n0 + b, 0] != layout.null[n0 + b]
+            mb = _mass(layout, sets, n0 + b)
+            if not gold_b and mb <= 0.0:
+                continue
+            for a in range(b):
+                gold_a = sets.act[n0 + a, 0] != layout.null[n0 + a]
+                heavy = mb + _mass(layout, sets, n0 + a) > 1.0 + AT_BOUND
+                if not (gold_a and gold_b) and not heavy:
+                    continue
+                e = _edge_joining(k, i, a, b)
+                if e >= 0 and active[e] != i:
+                    return i
+    return -1
 
 
 @njit(cache=CACHE)
@@ -328,7 +367,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
     for pos in range(first, len(order)):
         i = order[pos]
         _adjacency(layout, rows, visit, i)
-        need = _room_needed(layout, rows, visit, sets, pairs, settings.steps * settings.sweeps, i)
+        # only a factor visit's first step (the oracle's) may add a state or a pair
+        need = _room_needed(layout, rows, visit, sets, pairs, settings.sweeps, i)
         if need:
             _forget_rows(layout, rows, visit, i)
             return pos, need, 0
@@ -531,7 +571,7 @@ def _mass_room(k, layout, sets, visit, i, j):
         v = visit.heavy[t]
         if v == j:
             continue
-        e = factors.edge_between(k, i, j, v)
+        e = _edge_joining(k, i, j, v)
         if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
             most = max(most, _mass(layout, sets, n0 + v))
     return 1.0 - _mass(layout, sets, n0 + j) - most
@@ -571,7 +611,7 @@ def _activate_edges(k, layout, rows, weights, sets, pairs, settings, visit, i, c
             v = visit.heavy[t]
             if v == j:
                 continue
-            e = factors.edge_between(k, i, j, v)
+            e = _edge_joining(k, i, j, v)
             if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
                 if mj + _mass(layout, sets, n0 + v) >= 1.0 - AT_BOUND:
                     _activate(k, layout, rows, sets, pairs, visit, i, e, counters)
@@ -677,7 +717,7 @@ def _bundle(k, layout, sets, settings, w, visit, i, j, a, collect):
         v = visit.heavy[t]
         if v == j:
             continue
-        e = factors.edge_between(k, i, j, v)
+        e = _edge_joining(k, i, j, v)
         if e < 0 or e >= len(visit.row_of) or visit.row_of[e] >= 0:
             continue
         top = settings.C * _pair_with_mass(k, layout, sets, w, i, e, j, a, v)
@@ -783,7 +823,7 @@ def _candidate_pairs(k, layout, weights, sets, settings, visit, i, best):
             n += 1
     for x in range(n):
         for y in range(x):
-            e = factors.edge_between(k, i, visit.cand[y], visit.cand[x])
+            e = _edge_joining(k, i, visit.cand[y], visit.cand[x])
             if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
                 gain = _pair_gain(k, layout, sets, weights.w, C, visit, i, e, best)
                 if gain > best:

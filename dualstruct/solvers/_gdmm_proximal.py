@@ -90,6 +90,7 @@ class ProximalGDMM(ProximalKappa):
 
     def _start_proximal(self):
         """κ from the start and x = z = u (empty arrays without the scheme)."""
+        self._scale_cache = None  # the data may have changed since the last fit
         self._restart_proximal()
         if self._proximal_on:
             self.prox_w, self.prox_center = self.w.copy(), self.w.copy()

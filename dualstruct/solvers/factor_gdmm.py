@@ -94,7 +94,8 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     A model that registers null states (:mod:`dualstruct.models.factors`, "Lazy edges"; the
     multi-label model with ``interactions="11"``) has only the edges that carry information
     stored: each example keeps a pool of active edges, which grows when a node step or the
-    greedy choice needs an edge.
+    greedy choice needs an edge. :class:`~dualstruct.solvers.MultiLabelGDMM` stays the
+    multi-label model's ``solver="gdmm"``.
 
     Parameters
     ----------
@@ -499,7 +500,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         ):
             raise ValueError("inconsistent GDMM state: the pool of active edges is out of range")
         if fresh is not None and not all(np.array_equal(x, y) for x, y in zip(self._rows(), fresh)):
-            raise ValueError("inconsistent GDMM state: the edges differ from the data's")
+            raise ValueError(
+                "inconsistent GDMM state: the edges differ from the data's (saved with "
+                "another lazy_edges setting?)"
+            )
         used_rows = self._used_rows()
         example = np.repeat(np.arange(n), count)
         width = np.diff(self.layout.node_offsets)[example]
@@ -533,6 +537,16 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
                 raise ValueError(f"inconsistent GDMM state: {name!r} names an inactive slot")
         check_distributions("q", self.q, used)
         check_distributions("q_e", self.q_e[used_rows], live)
+        if self.lazy:
+            bad = self._kern.check_inactive_edges(
+                self.blocks.kernel, self.layout, self._rows(), self._sets()
+            )
+            if bad >= 0:
+                raise ValueError(
+                    f"inconsistent GDMM state: example {bad} has an inactive edge that cannot "
+                    "stand at the fixed table (its gold pair has no null state, or its nodes' "
+                    "masses add up to more than 1)"
+                )
         expected = np.zeros_like(self.w)
         self._kern.rebuild_weights(
             self.blocks.kernel,

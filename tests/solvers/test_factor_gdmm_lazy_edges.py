@@ -123,3 +123,27 @@ def test_the_memory_estimate_follows_the_pool():
     full = FactorGDMM(model, lazy_edges=False).memory_parts(data)
     assert any(key.startswith("active edges") for key in lazy)
     assert sum(lazy.values()) < sum(full.values())
+
+
+def test_a_restored_inactive_edge_must_stand_at_the_fixed_table():
+    """An edited state whose inactive edges cannot stand at T (a gold edge left inactive, or
+    two nodes with more than unit mass off null between them) would certify a gap that is no
+    bound: it is refused."""
+    model, data = _sparse_labels(seed=1)
+    solver = FactorGDMM(model, C=1.0, max_iter=4, check_every=2, random_state=0).fit(data)
+    meta, arrays = solver.state_dict()
+    L = data.Y.shape[1]
+    two = int(np.flatnonzero(data.Y.sum(axis=1) == 2)[0])  # an example with a gold edge
+    bad = {k: np.array(v) for k, v in arrays.items()}
+    bad["row_count"][two] = 0
+    with pytest.raises(ValueError, match="fixed table"):
+        FactorGDMM(model, C=1.0).load_state(data, meta, bad)
+    one = int(np.flatnonzero(data.Y.sum(axis=1) == 1)[0])
+    label = int(np.flatnonzero(data.Y[one])[0])
+    other = (label + 1) % L
+    g = one * L + other  # its node `other` gets all the mass off null, as the gold one has
+    bad = {k: np.array(v) for k, v in arrays.items()}
+    bad["row_count"][one] = 0
+    bad["act"][g, :2], bad["q"][g, :2], bad["n_act"][g] = (0, 1), (0.0, 1.0), 2
+    with pytest.raises(ValueError, match="fixed table"):
+        FactorGDMM(model, C=1.0).load_state(data, meta, bad)
