@@ -382,18 +382,19 @@ def _sigint_during_pass(solver, at_pass, times=1, signame="SIGINT"):
     import os
     import signal
 
-    one_pass = solver._one_pass
+    parts = solver._pass_parts  # the kernel calls of a pass: the signals come between two
 
     def wrapped(order, chunks):
-        if solver.passes + 1 == at_pass:
-            half = len(order) // 2
-            calls = one_pass(order[:half], 1)
-            for _ in range(times):
-                os.kill(os.getpid(), getattr(signal, signame))
-            return calls + one_pass(order[half:], 1)
-        return one_pass(order, chunks)
+        if solver.passes + 1 != at_pass:
+            yield from parts(order, chunks)
+            return
+        half = len(order) // 2
+        yield from parts(order[:half], 1)
+        for _ in range(times):
+            os.kill(os.getpid(), getattr(signal, signame))
+        yield from parts(order[half:], 1)
 
-    solver._one_pass = wrapped
+    solver._pass_parts = wrapped
 
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT"), reason="needs SIGINT")
@@ -414,7 +415,7 @@ def test_ctrl_c_stops_on_a_pass_boundary_and_resumes_exactly(signame):
     assert s.history.stop_reason == "interrupted" and s.passes == 3
     assert not math.isnan(s.history.last.primal) and s.history.last.passes == 3
     assert signal.getsignal(signal.SIGTERM) is before  # the handlers are put back
-    s._one_pass = BCFW._one_pass.__get__(s)
+    del s._pass_parts
     s.fit(data, max_iter=6)
     assert s.passes == 9
     np.testing.assert_array_equal(s.weights(), full.weights())
@@ -432,7 +433,7 @@ def test_resume_after_ctrl_c_stops_where_an_uninterrupted_run_does(seed, tol):
     _sigint_during_pass(s, at_pass=3)
     s.fit(data)
     assert s.passes == 3
-    s._one_pass = BCFW._one_pass.__get__(s)
+    del s._pass_parts
     s.fit(data, max_iter=497)
     assert full.history.stop_reason == s.history.stop_reason == "tol"
     assert s.passes == full.passes
@@ -542,7 +543,7 @@ def test_a_scheduled_check_cut_short_is_redone_and_the_run_resumes_exactly():
     s.fit(data)
     assert s.passes == 12 and s._pending_check
     s._primal = primal
-    s._one_pass = BCFW._one_pass.__get__(s)
+    del s._pass_parts
     s.fit(data, max_iter=488)
     assert s.passes == full.passes and s.history.stop_reason == "tol"
     np.testing.assert_array_equal(s.weights(), full.weights())
