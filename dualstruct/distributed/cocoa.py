@@ -24,9 +24,11 @@ driver alone moves the centre z once per round; the proximal term's κ_K = σ' (
 makes every partition's local steps exactly as long as one machine's at κ, and the
 subproblem is still safe for σ' = K. With several partitions κ_K starts at
 ``PROXIMAL_START`` and halves only while the proximal term dominates σ' times the block
-gaps or the rounds stop making progress (:meth:`CoCoA._adapt_kappa`): a large κ_K keeps
-the centre, not σ', as what holds the partitions' correlated steps together, and the rounds
-to a given gap then grow about as √K instead of K. ``acceleration="catalyst"``
+gaps or the rounds stop making progress (:meth:`CoCoA._adapt_kappa`), never below
+``KAPPA_K_FLOOR`` (25, or σ' − 1): a large κ_K keeps the centre, not σ', as what holds the
+partitions' correlated steps together, and the rounds to a given gap then grow about as √K
+instead of K; below the floor the partitions' changes cancel (the ``agreement`` falls to
+0.3–0.4) and the rounds turn sublinear. ``acceleration="catalyst"``
 extrapolates the centre (Lin, Mairal, Harchaoui 2015). Every round's point is dual feasible;
 the certificate is BCFW's (the best point between the gold labellings and u, or ū), against
 the exact primal of x, ū or x̄, the mean of the rounds' x since κ last changed (the k-th
@@ -48,10 +50,9 @@ import numpy as np
 from ..data.blocks import labelling_bound
 from ..solvers import BCFW
 from ..solvers import _block_kernels as kern
+from ..solvers._proximal import PROXIMAL_START, check_proximal, mean_step, proximal_point
 from ..solvers.base import PassSolver, WeightedAverageDual, _DeferredInterrupt, model_size
 from ..solvers.block import (
-    PROXIMAL_PATIENCE,
-    PROXIMAL_START,
     ProximalPoint,
     check_agrees,
     check_step_bound,
@@ -71,12 +72,12 @@ from .partition import (
 
 AGGREGATIONS = ("adding", "averaging")
 ACCELERATIONS = ("auto", "catalyst", "none")
+#: with σ' ≠ 1 the proximal term's κ_K halves no further than this (or σ' − 1): below it
+#: the partitions' changes stop adding up and the rounds turn sublinear (BENCHMARKS.md)
+KAPPA_K_FLOOR = PROXIMAL_START / 4
 
 #: elements of ``w`` per slice where the driver reads the averaged point without its copy
 AVERAGE_CHUNK = 1 << 20
-#: the power η of x̄'s weights, as the single-machine BCFW's (``MEAN_POWER`` of
-#: :mod:`dualstruct.solvers.block`): the k-th round's x weighs k (k + 1)
-MEAN_POWER = 2
 
 
 class AveragedPoint(NamedTuple):
@@ -254,7 +255,23 @@ class _DistributedSolver(PassSolver):
     state_scalars = ("seed",)
 
     def memory_parts(self, data):
-        return {"weights and their copies (driver)": 8 * 5 * model_size(self.model)}
+        """The driver's copies of ``w``: its state (:meth:`_driver_copies`) and a round's
+        changes from the K partitions, held together (each dense at most)."""
+        size = 8 * model_size(self.model)
+        return {
+            "weights and their copies (driver)": size * self._driver_copies(),
+            "a round's changes from the partitions (driver)": size
+            * self.n_partitions
+            * self._changes_per_partition(),
+        }
+
+    def _driver_copies(self):
+        """The arrays as large as ``w`` that the driver holds (subclasses)."""
+        return 1
+
+    def _changes_per_partition(self):
+        """The arrays as large as ``w`` a partition returns per round (subclasses)."""
+        return 1
 
     def _job(self, step):
         kmodel = kernel_model(self.model)
@@ -509,13 +526,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
         if step not in ("auto", "pairwise", "fw"):
             raise ValueError(f"step must be 'auto', 'pairwise' or 'fw', got {step!r}")
-        if proximal != "auto" and (
-            isinstance(proximal, (bool, str))
-            or not isinstance(proximal, (int, float, np.integer, np.floating))
-            or not proximal >= 0
-            or not np.isfinite(proximal)
-        ):
-            raise ValueError(f"proximal must be 'auto' or a number >= 0, got {proximal!r}")
+        check_proximal(proximal)
         if acceleration not in ACCELERATIONS:
             raise ValueError(f"acceleration must be one of {ACCELERATIONS}, got {acceleration!r}")
         self.proximal = proximal if proximal == "auto" else float(proximal)
@@ -564,36 +575,41 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             return self.kappa
         return self.sigma * (1.0 + self.kappa) - 1.0
 
-    def _restart_proximal(self):
-        """One machine's start (``proximal="auto"``: κ = ``PROXIMAL_START``); with several
-        partitions the proximal term's κ_K starts there instead (the one-machine κ of the
-        local steps is then smaller; never below 0, i.e. κ_K ≥ σ' − 1)."""
-        super()._restart_proximal()
-        if self.proximal == "auto" and self.sigma != 1.0:
-            self.kappa = max(0.0, (PROXIMAL_START + 1.0) / self.sigma - 1.0)
+    def _kappa_start(self):
+        """One machine's start ``PROXIMAL_START``; with σ' ≠ 1 the proximal term's κ_K
+        starts there instead (the one-machine κ of the local steps is then smaller; never
+        below 0, i.e. κ_K ≥ σ' − 1)."""
+        if self.sigma == 1.0:
+            return PROXIMAL_START
+        return max(0.0, (PROXIMAL_START + 1.0) / self.sigma - 1.0)
+
+    def _kappa_floor(self):
+        """σ' ≠ 1: the κ whose κ_K is ``KAPPA_K_FLOOR`` (0 where σ' − 1 is above it)."""
+        if self.sigma == 1.0:
+            return super()._kappa_floor()
+        return max(0.0, (KAPPA_K_FLOOR + 1.0) / self.sigma - 1.0)
 
     def _adapt_kappa(self):
-        """One partition: BCFW's rule. Several: κ_K halves (never below σ' − 1) when the
-        proximal term exceeds σ' times the last round's sum of block gaps, or when that sum
-        has not reached a new low for ``PROXIMAL_PATIENCE`` rounds. Each partition measures
-        its blocks' gaps against its own local iterate, which sees about 1/σ' of the
-        round's change, hence the factor. BCFW's rule itself (factor 1, and κ = 0 once the
-        average wins a check) leaves κ_K at σ' − 1 within a few rounds, where the
-        partitions' correlated steps are damped as in plain CoCoA+ and the rounds grow
-        about linearly with K (BENCHMARKS.md, "Distributed training on Spark")."""
+        """One partition: BCFW's rule. Several: κ_K halves (never below ``KAPPA_K_FLOOR``
+        or σ' − 1) when the proximal term exceeds σ' times the last round's sum of block
+        gaps, or when that sum has not reached a new low for ``PROXIMAL_PATIENCE`` rounds.
+        Each partition measures its blocks' gaps against its own local iterate, which sees
+        about 1/σ' of the round's change, hence the factor. BCFW's rule itself (factor 1,
+        and κ = 0 once the average wins a check) leaves κ_K at σ' − 1 within a few rounds,
+        where the partitions' correlated steps are damped as in plain CoCoA+ and the rounds
+        grow about linearly with K (BENCHMARKS.md, "Distributed training on Spark")."""
         if self.sigma == 1.0:
             return super()._adapt_kappa()
         gaps = self._gap_sum()
-        if not np.isfinite(gaps):
-            return
-        if gaps < self.lowest_gaps:
-            self.lowest_gaps, self.stalled = gaps, 0
-        else:
-            self.stalled += 1
-        if self._proximal_term() > self.sigma * gaps or self.stalled >= PROXIMAL_PATIENCE:
-            halved = 0.5 * self._effective_kappa()
-            self.kappa = max(0.0, (halved + 1.0) / self.sigma - 1.0)
-            self.stalled = 0
+        if np.isfinite(gaps):
+            self._judge_kappa(self._proximal_term(), self.sigma * gaps, progress=gaps)
+
+    def _halve_kappa(self):
+        """σ' ≠ 1: κ_K halves, never below :meth:`_kappa_floor`'s; else one machine's rule."""
+        if self.sigma == 1.0:
+            return super()._halve_kappa()
+        kappa = max(0.0, (0.5 * self._effective_kappa() + 1.0) / self.sigma - 1.0)
+        self.kappa = max(kappa, min(self._kappa_floor(), self.kappa))
 
     def _init_state(self):
         kmodel = self._start_engine(self.resolved_step)
@@ -631,6 +647,19 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
     #: absent from files saved before x̄ was kept: it restarts at x
     optional_state_arrays = ("prox_mean",)
 
+    def _driver_copies(self):
+        """u and the average's R; x with the proximal scheme, z and the last x with
+        Catalyst, x̄ with averaging too; with averaging ū is made once at a check and for
+        the model returned."""
+        copies = 2 + self.averaging
+        if self._proximal_on:
+            copies += 1 + 2 * self._extrapolating + self._keeps_mean
+        return copies
+
+    def _changes_per_partition(self):
+        """Δw, and ΔR with averaging."""
+        return 1 + self.averaging
+
     @property
     def _keeps_mean(self):
         """Whether x̄ is a candidate: with the proximal scheme and averaging, as BCFW."""
@@ -648,8 +677,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         self._avg_cache = self._x_primal = None
         self.agreement = float("nan")
         check_step_count(self.scalars[1], "scalars")
-        if not (np.isfinite(self.kappa) and self.kappa >= 0):
-            raise ValueError(f"the saved solver field 'kappa' must be >= 0, got {self.kappa!r}")
+        self._check_kappa_state()
         if self.best_dual == np.inf:
             raise ValueError("the saved solver field 'best_dual' is infinite")
 
@@ -668,17 +696,11 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
                 "saved solver arrays 'R' and 'scalars': the averaging accumulators are not "
                 "zero although no round was made (scalars[1] = 0)"
             )
-        checked = (
-            ("centred_at", self.passes),
-            ("stalled", PROXIMAL_PATIENCE),
-            ("mean_passes", self.passes),
-        )
-        for name, top in checked:
-            if not 0 <= getattr(self, name) <= top:
-                raise ValueError(
-                    f"the saved solver field {name!r} must lie in 0 … {top}, got "
-                    f"{getattr(self, name)!r}"
-                )
+        if not 0 <= self.mean_passes <= self.passes:
+            raise ValueError(
+                f"the saved solver field 'mean_passes' must lie in 0 … {self.passes}, got "
+                f"{self.mean_passes!r}"
+            )
         partitions = getattr(self.engine, "partitions", None)
         if not isinstance(partitions, list):
             return
@@ -744,16 +766,8 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         """After a round: x̄ ← x̄ + (η + 1) (x − x̄) / (k + η) with x the round's iterate as
         the k-th (η = ``MEAN_POWER``), in place and slice by slice with the numbers of
         BCFW's pass ends."""
-        if not self._keeps_mean:
-            return
-        step = (MEAN_POWER + 1.0) / (self.mean_passes + 1.0 + MEAN_POWER)
-        x, mean = self.prox_w, self.prox_mean
-        for start in range(0, x.size, AVERAGE_CHUNK):
-            part = slice(start, start + AVERAGE_CHUNK)
-            move = x[part] - mean[part]
-            move *= step
-            np.add(mean[part], move, out=mean[part])
-        self.mean_passes += 1
+        if self._keeps_mean:
+            self.mean_passes = mean_step(self.prox_w, self.prox_mean, self.mean_passes)
 
     def candidate(self, index):
         cands = self.candidates()
@@ -798,11 +812,8 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
             return super()._centre()
         if self.proximal == "auto":
             self._adapt_kappa()
-        kappa = self._effective_kappa()
         x = self.prox_w  # x ← (u + κ x) / (1 + κ), the same numbers as with z ← x first
-        x *= kappa
-        x += self.w
-        x /= 1.0 + kappa
+        proximal_point(self.w, x, self._effective_kappa(), x)
         self.centred_at = self.passes
 
     def _one_pass(self, order, chunks):
@@ -1036,6 +1047,10 @@ class MiniBatchSSG(_DistributedSolver):
 
     state_arrays = ("w", "w_avg", "scalars")
 
+    def _driver_copies(self):
+        """w, its average and a round's sum of the partitions' subgradients."""
+        return 3
+
     def candidates(self):
         return [self.w_avg, self.w] if self.averaging else [self.w]
 
@@ -1051,8 +1066,11 @@ class MiniBatchSSG(_DistributedSolver):
         t = self.scalars[0] + 1.0
         eta = 1.0 / t
         self.w *= 1.0 - eta
-        self.w += (eta * self.C * self.data.n_sequences / b) * psi
-        self.w_avg += (2.0 / (t + 1.0)) * (self.w - self.w_avg)
+        psi *= eta * self.C * self.data.n_sequences / b
+        self.w += psi
+        np.subtract(self.w, self.w_avg, out=psi)  # psi is the temporary from here
+        psi *= 2.0 / (t + 1.0)
+        self.w_avg += psi
         self.scalars[0] = t
         return sum(r.oracle_calls for r in results)
 

@@ -26,6 +26,10 @@ PROXIMAL_MIN = 1e-3
 #: entries of w per slice when two copies of w are combined (no temporary as large as w)
 SLICE = 1 << 22
 
+#: the power η of x̄'s weights: the k-th iterate taken in weighs k (k + 1) … (k + η − 1)
+#: (polynomial-decay averaging, Shamir and Zhang 2013)
+MEAN_POWER = 2
+
 
 def check_proximal(proximal):
     """``proximal``: "auto" or a finite number >= 0 (ValueError otherwise)."""
@@ -46,6 +50,19 @@ def half_sq_distance(a, b):
         d = a[start : start + SLICE] - b[start : start + SLICE]
         total += float(d @ d)
     return 0.5 * total
+
+
+def mean_step(x, mean, taken):
+    """x̄ ← x̄ + (η + 1) (x − x̄) / (k + η), slice by slice in place: ``mean``, the mean of
+    ``taken`` iterates, takes in ``x`` as the k-th (k = ``taken`` + 1, η = ``MEAN_POWER``;
+    x itself when k = 1). Returns k."""
+    step = (MEAN_POWER + 1.0) / (taken + 1.0 + MEAN_POWER)
+    for start in range(0, x.size, SLICE):
+        part = slice(start, start + SLICE)
+        move = x[part] - mean[part]
+        move *= step
+        np.add(mean[part], move, out=mean[part])
+    return taken + 1
 
 
 def proximal_point(u, z, kappa, out):

@@ -18,14 +18,13 @@ from ..data import BlockData
 from ..data.blocks import labelling_bound
 from ..models.loops import hinge_all
 from . import _block_kernels as kern
-from ._proximal import (  # noqa: F401 (PROXIMAL_*: the names CoCoA+ imports from here)
-    PROXIMAL_MIN,
-    PROXIMAL_PATIENCE,
+from ._proximal import (  # noqa: F401 (MEAN_POWER, PROXIMAL_START: named in the docstrings)
+    MEAN_POWER,
     PROXIMAL_START,
-    SLICE,
     ProximalKappa,
     check_proximal,
     half_sq_distance,
+    mean_step,
     proximal_point,
 )
 from .base import (
@@ -40,10 +39,6 @@ from .objective import CertificateError, block_oracle_fault, oracle_sample
 
 #: the classic step keeps n × dim(w) numbers; refuse beyond this many bytes
 CLASSIC_STEP_MAX_BYTES = 8 * 2**30
-
-#: the power η of x̄'s weights: the k-th pass's x weighs k (k + 1) … (k + η − 1)
-#: (polynomial-decay averaging, Shamir and Zhang 2013)
-MEAN_POWER = 2
 
 
 def check_step_count(value, name):
@@ -519,14 +514,7 @@ class BlockBCFW(ProximalPoint, AtomPool, WeightedAverageDual, _BlockPasses):
         """x̄ ← x̄ + (η + 1) (x − x̄) / (k + η) in place, slice by slice: ``prox_mean``, the
         mean of the ``mean_passes`` pass ends taken in, takes in the current x as the k-th
         (η = ``MEAN_POWER``; x itself when k = 1)."""
-        step = (MEAN_POWER + 1.0) / (self.mean_passes + 1.0 + MEAN_POWER)
-        x, mean = self.prox_w, self.prox_mean
-        for start in range(0, x.size, SLICE):
-            part = slice(start, start + SLICE)
-            move = x[part] - mean[part]
-            move *= step
-            np.add(mean[part], move, out=mean[part])
-        self.mean_passes += 1
+        self.mean_passes = mean_step(self.prox_w, self.prox_mean, self.mean_passes)
 
     def _restart_mean(self):
         """x̄ restarts at x; x is its first pass end when a pass has ended since the centre

@@ -10,6 +10,7 @@ import pytest
 from conftest import PlainMultiClass, blobs, random_chain_problem
 
 from dualstruct.distributed import CoCoA, InProcessEngine, MiniBatchSSG
+from dualstruct.distributed.cocoa import KAPPA_K_FLOOR
 from dualstruct.distributed.partition import assign_examples
 from dualstruct.models import ChainModel
 from dualstruct.models.multiclass import MultiClassModel
@@ -241,6 +242,48 @@ def test_the_driver_keeps_four_copies_of_w_without_catalyst(chain_problem):
         k for k, v in vars(cocoa).items() if isinstance(v, np.ndarray) and v.shape == cocoa.w.shape
     ]
     assert sorted(dense) == ["R", "prox_mean", "prox_w", "w"]
+
+
+@pytest.mark.parametrize("K,floor", [(2, KAPPA_K_FLOOR), (4, KAPPA_K_FLOOR), (40, 39.0)])
+def test_the_proximal_term_s_kappa_halves_no_further_than_its_floor(chain_problem, K, floor):
+    """With several partitions κ_K halves from 100 down to 25 (σ' − 1 where that is
+    larger), not to σ' − 1: below 25 chunking's rounds turned sublinear (K = 2: 2.2% after
+    65 rounds at κ_K = 6.25, where κ_K = 25 had gone linearly past 3.4% at 45)."""
+    model, data = chain_problem
+    solver = CoCoA(model, 1.0, n_partitions=K, max_iter=1, tol=0, random_state=0).fit(data)
+    assert solver._effective_kappa() == pytest.approx(100.0)
+    solver.prox_w += 1.0  # the proximal term dominates the block gaps: κ_K halves each time
+    solver.gap_sum = 0.0
+    for _ in range(12):
+        solver._adapt_kappa()
+    assert solver._effective_kappa() == pytest.approx(floor)
+    assert solver.kappa == pytest.approx(max(0.0, (floor + 1.0) / K - 1.0))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"acceleration": "catalyst"},
+        {"proximal": 0},
+        {"averaging": False},
+        {"proximal": 0, "averaging": False},
+    ],
+)
+def test_the_memory_estimate_counts_the_driver_s_copies_of_w(chain_problem, options):
+    """The driver's copies of w in the estimate: those the run holds, and ū once made."""
+    model, data = chain_problem
+    cocoa = CoCoA(model, 1.0, n_partitions=3, max_iter=2, tol=0, random_state=2, **options)
+    parts = cocoa.memory_parts(data)
+    cocoa.fit(data)
+    dense = [
+        v for v in vars(cocoa).values() if isinstance(v, np.ndarray) and v.shape == cocoa.w.shape
+    ]
+    size = 8 * cocoa.w.size
+    assert parts["weights and their copies (driver)"] == size * (len(dense) + cocoa.averaging)
+    assert parts["a round's changes from the partitions (driver)"] == size * 3 * (
+        1 + cocoa.averaging
+    )
 
 
 @pytest.mark.parametrize("K", [1, 3])
