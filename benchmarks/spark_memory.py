@@ -16,6 +16,9 @@ brings the examples and the dual state to the driver), as every run did before r
 executors. The driver's peak is its kernel's high-water mark (``VmHWM``, the figure
 ``/usr/bin/time -v`` reports for a single process), exact however short the peak; "at Spark's
 start" is its resident memory when its first child (the JVM) appears: what its imports take.
+A second table follows the driver through the command's output: from each line it printed to
+the next, its largest sampled resident memory and its ``VmHWM`` at the end (the stage where
+the high-water mark grows holds the peak).
 
 ``--imports`` prints instead the driver's resident memory after each import of the train
 command, in a fresh interpreter::
@@ -26,10 +29,12 @@ command, in a fresh interpreter::
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -96,24 +101,57 @@ def sample_tree(root):
     return out
 
 
+def _echo(stream, lines):
+    """Copy the command's output lines to ours, each with the time it came."""
+    for line in stream:
+        lines.append((time.perf_counter(), line.rstrip("\n")))
+        print(line, end="", flush=True)
+
+
 def measure(cmd, interval, env=None):
-    """Peak resident bytes per kind of process (``workers``: the peak of their sum) and the
-    run's wall seconds."""
+    """Peak resident bytes per kind of process (``workers``: the peak of their sum), the
+    run's wall seconds and, per line the command printed, the driver's largest sampled
+    resident memory until its next line and its ``VmHWM`` then (a stage's own peak where
+    the high-water mark grew)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    lines = [(t0, "(start)")]
+    reader = threading.Thread(target=_echo, args=(proc.stdout, lines), daemon=True)
+    reader.start()
     peak = {"driver": 0, "jvm": 0, "workers": 0, "tree": 0, "driver at start": 0}
+    samples = []  # (time, driver's resident bytes, its high-water mark)
     while proc.poll() is None:
         tree = sample_tree(proc.pid)
         if not peak["driver at start"] and len(tree) > 1:
             peak["driver at start"] = tree["driver"][0][1]
         for kind in ("driver", "jvm", "workers"):
             peak[kind] = max(peak[kind], sum(r for _, r in tree.get(kind, [])))
-        peak["driver"] = max(peak["driver"], _high_water(proc.pid))
+        hwm = _high_water(proc.pid)
+        samples.append((time.perf_counter(), tree["driver"][0][1], hwm))
+        peak["driver"] = max(peak["driver"], hwm)
         peak["tree"] = max(peak["tree"], sum(r for rows in tree.values() for _, r in rows))
         time.sleep(interval)
+    reader.join()
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed with status {proc.returncode}")
-    return peak, time.perf_counter() - t0
+    return peak, time.perf_counter() - t0, _stages(lines, samples)
+
+
+def _stages(lines, samples):
+    """``[(line, largest sampled RSS, VmHWM at the next line)]``: the driver's memory from
+    each output line to the next (progress lines of one kind merged)."""
+    out = []
+    for k, (start, line) in enumerate(lines):
+        stop = lines[k + 1][0] if k + 1 < len(lines) else math.inf
+        inside = [(rss, hwm) for t, rss, hwm in samples if start <= t < stop]
+        if not inside:
+            continue
+        label = line[:60]
+        rss, hwm = max(r for r, _ in inside), inside[-1][1]
+        if line.startswith("pass ") and out and out[-1][0].startswith("pass "):
+            label, rss = "pass … (each pass)", max(rss, out.pop()[1])
+        out.append((label, rss, hwm))
+    return out
 
 
 #: what ``dualstruct train --spark-master`` imports on the driver, in order
@@ -199,7 +237,7 @@ def main(argv=None):
             "--weights",
             args.weights,
         ] + (["--save-state"] if args.driver_reads else [])
-        peak, wall = measure(cmd, args.interval)
+        peak, wall, stages = measure(cmd, args.interval)
     print(
         f"# {'driver reads' if args.driver_reads else 'executors read'}; weights "
         f"{args.weights}; {args.master}, K = {args.partitions}, {args.max_iter} passes; "
@@ -215,6 +253,10 @@ def main(argv=None):
         ("tree", "whole tree (sum)"),
     ):
         print(f"| {label} | {peak[kind] / mib:,.0f} |")
+    print("\n| the driver after the line | its largest RSS (MiB) | VmHWM then (MiB) |")
+    print("|---|---:|---:|")
+    for label, rss, hwm in stages:
+        print(f"| {label} | {rss / mib:,.0f} | {hwm / mib:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,23 @@ def _write_npz(fh, arrays: dict, compress) -> None:
     ) as zf:
         for name, arr in arrays.items():
             with zf.open(name + ".npy", mode="w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+                _write_npy(member, np.asanyarray(arr))
+
+
+#: bytes of an array handed to the zip member at a time
+WRITE_CHUNK = 1 << 20
+
+
+def _write_npy(member, arr) -> None:
+    """``np.lib.format.write_array``'s bytes, a C-contiguous array's data written from its
+    own memory slice by slice (``write_array`` copies 16 MiB at a time into a zip member)."""
+    if not arr.flags.c_contiguous or arr.dtype.hasobject:
+        np.lib.format.write_array(member, arr, allow_pickle=False)
+        return
+    np.lib.format.write_array_header_1_0(member, np.lib.format.header_data_from_array_1_0(arr))
+    data = memoryview(arr.reshape(-1).view(np.uint8))
+    for lo in range(0, len(data), WRITE_CHUNK):
+        member.write(data[lo : lo + WRITE_CHUNK])
 
 
 def new_file_mode() -> int:
