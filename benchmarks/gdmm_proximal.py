@@ -1,8 +1,9 @@
 """GDMM over factors with and without the proximal outer loop: passes (and seconds) to a
-certified relative gap on the multi-class model (digits) and on yeast's full label graph.
+certified relative gap on the multi-class model (digits), yeast's full label graph and
+OCR-600 (the chain model on the first 600 OCR training words, as ``c_sweep.py``'s).
 
-    DUALSTRUCT_DATA=../shared/data python benchmarks/gdmm_proximal.py --problems digits,yeast \\
-        --Cs 0.01,0.1,1,10,100 --proximal 0,auto
+    DUALSTRUCT_DATA=../shared/data python benchmarks/gdmm_proximal.py \\
+        --problems digits,yeast,ocr600 --Cs 0.01,0.1,1,10,100 --proximal 0,auto
 
 Each line also gives κ at the end and the first κ of ``proximal="auto"`` (from the problem's
 scale, :mod:`dualstruct.solvers._gdmm_proximal`).
@@ -41,6 +42,17 @@ def load(name):
         data = MultiLabelDataset(X, Y)
         model = MultiLabelModel(Y.shape[1], X.shape[1], edges="full", inference="lp")
         return model.fit_edges(Y), data
+    if name == "ocr600":  # BENCHMARKS.md's OCR-600: StructuredSVM's chain on 600 words
+        from dualstruct.datasets import fetch_ocr
+        from dualstruct.models import ChainModel
+        from dualstruct.sequences import pack_sequences
+
+        X, y, folds = fetch_ocr()
+        train = np.flatnonzero(folds != 0)[:600]
+        Xs = [np.hstack([X[i], np.ones((len(X[i]), 1))]) for i in train]
+        Ys = [np.array([ord(c) - 97 for c in y[i]]) for i in train]
+        model = ChainModel(26, Xs[0].shape[1], start_end=True)
+        return model, model.block_data(pack_sequences(Xs, Ys))
     raise ValueError(f"unknown problem {name!r}")
 
 
@@ -74,7 +86,7 @@ def run(model, data, C, proximal, args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problems", default="digits,yeast")
+    ap.add_argument("--problems", default="digits,yeast,ocr600")
     ap.add_argument("--Cs", default="0.01,0.1,1,10,100")
     ap.add_argument("--proximal", default="0,auto")
     ap.add_argument("--shrink-after", type=int, default=0)

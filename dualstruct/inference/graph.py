@@ -45,18 +45,21 @@ def labelling_score(theta, edges, pot, x):
     return s
 
 
+@njit(cache=True, inline="always")
+def find(parent, a):
+    """The root of ``a`` in the union-find forest ``parent``, halving the path."""
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
+
+
 @njit(cache=True)
 def is_forest(n, edges):
     """Whether the graph with ``n`` nodes and ``edges`` has no cycle (union-find)."""
     parent = np.arange(n)
     for e in range(edges.shape[0]):
-        a, b = edges[e, 0], edges[e, 1]
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
+        a, b = find(parent, edges[e, 0]), find(parent, edges[e, 1])
         if a == b:
             return False
         parent[a] = b

@@ -218,6 +218,22 @@ def _node_sq_distance(k, i, j, a, b):
     return s + 2.0 * at_start + 2.0 * at_end
 
 
+@factors.implements(factors.node_sq_norm, ChainKernel)
+def _node_sq_norm(k, i, j, a):
+    # the label blocks of φ_t are orthogonal: ‖φ_t(a)‖² (the support's pairs with sparse
+    # weights; dense: ‖x_t‖², the token Gram matrix's diagonal where the kernel has it)
+    at_start, at_end = _ends(k, i, j)
+    if not k.sparse and len(k.gram):
+        T = k.label_offsets[i + 1] - k.label_offsets[i]
+        return k.gram[k.gram_offsets[i] + j * T + j] + at_start + at_end
+    row = k.label_offsets[i] + j
+    s = 0.0
+    for p in range(k.indptr[row], k.indptr[row + 1]):
+        if not k.sparse or _column(k, p, a) >= 0:
+            s += k.values[p] * k.values[p]
+    return s + at_start + at_end
+
+
 @factors.implements(factors.edge_sq_distance, ChainKernel)
 def _edge_sq_distance(k, i, e, a, b, c, d):
     return 0.0 if a == c and b == d else 2.0

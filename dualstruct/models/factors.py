@@ -53,6 +53,14 @@ and must count on it: GDMM changes w between its calls only through ``add_node``
 ``add_edge``, and calls ``prepare_weights`` after any other change (a code calling the
 factor functions itself must do the same).
 
+A model whose node features of different states are orthogonal (label blocks, as the
+chain's) registers
+
+    node_sq_norm(k, i, j, a)             ‖φ_j(a)‖² (default −1: not orthogonal)
+
+and GDMM minimizes each node factor exactly over its active states and the oracle's (the
+block's Hessian is then diagonal) instead of taking pairwise steps.
+
 **Lazy edges.** A model whose examples have many edges that carry no information (the
 multi-label model's full label graph) registers
 
@@ -60,12 +68,15 @@ multi-label model's full label graph) registers
                                          feature is zero when one of its nodes is there
     edge_between(k, i, u, v)             the edge joining nodes u and v (−1: none);
                                          default a scan of the example's edges
-    edge_score_bound(k, w)               an upper bound on θ_e(a, b) over every edge and
-                                         pair of non-null states (default +inf); it lets
-                                         GDMM's search of the best inactive edge visit
-                                         only the node pairs that may gain instead of
-                                         every edge. It assumes that an edge's scores
-                                         change only with ``add_edge`` on that edge
+    best_inactive_edge(k, i, w, C, gain, outside, active, floor)
+                                         (e, g): the edge e of example i between two
+                                         nodes u, v with ``outside`` non-zero, not active
+                                         (``active[e] < 0``), that maximizes
+                                         ``g = C θ_e(a, b) + gain[u, a] + gain[v, b]`` over
+                                         non-null states a, b, if g > floor; else
+                                         (−1, floor). Default: a scan of every edge; the
+                                         multi-label model searches a max tree of its
+                                         (1, 1) weights instead
 
 GDMM then keeps only the edges that carry information: an inactive edge stands at the
 consistent table that sends the mass of u off its null state with v's null state and vice
@@ -166,6 +177,12 @@ def edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
     raise NotImplementedError
 
 
+def node_sq_norm(k, i, j, a):
+    """``‖φ_j(a)‖²`` where the node's features of different states are orthogonal (GDMM then
+    minimizes a node factor exactly over its active set); −1: not orthogonal (the default)."""
+    raise NotImplementedError
+
+
 def prepare_weights(k, w):
     """Called before a run of factor steps on ``w``, which may have changed since (a model
     that keeps structures over w, as the chain's transition search, rebuilds them)."""
@@ -184,17 +201,20 @@ def edge_between(k, i, u, v):
     raise NotImplementedError
 
 
-def edge_score_bound(k, w):
-    """An upper bound on ``θ_e(a, b)`` over every edge of every example and every pair of
-    non-null states (+inf: none known)."""
+def best_inactive_edge(k, i, w, C, gain, outside, active, floor):
+    """``(e, g)``: the inactive edge between two nodes marked ``outside`` whose best pair of
+    non-null states maximizes ``C θ_e(a, b) + gain[u, a] + gain[v, b]`` above ``floor``
+    (−1, floor: none)."""
     raise NotImplementedError
 
 
 NODE_FUNCTIONS = (factor_counts, node_info, node_loss, node_score, add_node, node_sq_distance)
 EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
-LAZY_FUNCTIONS = (null_state, edge_between, edge_score_bound)
-FACTOR_FUNCTIONS = NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights,) + LAZY_FUNCTIONS
+LAZY_FUNCTIONS = (null_state, edge_between, best_inactive_edge)
+FACTOR_FUNCTIONS = (
+    NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights, node_sq_norm) + LAZY_FUNCTIONS
+)
 
 interface.add_generic_functions(FACTOR_FUNCTIONS)  # one registry with the kernel interface's
 
@@ -370,6 +390,10 @@ def _no_preparation(k, w):
     return None
 
 
+def _not_orthogonal(k, i, j, a):
+    return -1.0
+
+
 def _no_null_state(k, i, j):
     return -1
 
@@ -382,8 +406,20 @@ def _scan_edges(k, i, u, v):
     return -1
 
 
-def _no_bound(k, w):
-    return np.inf
+def _scan_inactive_edges(k, i, w, C, gain, outside, active, floor):
+    best, arg = floor, -1
+    for e in range(factor_counts(k, i)[1]):
+        u, v = edge_nodes(k, i, e)
+        if active[e] >= 0 or not (outside[u] and outside[v]):
+            continue
+        zu, zv = null_state(k, i, u), null_state(k, i, v)
+        for a in range(node_info(k, i, u)[0]):
+            for b in range(node_info(k, i, v)[0]):
+                if a != zu and b != zv:
+                    g = C * edge_score(k, i, w, e, a, b) + gain[u, a] + gain[v, b]
+                    if g > best:
+                        best, arg = g, e
+    return arg, best
 
 
 def _has_null_states(kernel_class) -> bool:
@@ -392,9 +428,10 @@ def _has_null_states(kernel_class) -> bool:
 
 
 _register_default(prepare_weights, _no_preparation, interface.NO_REFCOUNT)
+_register_default(node_sq_norm, _not_orthogonal, interface.NO_REFCOUNT)
 _register_default(null_state, _no_null_state, interface.NO_REFCOUNT)
 _register_default(edge_between, _scan_edges, interface.NO_REFCOUNT)
-_register_default(edge_score_bound, _no_bound, interface.NO_REFCOUNT)
+_register_default(best_inactive_edge, _scan_inactive_edges, interface.NO_REFCOUNT)
 _register_default(node_oracle, _default_node_oracle, interface.NO_REFCOUNT)
 _register_default(edge_oracle, _default_edge_oracle, interface.NO_REFCOUNT)
 # a model without edges: never called (the solver refuses edges without the functions)

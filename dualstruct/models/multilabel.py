@@ -44,7 +44,7 @@ from ..inference.multilabel import ENUMERATE, LP, TREE
 from ..memory import check_memory
 from .base import KernelModel
 from .loops import run_ranges
-from .multilabel_kernels import MultiLabelKernel
+from .multilabel_kernels import MultiLabelKernel, pair_search_arrays
 from .support import (
     FULL_ROWS_FROM,
     SUPPORT_ADVICE,
@@ -493,6 +493,7 @@ class MultiLabelModel(KernelModel):
         indptr, indices, values = data.kernel_arrays()
         n, L = data.Y.shape
         sq_norms = np.asarray(data.X.multiply(data.X).sum(axis=1), dtype=np.float64).ravel()
+        kernel_edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
         kernel = MultiLabelKernel(
             indptr,
             indices,
@@ -501,7 +502,7 @@ class MultiLabelModel(KernelModel):
             np.arange(n + 1, dtype=np.int64) * L,
             np.asarray(self.loss_weights, np.float64),
             sq_norms,
-            np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2),
+            kernel_edges,
             L,
             self.n_features,
             self.pair_size,
@@ -509,6 +510,7 @@ class MultiLabelModel(KernelModel):
             self.support is not None,
             *kernel_support(self.support, indices),
             self.n_unary,
+            *pair_search_arrays(self.pair_size, kernel_edges, L),
         )
         return BlockData(kernel, data.fingerprint_arrays())
 

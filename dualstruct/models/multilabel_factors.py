@@ -7,11 +7,17 @@ with two states (0, 1), every edge of the label graph an edge over the four pair
 δ_l(a) = c_l·[a ≠ ȳ_l]. On a loopy label graph GDMM trains the relaxation over the local
 polytope: build the model with ``inference="lp"``.
 
-With ``interactions="11"`` a label's state 0 is its null state (an edge's feature is zero
-unless both labels are 1), so GDMM keeps only the edges that carry information (lazy edges,
-:mod:`dualstruct.models.factors`); ``edge_between`` finds an edge of the full graph (and of
-a chain) by its position, of any other graph by a scan, and ``edge_score_bound`` is the
-largest (1, 1) weight.
+On the full label graph with ``interactions="11"`` a label's state 0 is its null state (an
+edge's feature is zero unless both labels are 1), so GDMM keeps only the edges that carry
+information (lazy edges, :mod:`dualstruct.models.factors`); on other graphs every edge stays
+active (they have O(L) edges). ``edge_between`` finds an edge by its position
+``(l, k)``, l < k, row by row, and ``best_inactive_edge`` searches the edges between labels
+outside the active sets branch and bound over a max tree of the (1, 1) weights, the
+paper's ordered map of the interaction scores (§3.2): a subtree of edges gains at most its
+largest weight plus the best label terms among its first and among its second labels
+(range maxima of a sparse table built per search). The tree follows w: ``prepare_weights``
+builds it, ``add_edge`` raises a leaf whose weight grows, so that every node stays an upper
+bound until the next build (only for the w it was built from, whose address it keeps).
 """
 
 from __future__ import annotations
@@ -94,6 +100,20 @@ def _add_edge(k, i, e, a, b, c, w):
     col = _pair_entry(k, e, a, b)
     if col >= 0:
         w[col] += c
+        if c > 0.0 and len(k.pair_tree) and w.ctypes.data == k.pair_scratch[0]:
+            _raise_leaf(k.pair_tree, e, c)
+
+
+@njit(cache=True, inline="always")
+def _raise_leaf(tree, e, c):
+    """Leaf e of the max tree raised by c > 0, and its ancestors up to that value."""
+    node = tree.shape[0] // 2 + e
+    tree[node] += c
+    top = tree[node]
+    node //= 2
+    while node >= 1 and tree[node] < top:
+        tree[node] = top
+        node //= 2
 
 
 @factors.implements(factors.node_sq_distance, MultiLabelKernel)
@@ -129,34 +149,98 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
 
 @factors.implements(factors.null_state, MultiLabelKernel)
 def _null_state(k, i, j):
-    return 0 if k.pair_size == 1 else -1
+    return 0 if len(k.pair_tree) else -1
 
 
 @factors.implements(factors.edge_between, MultiLabelKernel)
 def _edge_between(k, i, u, v):
     lo, hi = min(u, v), max(u, v)
-    L, E = k.n_labels, k.edges.shape[0]
-    if E == L * (L - 1) // 2:  # the full graph's (l, k) row by row
-        e = lo * L - lo * (lo + 1) // 2 + hi - lo - 1
-    else:  # a chain's (l, l + 1)
-        e = lo
-    if 0 <= e < E and k.edges[e, 0] == lo and k.edges[e, 1] == hi:
+    L = k.n_labels
+    e = lo * L - lo * (lo + 1) // 2 + hi - lo - 1  # the full graph's (l, k) row by row
+    if 0 <= e < k.edges.shape[0] and k.edges[e, 0] == lo and k.edges[e, 1] == hi:
         return e
-    for e in range(E):
-        a, b = k.edges[e, 0], k.edges[e, 1]
-        if (a == u and b == v) or (a == v and b == u):
-            return e
     return -1
 
 
-@factors.implements(factors.edge_score_bound, MultiLabelKernel)
-def _edge_score_bound(k, w):
-    if k.pair_size != 1:
-        return np.inf
-    top = -np.inf
-    for e in range(k.edges.shape[0]):
-        top = max(top, w[k.n_unary + e])
-    return top
+@factors.implements(factors.prepare_weights, MultiLabelKernel)
+def _prepare_weights(k, w):
+    tree = k.pair_tree
+    if not len(tree):
+        return
+    P, E = tree.shape[0] // 2, k.edges.shape[0]
+    for e in range(P):
+        tree[P + e] = w[k.n_unary + e] if e < E else -np.inf
+    for node in range(P - 1, 0, -1):
+        tree[node] = max(tree[2 * node], tree[2 * node + 1])
+    k.pair_scratch[0] = w.ctypes.data
+
+
+@njit(cache=True, inline="always")
+def _range_max(table, lo, hi):
+    """``max g[lo..hi]`` from the sparse table (−inf for an empty range)."""
+    if lo > hi:
+        return -np.inf
+    j = 0
+    while (2 << j) <= hi - lo + 1:
+        j += 1
+    return max(table[j, lo], table[j, hi - (1 << j) + 1])
+
+
+@factors.implements(factors.best_inactive_edge, MultiLabelKernel)
+def _best_inactive_edge(k, i, w, C, gain, outside, active, floor):
+    tree, table, stack, edges = k.pair_tree, k.pair_table, k.pair_scratch, k.edges
+    L, E = k.n_labels, edges.shape[0]
+    best, arg = floor, -1
+    if not len(tree):
+        return arg, best
+    g1, g2 = -np.inf, -np.inf  # the two best label terms outside
+    for l in range(L):
+        g = gain[l, 1] if outside[l] else -np.inf
+        table[0, l] = g
+        if g > g1:
+            g1, g2 = g, g1
+        elif g > g2:
+            g2 = g
+    if g2 == -np.inf:
+        return arg, best
+    width = 1
+    for j in range(1, table.shape[0]):
+        for l in range(L):
+            other = table[j - 1, l + width] if l + width < L else -np.inf
+            table[j, l] = max(table[j - 1, l], other)
+        width *= 2
+    P = tree.shape[0] // 2
+    stack[1], top = 1, 1
+    while top > 0:
+        node = stack[top]
+        top -= 1
+        if C * tree[node] + g1 + g2 <= best:
+            continue
+        depth = 0
+        while (2 << depth) <= node:
+            depth += 1
+        span = P >> depth
+        lo = (node - (1 << depth)) * span
+        if lo >= E:
+            continue
+        hi = min(lo + span, E) - 1
+        f0, f1 = edges[lo, 0], edges[hi, 0]
+        s0, s1 = (edges[lo, 1], edges[hi, 1]) if f0 == f1 else (f0 + 1, L - 1)
+        if C * tree[node] + _range_max(table, f0, f1) + _range_max(table, s0, s1) <= best:
+            continue
+        if node >= P:
+            u, v = edges[lo, 0], edges[lo, 1]
+            if active[lo] < 0 and outside[u] and outside[v]:
+                g = C * w[k.n_unary + lo] + gain[u, 1] + gain[v, 1]
+                if g > best:
+                    best, arg = g, lo
+            continue
+        a, b = 2 * node, 2 * node + 1
+        if tree[a] > tree[b]:  # the larger child is popped first
+            a, b = b, a
+        stack[top + 1], stack[top + 2] = a, b
+        top += 2
+    return arg, best
 
 
 factors.register_model(MultiLabelModel, MultiLabelKernel)

@@ -25,6 +25,10 @@ an edge).
 With the proximal outer loop (:mod:`~dualstruct.solvers._gdmm_proximal`) ``w`` is the
 subproblem's scoring point, which moves by ``Settings.scale`` = σ times each change of
 ``w(q)``, and σ scales the curvature's ``C²`` term.
+Where the model's node features of different states are orthogonal (``node_sq_norm``,
+the chain's label blocks) a node is instead minimized exactly over its active states and
+the oracle's (:func:`_node_block`): the block's Hessian is diagonal, so its minimizer is a
+weighted projection onto the simplex, and the changed states' features are added once.
 
 **Active sets.** Node ``g`` keeps its states in slots ``act[g, :n_act[g]]`` (slot 0 the
 gold state) with ``q``; an edge end (``2e`` for u, ``2e + 1`` for v) keeps λ and the
@@ -54,19 +58,25 @@ the point does not move:
   bound and marks the node; at the example's next visit its inactive edges at the bound
   become active;
 * at every visit the inactive edge (or a node's set of inactive edges) of largest positive
-  first-order gain becomes active (:func:`_best_inactive`; it scans every inactive edge,
-  or with the model's ``edge_score_bound`` Θ only the node pairs with ``h_u + h_v + CΘ``
-  above the best gain so far), with ``h_u(a) = ∂_u(null) −
-  ∂_u(a)`` (∂ the node's gradient of L): ``Cθ_e(a, b) + h_u(a) + h_v(b)`` from T's
-  (null, null) mass (when ``m_u + m_v < 1``), ``Cθ_e(a, b)`` from its (a, null) and
-  (null, b) masses, and ``h_u(a) + Σ_v max(0, Cθ_e(a, b))`` over u's inactive edges to
-  nodes v with mass on b (u's mass moves onto all of them at once: one edge alone may not
-  pay for u's own term where several do).
+  first-order gain becomes active (:func:`_best_inactive`: the pairs with a node with mass
+  by a scan, those of two nodes without mass by the model's ``best_inactive_edge``)
+  with ``h_u(a) = ∂_u(null) − ∂_u(a)`` (∂ the node's gradient of L):
+  ``Cθ_e(a, b) + h_u(a) + h_v(b)`` from T's (null, null) mass (when ``m_u + m_v < 1``),
+  ``Cθ_e(a, b)`` from its (a, null) and (null, b) masses, and
+  ``h_u(a) + Σ_v max(0, Cθ_e(a, b))`` over u's inactive edges to nodes v with mass on b
+  (u's mass moves onto all of them at once: one edge alone may not pay for u's own term
+  where several do);
+* an active edge that carries nothing (not a gold edge, no mass on a pair of non-null
+  states, no multipliers, a node with no mass off null) goes back to T at the end of the
+  visit (:func:`_deactivate`).
 
-A node at its null state whose gain ``h`` is nowhere positive at the visit's start takes
-no step in that visit (its step would find no better state).
+A node at its null state takes no step in a visit when its gain ``h`` is nowhere positive
+at the visit's start (its step would find no better state) or when it has no active edge:
+as the active labels of the multi-label GDMM (Yen et al. 2016, Algorithm 3) such nodes
+join one at a time, by the greedy choice (an edge of theirs, or the node alone when its
+own gain ``h`` is the largest).
 
-**Averaging.** Lazy, as in the chain GDMM: every change Δ of w in pass m also goes into R
+**Averaging.** Lazy: every change Δ of w in pass m also goes into R
 scaled by ``A_{m−1}``, and ``w̄_m = w − R / A_m``.
 """
 
@@ -75,6 +85,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..inference.graph import find
 from ..models import factors
 from ..models.interface import NO_REFCOUNT
 
@@ -169,8 +180,7 @@ class Visit(NamedTuple):
     gain: np.ndarray  # lazy: (max_nodes, S) h_j(a) = ∂_j(null) − ∂_j(a)
     pick: np.ndarray  # lazy: the edges to activate
     skip: np.ndarray  # lazy: nodes at null that gain nothing (no step this visit)
-    cand: np.ndarray  # lazy: nodes that may gain with an edge
-    bound: np.ndarray  # lazy: (1,) edge_score_bound, kept up to date over the pass
+    outside: np.ndarray  # lazy: nodes without mass (best_inactive_edge's pairs)
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -223,12 +233,7 @@ def edge_scan(k, node_offsets, edge_counts, loopy, parent):
                 return i, e, u, v
             if e % stride == 0 and factors.edge_between(k, i, v, u) != e:
                 return i, e, u, v
-            while parent[u] != u:  # path halving
-                parent[u] = parent[parent[u]]
-                u = parent[u]
-            while parent[v] != v:
-                parent[v] = parent[parent[v]]
-                v = parent[v]
+            u, v = find(parent, u), find(parent, v)
             if u == v:
                 loopy[i] = True
             else:
@@ -333,6 +338,26 @@ def penalty_figures(k, layout):
     return loss / max(m, 1), sq / max(m, 1)
 
 
+@njit(cache=CACHE)
+def edge_curvature(k, layout):
+    """Mean over the nodes of ``Σ_e ‖φ_e(g_u, g_v) − φ_e(a, g_v)‖² / 2`` over the node's
+    edges e (``a = g_u + 1``: the node's next state, as :func:`penalty_figures`' ψ̄²), for κ."""
+    sq, m = 0.0, 0
+    for i in range(len(layout.node_offsets) - 1):
+        n0 = layout.node_offsets[i]
+        for j in range(layout.node_offsets[i + 1] - n0):
+            m += layout.n_states[n0 + j] >= 2
+        for e in range(factors.factor_counts(k, i)[1]):
+            u, v = factors.edge_nodes(k, i, e)
+            S_u, g_u = factors.node_info(k, i, u)
+            S_v, g_v = factors.node_info(k, i, v)
+            if S_u >= 2:
+                sq += 0.5 * factors.edge_sq_distance(k, i, e, g_u, g_v, (g_u + 1) % S_u, g_v)
+            if S_v >= 2:
+                sq += 0.5 * factors.edge_sq_distance(k, i, e, g_u, g_v, g_u, (g_v + 1) % S_v)
+    return sq / max(m, 1)
+
+
 # -- the pass ----------------------------------------------------------------------------------
 @njit(cache=CACHE)
 def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, counters):
@@ -359,11 +384,11 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
-        np.zeros(1),
     )
     factors.prepare_weights(k, weights.w)
-    if layout.lazy:
-        visit.bound[0] = factors.edge_score_bound(k, weights.w)
+    # node features of different states orthogonal (the first node's norm says so): exact
+    # node blocks
+    exact = len(layout.n_states) > 0 and factors.node_sq_norm(k, 0, 0, 0) >= 0.0
     for pos in range(first, len(order)):
         i = order[pos]
         _adjacency(layout, rows, visit, i)
@@ -382,16 +407,21 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         n0 = layout.node_offsets[i]
         for _ in range(settings.sweeps):
             for j in range(layout.node_offsets[i + 1] - n0):
-                if not (layout.lazy and visit.skip[j]):
+                if layout.lazy:
+                    if not visit.skip[j]:
+                        _node_step(k, layout, weights, sets, settings, visit, i, j, counters)
+                elif not (
+                    exact and _node_block(k, layout, weights, sets, settings, visit, i, j, counters)
+                ):
                     _node_step(k, layout, weights, sets, settings, visit, i, j, counters)
             for r in range(rows.start[i], rows.start[i] + rows.count[i]):
                 _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, counters)
-        if layout.lazy and visit.bound[0] < np.inf:
-            _raise_bound(k, layout, rows, weights, visit, i)
         _multipliers(layout, rows, sets, i, settings.eta)
         _drop_empty_pairs(rows, pairs, i)
         if settings.shrink_after > 0:
             _shrink(layout, rows, visit, sets, pairs, i, settings.shrink_after, counters)
+        if layout.lazy:
+            _deactivate(layout, rows, sets, pairs, visit, i)
         _forget_rows(layout, rows, visit, i)
     return len(order), 0, 0
 
@@ -485,6 +515,87 @@ def _mark_heavy(visit, j):
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
+def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
+    """Node j of example i minimized exactly over its active states and the oracle's, where
+    the model's node features of different states are orthogonal (``node_sq_norm``): the
+    block's Hessian is then diagonal, ``d_s = C² σ ‖φ_j(a_s)‖² + ρ·(incident edges)``, and
+    its minimizer ``q_s = max(0, q_s − (g_s + τ) / d_s)``, τ setting the sum to 1 (the
+    breakpoints ``d_s q_s − g_s`` taken largest first; d_s only where a state has mass or
+    enters). Returns False where a curvature is not positive (nothing moved)."""
+    g = layout.node_offsets[i] + j
+    C, rho, w = settings.C, settings.rho, weights.w
+    mu, grad, curv, key = visit.mu_u, visit.smu_u, visit.smu_v, visit.mu_v
+    p0, p1 = visit.adj_ptr[j], visit.adj_ptr[j + 1]
+    n = sets.n_act[g]
+    for s in range(n):
+        m = 0.0
+        for p in range(p0, p1):
+            end = visit.adj_end[p]
+            m += sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
+        mu[sets.act[g, s]] = m
+    b, gb = factors.node_oracle(k, i, w, j, C, sets.act[g], n, mu)
+    counters[0] += 1
+    low = np.inf
+    for s in range(n):
+        a = sets.act[g, s]
+        if a == b:  # the oracle's own value at the same w: no second score
+            grad[s] = gb
+        else:
+            score = factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a)
+            grad[s] = -C * score - mu[a]
+        mu[a] = 0.0
+        low = min(low, grad[s])
+    if gb < low and low - gb > TIE * (abs(low) + abs(gb)):  # the oracle's state enters
+        s = _slot(sets, g, b, counters)
+        grad[s] = gb
+        n += 1
+    ridge = rho * (p1 - p0)
+    for s in range(n):
+        curv[s] = -1.0
+        key[s] = -grad[s]
+        if sets.q[g, s] > 0.0:
+            curv[s] = C * C * settings.scale * factors.node_sq_norm(k, i, j, sets.act[g, s]) + ridge
+            if not curv[s] > 0.0:
+                return _clear(key, n)
+            key[s] += curv[s] * sets.q[g, s]
+    total, inverse, tau = 0.0, 0.0, 0.0
+    for count in range(n):
+        s = 0
+        for t in range(1, n):
+            if key[t] > key[s]:
+                s = t
+        if key[s] == -np.inf or (count > 0 and tau >= key[s]):
+            break
+        if curv[s] < 0.0:
+            curv[s] = C * C * settings.scale * factors.node_sq_norm(k, i, j, sets.act[g, s]) + ridge
+            if not curv[s] > 0.0:
+                return _clear(key, n)
+        total += sets.q[g, s] - grad[s] / curv[s]
+        inverse += 1.0 / curv[s]
+        tau = (total - 1.0) / inverse
+        key[s] = -np.inf  # in the minimizer's support
+    for s in range(n):
+        new = max(0.0, sets.q[g, s] - (grad[s] + tau) / curv[s]) if key[s] == -np.inf else 0.0
+        key[s] = 0.0  # dense messages elsewhere: zero again
+        delta = new - sets.q[g, s]
+        if delta == 0.0 or (new > 0.0 and abs(delta) <= 1e-15):
+            continue
+        sets.q[g, s] = new
+        a, c = sets.act[g, s], -C * delta
+        factors.add_node(k, i, j, a, c * settings.scale, w)
+        if weights.avg_weight != 0.0:
+            factors.add_node(k, i, j, a, c * weights.avg_weight, weights.R)
+    return True
+
+
+@njit(cache=CACHE, inline="always")
+def _clear(x, n):
+    for s in range(n):
+        x[s] = 0.0
+    return False
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
 def _node_step(k, layout, weights, sets, settings, visit, i, j, counters):
     """Up to ``steps`` pairwise steps on node j of example i: the first toward the oracle's
     state, the others between the best and the worst state of the active set (no oracle)."""
@@ -568,13 +679,19 @@ def _mass_room(k, layout, sets, visit, i, j):
     n0 = layout.node_offsets[i]
     most = 0.0
     for t in range(visit.n_heavy[0]):
-        v = visit.heavy[t]
-        if v == j:
-            continue
-        e = _edge_joining(k, i, j, v)
-        if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
-            most = max(most, _mass(layout, sets, n0 + v))
+        if _heavy_edge(k, visit, i, j, t) >= 0:
+            most = max(most, _mass(layout, sets, n0 + visit.heavy[t]))
     return 1.0 - _mass(layout, sets, n0 + j) - most
+
+
+@njit(cache=CACHE, inline="always")
+def _heavy_edge(k, visit, i, j, t):
+    """The inactive edge between node j and the t-th node with mass (−1: none, or j)."""
+    v = visit.heavy[t]
+    if v == j:
+        return -1
+    e = _edge_joining(k, i, j, v)
+    return e if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0 else -1
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
@@ -608,13 +725,9 @@ def _activate_edges(k, layout, rows, weights, sets, pairs, settings, visit, i, c
         sets.blocked[n0 + j] = 0
         mj = _mass(layout, sets, n0 + j)
         for t in range(visit.n_heavy[0]):
-            v = visit.heavy[t]
-            if v == j:
-                continue
-            e = _edge_joining(k, i, j, v)
-            if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
-                if mj + _mass(layout, sets, n0 + v) >= 1.0 - AT_BOUND:
-                    _activate(k, layout, rows, sets, pairs, visit, i, e, counters)
+            e = _heavy_edge(k, visit, i, j, t)
+            if e >= 0 and mj + _mass(layout, sets, n0 + visit.heavy[t]) >= 1.0 - AT_BOUND:
+                _activate(k, layout, rows, sets, pairs, visit, i, e, counters)
     _node_gains(k, layout, weights, sets, settings, visit, i)
     for t in range(_best_inactive(k, layout, weights, sets, settings, visit, i)):
         _activate(k, layout, rows, sets, pairs, visit, i, visit.pick[t], counters)
@@ -655,6 +768,56 @@ def _activate(k, layout, rows, sets, pairs, visit, i, e, counters):
         n += 1
     pairs.n_pair[r] = n
     counters[4] += 1
+    visit.skip[u] = 0
+    visit.skip[v] = 0
+
+
+@njit(cache=CACHE, inline="always")
+def _at_null(layout, sets, g):
+    """Whether node g has no mass on its states other than null."""
+    for s in range(sets.n_act[g]):
+        if sets.q[g, s] > 0.0 and sets.act[g, s] != layout.null[g]:
+            return False
+    return True
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _deactivate(layout, rows, sets, pairs, visit, i):
+    """Example i's active edges that carry nothing go back to T (their multipliers are
+    forgotten): not gold edges, no mass on a pair of non-null states, and a node with no
+    mass off null (so ``m_u + m_v <= 1``: T is a distribution, and the edge's marginal,
+    consistent or not, adds nothing to w). The example's last row takes the place of one
+    that leaves (the adjacency is stale afterwards)."""
+    n0, null = layout.node_offsets[i], layout.null
+    r = rows.start[i]
+    while r < rows.start[i] + rows.count[i]:
+        gu, gv = n0 + rows.u[r], n0 + rows.v[r]
+        keep = sets.act[gu, 0] != null[gu] and sets.act[gv, 0] != null[gv]
+        keep = keep or not (_at_null(layout, sets, gu) or _at_null(layout, sets, gv))
+        for p in range(pairs.n_pair[r]):
+            a, b = sets.act[gu, pairs.pair_a[r, p]], sets.act[gv, pairs.pair_b[r, p]]
+            keep = keep or (pairs.q[r, p] > 0.0 and a != null[gu] and b != null[gv])
+        for s in range(sets.lam.shape[1]):
+            keep = keep or sets.lam[2 * r, s] != 0.0 or sets.lam[2 * r + 1, s] != 0.0
+        if keep:
+            r += 1
+            continue
+        last = rows.start[i] + rows.count[i] - 1
+        visit.row_of[rows.edge[r]] = -1
+        rows.u[r], rows.v[r], rows.edge[r] = rows.u[last], rows.v[last], rows.edge[last]
+        for end in range(2):
+            for s in range(sets.lam.shape[1]):
+                sets.lam[2 * r + end, s] = sets.lam[2 * last + end, s]
+                sets.msum[2 * r + end, s] = sets.msum[2 * last + end, s]
+                sets.lam[2 * last + end, s] = 0.0
+                sets.msum[2 * last + end, s] = 0.0
+        for p in range(pairs.q.shape[1]):
+            pairs.pair_a[r, p], pairs.pair_b[r, p] = pairs.pair_a[last, p], pairs.pair_b[last, p]
+            pairs.q[r, p] = pairs.q[last, p]
+            pairs.q[last, p] = 0.0
+        pairs.n_pair[r] = pairs.n_pair[last]
+        pairs.n_pair[last] = 0
+        rows.count[i] -= 1
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
@@ -679,8 +842,10 @@ def _node_gains(k, layout, weights, sets, settings, visit, i):
             visit.gain[j, a] = base - visit.gain[j, a]
             if a != layout.null[g]:
                 top = max(top, visit.gain[j, a])
-        # at null with nothing to gain: its step would find no better state
-        visit.skip[j] = _mass(layout, sets, g) <= 0.0 and top <= 0.0
+        # at null with nothing to gain (its step would find no better state), or with no
+        # active edge: outside the example's active nodes until the greedy choice takes it
+        lone = visit.adj_ptr[j + 1] == visit.adj_ptr[j]
+        visit.skip[j] = _mass(layout, sets, g) <= 0.0 and (top <= 0.0 or lone)
 
 
 @njit(cache=CACHE, inline="always")
@@ -714,13 +879,10 @@ def _bundle(k, layout, sets, settings, w, visit, i, j, a, collect):
     into ``visit.pick`` when ``collect``."""
     total, m = visit.gain[j, a], 0
     for t in range(visit.n_heavy[0]):
-        v = visit.heavy[t]
-        if v == j:
+        e = _heavy_edge(k, visit, i, j, t)
+        if e < 0:
             continue
-        e = _edge_joining(k, i, j, v)
-        if e < 0 or e >= len(visit.row_of) or visit.row_of[e] >= 0:
-            continue
-        top = settings.C * _pair_with_mass(k, layout, sets, w, i, e, j, a, v)
+        top = settings.C * _pair_with_mass(k, layout, sets, w, i, e, j, a, visit.heavy[t])
         if top > 0.0:
             total += top
             if collect:
@@ -742,15 +904,13 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
         for a in range(layout.n_states[n0 + j]):
             if a != null[n0 + j]:
                 total, m = _bundle(k, layout, sets, settings, w, visit, i, j, a, False)
-                if m > 0 and total > best:
+                if (m > 0 or visit.skip[j]) and total > best:
                     best, node, state = total, j, a
-    if visit.bound[0] < np.inf:
-        gain, e = _candidate_pairs(k, layout, weights, sets, settings, visit, i, best)
-    else:
-        gain, e = _scan_pairs(k, layout, weights, sets, settings, visit, i, best)
+    gain, e = _best_pair(k, layout, weights, sets, settings, visit, i, best)
     if e >= 0:
         best, node, edge = gain, -1, e
     if node >= 0:
+        visit.skip[node] = 0  # alone (no edge gains): it steps
         return _bundle(k, layout, sets, settings, w, visit, i, node, state, True)[1]
     if edge >= 0:
         visit.pick[0] = edge
@@ -784,65 +944,33 @@ def _pair_gain(k, layout, sets, w, C, visit, i, e, best):
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _scan_pairs(k, layout, weights, sets, settings, visit, i, best):
-    """(gain, edge) of the best inactive edge above ``best`` by a scan of every edge."""
-    edge = -1
-    for e in range(min(factors.factor_counts(k, i)[1], len(visit.row_of))):
-        if visit.row_of[e] < 0:
-            gain = _pair_gain(k, layout, sets, weights.w, settings.C, visit, i, e, best)
-            if gain > best:
-                best, edge = gain, e
-    return best, edge
-
-
-@njit(cache=CACHE, **NO_REFCOUNT)
-def _candidate_pairs(k, layout, weights, sets, settings, visit, i, best):
-    """(gain, edge) of the best inactive edge above ``best`` among the node pairs that
-    may gain: both with mass (their pairs' own gain), or ``h_u + h_v + C Θ > best``
-    (Θ = ``edge_score_bound``)."""
-    n0 = layout.node_offsets[i]
-    nodes = layout.node_offsets[i + 1] - n0
+def _best_pair(k, layout, weights, sets, settings, visit, i, best):
+    """(gain, edge) of the inactive edge of largest gain above ``best`` (edge −1: none):
+    the edges of a node with mass by a scan of its node pairs, those between two nodes
+    without mass by the model's ``best_inactive_edge`` (its answer checked)."""
+    nodes = layout.node_offsets[i + 1] - layout.node_offsets[i]
     C, edge = settings.C, -1
-    top = -np.inf
-    for j in range(nodes):
-        h = -np.inf
-        for a in range(layout.n_states[n0 + j]):
-            if a != layout.null[n0 + j]:
-                h = max(h, visit.gain[j, a])
-        visit.cand[j] = 0
-        if _mass(layout, sets, n0 + j) < 1.0:
-            top = max(top, h)
-    n = 0
-    for j in range(nodes):  # the nodes that may be in a pair that gains
-        h = -np.inf
-        for a in range(layout.n_states[n0 + j]):
-            if a != layout.null[n0 + j]:
-                h = max(h, visit.gain[j, a])
-        if visit.is_heavy[j] or h + top + C * visit.bound[0] > best:
-            visit.cand[n] = j
-            n += 1
-    for x in range(n):
-        for y in range(x):
-            e = _edge_joining(k, i, visit.cand[y], visit.cand[x])
+    for t in range(visit.n_heavy[0]):
+        u = visit.heavy[t]
+        for v in range(nodes):
+            if v == u or (visit.is_heavy[v] and v < u):
+                continue
+            e = _edge_joining(k, i, u, v)
             if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
                 gain = _pair_gain(k, layout, sets, weights.w, C, visit, i, e, best)
                 if gain > best:
                     best, edge = gain, e
+    for j in range(nodes):
+        visit.outside[j] = 1 - visit.is_heavy[j]
+    e = factors.best_inactive_edge(
+        k, i, weights.w, C, visit.gain, visit.outside, visit.row_of, best
+    )[0]
+    if 0 <= e < min(factors.factor_counts(k, i)[1], len(visit.row_of)):
+        if visit.row_of[e] < 0:
+            gain = _pair_gain(k, layout, sets, weights.w, C, visit, i, e, best)
+            if gain > best:
+                best, edge = gain, e
     return best, edge
-
-
-@njit(cache=CACHE, **NO_REFCOUNT)
-def _raise_bound(k, layout, rows, weights, visit, i):
-    """Θ raised to the scores of example i's active edges (their steps may have raised
-    them)."""
-    n0 = layout.node_offsets[i]
-    for r in range(rows.start[i], rows.start[i] + rows.count[i]):
-        gu, gv = n0 + rows.u[r], n0 + rows.v[r]
-        for a in range(layout.n_states[gu]):
-            for b in range(layout.n_states[gv]):
-                if a != layout.null[gu] and b != layout.null[gv]:
-                    t = factors.edge_score(k, i, weights.w, rows.edge[r], a, b)
-                    visit.bound[0] = max(visit.bound[0], t)
 
 
 @njit(cache=CACHE, inline="always")
@@ -863,21 +991,22 @@ def _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, cou
     gu, gv = n0 + rows.u[r], n0 + rows.v[r]
     C, rho, w = settings.C, settings.rho, weights.w
     mu_u, mu_v, smu_u, smu_v = visit.mu_u, visit.mu_v, visit.smu_u, visit.smu_v
+    # the messages by slot, kept up to date over the steps (μ moves by ρ γ with M q_e)
+    _end_messages(sets, 2 * r, gu, rho, mu_u, smu_u)
+    _end_messages(sets, 2 * r + 1, gv, rho, mu_v, smu_v)
     for step in range(settings.steps):
-        _end_messages(sets, 2 * r, gu, rho, mu_u, smu_u)
-        _end_messages(sets, 2 * r + 1, gv, rho, mu_v, smu_v)
         nu, nv = sets.n_act[gu], sets.n_act[gv]
         if step == 0:
             a, b, gb = factors.edge_oracle(
                 k, i, w, e, C, sets.act[gu], nu, mu_u, sets.act[gv], nv, mu_v
             )
             counters[1] += 1
+            for s in range(nu):
+                mu_u[sets.act[gu, s]] = 0.0
+            for s in range(nv):
+                mu_v[sets.act[gv, s]] = 0.0
         else:
             a, b, gb = -1, -1, np.inf
-        for s in range(nu):
-            mu_u[sets.act[gu, s]] = 0.0
-        for s in range(nv):
-            mu_v[sets.act[gv, s]] = 0.0
         pa, ga = -1, -np.inf
         for p in range(pairs.n_pair[r]):
             x, y = pairs.pair_a[r, p], pairs.pair_b[r, p]
@@ -890,6 +1019,8 @@ def _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, cou
         if pa < 0 or ga - gb <= TIE * (abs(ga) + abs(gb)):
             return
         su, sv = _slot(sets, gu, a, counters), _slot(sets, gv, b, counters)
+        smu_u[su] = sets.lam[2 * r, su] + rho * (sets.msum[2 * r, su] - sets.q[gu, su])
+        smu_v[sv] = sets.lam[2 * r + 1, sv] + rho * (sets.msum[2 * r + 1, sv] - sets.q[gv, sv])
         pb = _pair(pairs, r, su, sv)
         if pb == pa:
             return
@@ -909,6 +1040,10 @@ def _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, cou
         sets.msum[2 * r, su] += gamma
         sets.msum[2 * r + 1, ya] -= gamma
         sets.msum[2 * r + 1, sv] += gamma
+        smu_u[xa] -= rho * gamma
+        smu_u[su] += rho * gamma
+        smu_v[ya] -= rho * gamma
+        smu_v[sv] += rho * gamma
         c = C * gamma
         factors.add_edge(k, i, e, a2, b2, c * settings.scale, w)
         factors.add_edge(k, i, e, a, b, -c * settings.scale, w)

@@ -19,7 +19,7 @@ recovered after each pass (the lazy average ``R`` follows the unscaled changes, 
 
 **The penalty.** Written at C, G_κ is ``1/σ`` times the plain dual at ``σ C`` (up to the
 linear term of z): its curvature is σ times the plain one and its linear term unchanged.
-The penalty unit of :class:`~._gdmm_common.ScaleFreePenalty`, the geometric mean of the
+The penalty unit of :class:`~.factor_gdmm.ScaleFreePenalty`, the geometric mean of the
 two, therefore scales by ``√σ``, and so do ρ and η.
 
 **Certificate.** The marginals stay feasible for the original dual, so the certified dual
@@ -42,16 +42,30 @@ to 0.003 on digits at C = 100, 28% after 300 passes; 30 checks: 1.1%).
 **κ from the problem's scale.** Each pass moves the centre once, so the outer loop needs
 more passes the larger κ; a subproblem at the effective ``C / (1 + κ)`` needs more passes
 the larger its scale ``c₀ / (1 + κ)``, with ``c₀ = C ψ̄² / δ̄`` the problem's own scale (δ̄
-and ψ̄² of the penalty unit, :func:`~._gdmm_common.penalty_unit`: the dual's curvature
+and ψ̄² of the penalty unit, :func:`~.factor_gdmm.penalty_unit`: the dual's curvature
 against its linear term). ``proximal="auto"`` starts at ``1 + κ = KAPPA_SCALE · c₀^{1/3}``
 (0 where that is below 1) and never halves below half of that start in ``1 + κ``: at a large
 C the rule's figures do not see that κ is too small, and halving on leaves a subproblem as
 ill-conditioned as the original one (the rule alone, from κ = 100: yeast's full graph at
 C = 100 ended at 12.8% with κ = 0.78). The constant was measured with fixed κ on digits
-(passes to 1%, C = 1 / 10 / 100: best near 1 + κ = 6, 12 to 21, 16 to 26). The rule's
-proximal term is ``½ ‖u − x‖²``: the original gap less the subproblem's is that term at the
-rounded ũ, which on graphs also holds the rounding's distance (it halved κ from 100 to 0.78
-in ten checks on yeast's full graph at C = 100).
+(passes to 1%, C = 1 / 10 / 100: best near 1 + κ = 6, 12 to 21, 16 to 26).
+
+**The pair factors.** An edge adds curvature and no loss: ``ψ̄²_E``, the mean over the nodes
+of ``‖φ_e(g_u, g_v) − φ_e(a, g_v)‖² / 2`` summed over the node's edges (a the node's next
+state, as for ψ̄²; the engine's ``edge_curvature``), enters as the square of its own scale,
+``c₀ = C ψ̄² / δ̄ + EDGE_WEIGHT · (C ψ̄²_E / δ̄)²``: it matters at a large C only. Measured on
+yeast's full graph (ψ̄² = 2.6, ψ̄²_E = 1.96), with κ from the nodes alone: at C = 100 1 + κ =
+14.7 and 1.9% after 300 passes (fixed κ = 27: 1.1%; κ = 55 or 110: 1% in 260 passes). The
+sum over an example's edges added to ψ̄² (κ = 32 at C = 100) cost 10 to 35% more passes at
+C ≤ 1; ψ̄²_E as a factor ``1 + 0.2 C ψ̄²_E / δ̄`` of the node scale certified yeast but cost
+OCR-600's chain 4 points of gap at C = 10 (30% → 35% after 300 passes). With the square
+(1 + κ = 49 at C = 100, 3.5 at C = 1 against 3.2) yeast certifies 1% at every C; OCR-600
+(16.5 against 15.3 at C = 10, 50 against 33 at C = 100) ends at 31% and 75% after 300
+passes against 30% and 66% (plain GDMM: 37% and 86%; BENCHMARKS.md, "Training across C").
+
+The rule's proximal term is ``½ ‖u − x‖²``: the original gap less the subproblem's is that
+term at the rounded ũ, which on graphs also holds the rounding's distance (it halved κ from
+100 to 0.78 in ten checks on yeast's full graph at C = 100).
 """
 
 from __future__ import annotations
@@ -70,6 +84,8 @@ PROXIMAL_PATIENCE = 30
 #: ``proximal="auto"``: κ starts at ``1 + κ = KAPPA_SCALE · (C ψ̄² / δ̄)^{1/3}`` and stays
 #: above half of that in ``1 + κ`` (module docstring)
 KAPPA_SCALE = 2.3
+#: ``proximal="auto"``: the pair factors' share of ``c₀`` (module docstring)
+EDGE_WEIGHT = 0.25
 
 
 class ProximalGDMM(ProximalKappa):
@@ -80,6 +96,7 @@ class ProximalGDMM(ProximalKappa):
     kappa_patience = PROXIMAL_PATIENCE
     average_ends_scheme = False
     kappa_scale = KAPPA_SCALE
+    edge_weight = EDGE_WEIGHT
 
     _x_primal = None
     _inner_gap_value = np.nan
@@ -99,12 +116,17 @@ class ProximalGDMM(ProximalKappa):
         self.centred_at = self.passes
 
     def _problem_scale(self):
-        """``c₀ = C ψ̄² / δ̄``, the problem's own scale (module docstring; memoized per C)."""
-        if self._scale_cache is None or self._scale_cache[0] != self.C:
-            loss, sq = self._kern.penalty_figures(self.blocks.kernel, self.layout)
-            scale = self.C * float(sq) / float(loss) if loss > 0 and sq > 0 else 0.0
-            self._scale_cache = (self.C, scale)
-        return self._scale_cache[1]
+        """``c₀ = C ψ̄² / δ̄ + EDGE_WEIGHT · (C ψ̄²_E / δ̄)²``, the problem's own scale
+        (module docstring; the figures memoized per fit)."""
+        if self._scale_cache is None:
+            k, layout = self.blocks.kernel, self.layout
+            loss, sq = self._kern.penalty_figures(k, layout)
+            edges = self._kern.edge_curvature(k, layout)
+            self._scale_cache = (float(loss), float(sq), float(edges))
+        loss, sq, edges = self._scale_cache
+        if not (loss > 0 and sq > 0):
+            return 0.0
+        return self.C * sq / loss + self.edge_weight * (self.C * edges / loss) ** 2
 
     def _kappa_start(self):
         """``1 + κ = KAPPA_SCALE · c₀^{1/3}`` (module docstring), at least 0."""

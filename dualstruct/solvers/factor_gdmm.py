@@ -109,7 +109,9 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     eta : float, list of (pass, value) or None
         Multiplier step η in units of κ (default ``rho``).
     steps : int, default 3
-        Pairwise Frank-Wolfe steps per factor visit (each calls the factor's oracle).
+        Pairwise Frank-Wolfe steps per factor visit (the first calls the factor's oracle;
+        a node whose states' features are orthogonal, ``node_sq_norm``, is minimized
+        exactly over its active set instead).
     sweeps : int, default 1
         Visits of every factor of an example before the example's multiplier step (the
         augmented Lagrangian minimized more exactly per multiplier step).
@@ -123,9 +125,11 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     proximal : "auto" or float >= 0, default 0
         κ of the proximal-point outer loop, as :class:`~dualstruct.solvers.BCFW`'s: each
         pass trains on ``P(w) + κ/2 ‖w − z‖²`` (an SSVM with the smaller effective C
-        ``C / (1 + κ)``) with the centre z at the last iterate; ``"auto"`` adapts κ at the
-        checks, a number fixes it, 0 runs plain GDMM. The reported gap is always the
-        original problem's (:mod:`dualstruct.solvers._gdmm_proximal`).
+        ``C / (1 + κ)``) with the centre z at the last iterate; ``"auto"`` starts κ from
+        the problem's scale (node and pair factors, larger at a larger C) and adapts it at
+        the checks, a number fixes it, 0 runs plain GDMM. Try ``"auto"`` at a large C,
+        where plain GDMM stalls. The reported gap is always the original problem's
+        (:mod:`dualstruct.solvers._gdmm_proximal`).
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`.
 

@@ -67,3 +67,13 @@ def edge_difference(k, i, e, a, b, c, d, out):
     factors.add_edge(k, i, e, a, b, 1.0, out)
     factors.add_edge(k, i, e, c, d, -1.0, out)
     return factors.edge_sq_distance(k, i, e, a, b, c, d)
+
+
+@njit(cache=True)
+def add_node(k, i, j, a, out):
+    factors.add_node(k, i, j, a, 1.0, out)
+
+
+@njit(cache=True)
+def node_sq_norm(k, i, j, a):
+    return factors.node_sq_norm(k, i, j, a)

@@ -1,5 +1,5 @@
 """The chain model's factor functions for GDMM: against the joint feature map and brute
-force, the sublinear oracles against exhaustive search, and FactorGDMM on a tiny chain
+force, the sublinear oracles against exhaustive search, and GDMM on a tiny chain
 against BCFW's optimum (dense and sparse weights)."""
 
 import chain_factor_calls as calls
@@ -55,6 +55,26 @@ def test_factor_functions_match_the_joint_feature_map(sparse, start_end):
             a, b, c, d = rng.integers(0, 3, 4)
             out = np.zeros(model.size)
             assert calls.edge_difference(k, i, e, a, b, c, d, out) == pytest.approx(out @ out)
+
+
+@pytest.mark.parametrize("weights", ["dense", "observed", "thin"])
+def test_node_features_are_orthogonal_with_the_norms_node_sq_norm_gives(weights):
+    # GDMM's exact node blocks rest on both (a label missing from a thin support's rows
+    # has a smaller norm than the others)
+    K = 6
+    X, Y, model, blocks = _problem(
+        3, K=K, d=4, n=6, sparse=weights == "observed", thin=weights == "thin"
+    )
+    k = blocks.kernel
+    for i, gold in enumerate(Y):
+        for j in range(len(gold)):
+            phi = np.zeros((K, model.size))
+            for a in range(K):
+                calls.add_node(k, i, j, a, phi[a])
+            gram = phi @ phi.T
+            np.testing.assert_allclose(gram, np.diag(np.diag(gram)), atol=1e-12)
+            norms = [calls.node_sq_norm(k, i, j, a) for a in range(K)]
+            np.testing.assert_allclose(norms, np.diag(gram), atol=1e-12)
 
 
 def _messages(rng, K, n_act, scale):

@@ -4,8 +4,9 @@ resuming exact, and models without null states keep every edge."""
 
 import numpy as np
 import pytest
+from numba import njit
 
-from dualstruct.models import MultiLabelModel
+from dualstruct.models import MultiLabelModel, factors
 from dualstruct.models.multilabel import MultiLabelDataset
 from dualstruct.solvers import BCFW, FactorGDMM
 from dualstruct.solvers.objective import GAP_ROUNDING
@@ -62,6 +63,9 @@ def test_lazy_edges_reach_the_optimum_with_fewer_edges(problem):
     edges = int(solver.row_count.sum())
     assert edges == r.extra["active_edges"] < n * L * (L - 1) // 2
     assert solver.counters[4] > 0  # edges became active on the way
+    gold = data.Y.sum(axis=1)
+    # and some that carried nothing (no mass, no multipliers) went back to the fixed table
+    assert edges < (gold * (gold - 1) // 2).sum() + solver.counters[4]
     assert _inactive_excess(solver) <= 1e-12
 
 
@@ -115,6 +119,9 @@ def test_models_without_null_states_keep_every_edge():
         FactorGDMM(model, C=1.0, max_iter=2, lazy_edges=True).fit(data)
     with pytest.raises(ValueError, match="lazy_edges"):
         FactorGDMM(model, lazy_edges="yes")
+    chain = MultiLabelModel(6, 6, edges="chain", inference="lp")  # O(L) edges: all active
+    solver = FactorGDMM(chain, C=1.0, max_iter=1, random_state=0).fit(data)
+    assert not solver.lazy and solver.row_count.sum() == 30 * 5
 
 
 def test_the_memory_estimate_follows_the_pool():
@@ -147,3 +154,41 @@ def test_a_restored_inactive_edge_must_stand_at_the_fixed_table():
     bad["act"][g, :2], bad["q"][g, :2], bad["n_act"][g] = (0, 1), (0.0, 1.0), 2
     with pytest.raises(ValueError, match="fixed table"):
         FactorGDMM(model, C=1.0).load_state(data, meta, bad)
+
+
+@njit
+def _tree_search(k, w, other, C, gain, outside, active, raise_e, raise_by):
+    """The multi-label model's search after ``prepare_weights`` and one ``add_edge`` on the
+    (1, 1) pair of edge ``raise_e`` of w, one on ``other`` (which the tree must ignore)."""
+    factors.prepare_weights(k, w)
+    factors.add_edge(k, 0, raise_e, 1, 1, raise_by, w)
+    factors.add_edge(k, 0, (raise_e + 1) % len(k.edges), 1, 1, -raise_by, w)
+    factors.add_edge(k, 0, raise_e, 1, 1, 1e6, other)
+    return factors.best_inactive_edge(k, 0, w, C, gain, outside, active, 0.0)
+
+
+def test_the_tree_search_finds_the_scans_best_inactive_edge():
+    """Branch and bound over the max tree of the (1, 1) weights (kept up to date by
+    add_edge) finds the same edge as a scan, among labels outside and edges inactive."""
+    model, data = _sparse_labels(n=4, L=23, d=23)
+    k = model.block_data(data).kernel
+    assert len(k.pair_tree)  # the full graph: lazy edges, the tree search
+    E, C = len(k.edges), 0.7
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        w = rng.normal(size=model.n_unary + E) * (0.01 if trial % 2 else 1.0)
+        gain = np.zeros((23, 2))
+        gain[:, 1] = rng.normal(size=23) - (0.0 if trial % 3 else 2.0)
+        outside = (rng.random(23) < 0.8).astype(np.int64)
+        active = np.where(rng.random(E) < 0.1, 0, -1).astype(np.int64)
+        raise_e, raise_by = int(rng.integers(E)), float(rng.random() * 3)
+        if trial % 4 == 0:  # the raised edge active: another must win
+            active[raise_e] = 0
+        e, g = _tree_search(k, w, np.zeros_like(w), C, gain, outside, active, raise_e, raise_by)
+        l, m = k.edges[:, 0], k.edges[:, 1]
+        want = C * w[model.n_unary :] + gain[l, 1] + gain[m, 1]
+        want[(active >= 0) | (outside[l] == 0) | (outside[m] == 0)] = -np.inf
+        if want.max() > 0.0:
+            assert (e, g) == (int(np.argmax(want)), pytest.approx(want.max()))
+        else:
+            assert (e, g) == (-1, 0.0)

@@ -7,7 +7,7 @@ from sklearn.datasets import load_digits
 
 from dualstruct.models import GraphCRF, MultiClassModel
 from dualstruct.solvers import BCFW, FactorGDMM
-from dualstruct.solvers._gdmm_proximal import KAPPA_SCALE
+from dualstruct.solvers._gdmm_proximal import EDGE_WEIGHT, KAPPA_SCALE
 from dualstruct.solvers.objective import GAP_ROUNDING, primal_objective, scaled_dual
 
 TOL = 1e-4
@@ -103,20 +103,31 @@ def test_resume_with_the_centre_and_kappa_equals_uninterrupted():
 
 @pytest.mark.parametrize("problem, C", [(_digits, 100.0), (_forest, 100.0)])
 def test_kappa_starts_from_the_problem_s_scale_and_keeps_above_its_floor(problem, C):
-    """ "auto" starts at 1 + κ = KAPPA_SCALE · (C ψ̄² / δ̄)^{1/3} and never halves below half
-    of that: on a graph the rounded dual's distance once halved κ from 100 to almost 0."""
+    """ "auto" starts at 1 + κ = KAPPA_SCALE · c₀^{1/3}, c₀ = C ψ̄² / δ̄ + EDGE_WEIGHT ·
+    (C ψ̄²_E / δ̄)², and never halves below half of that: on a graph the rounded dual's
+    distance once halved κ from 100 to almost 0."""
     model, data = problem()
     solver = FactorGDMM(
         model, C=C, proximal="auto", max_iter=40, tol=0, check_every=1, random_state=0
     ).fit(data)
     loss, sq = solver._kern.penalty_figures(solver.blocks.kernel, solver.layout)
-    start = KAPPA_SCALE * (C * sq / loss) ** (1 / 3) - 1
+    edges = solver._kern.edge_curvature(solver.blocks.kernel, solver.layout)
+    # by hand: a graph CRF's edge table is an indicator (‖Δφ_e‖² = 2 between two pairs),
+    # each edge counts once for each of its nodes: ψ̄²_E = 2 E / N (0 without edges)
+    n_edges = getattr(solver.blocks.kernel, "edge_offsets", [0])[-1]
+    assert edges == pytest.approx(2.0 * n_edges / solver.layout.node_offsets[-1], rel=1e-12)
+    assert (edges > 0) == (problem is _forest)
+
+    def start_at(C):
+        c0 = C * sq / loss + EDGE_WEIGHT * (C * edges / loss) ** 2
+        return KAPPA_SCALE * c0 ** (1 / 3) - 1
+
+    start = start_at(C)
     kappas = [rec.extra["prox_kappa"] for rec in solver.history.records]
     assert kappas[0] == pytest.approx(start, rel=1e-12) and start > 1
     assert min(kappas) >= 0.5 * (1 + start) - 1 - 1e-12
     solver.set_C(C / 1000)  # a small C: plain GDMM's scale, κ starts near 0
-    small = KAPPA_SCALE * (C / 1000 * sq / loss) ** (1 / 3) - 1
-    assert solver.kappa == pytest.approx(max(0.0, small), rel=1e-12)
+    assert solver.kappa == pytest.approx(max(0.0, start_at(C / 1000)), rel=1e-12)
 
 
 def test_bad_proximal_is_refused():
