@@ -105,7 +105,7 @@ WRITE_CHUNK = 1 << 20
 def _write_npy(member, arr) -> None:
     """``np.lib.format.write_array``'s bytes, a C-contiguous array's data written from its
     own memory slice by slice (``write_array`` copies 16 MiB at a time into a zip member)."""
-    if not arr.flags.c_contiguous or arr.dtype.hasobject:
+    if not arr.flags.c_contiguous or arr.dtype.hasobject or arr.dtype.names is not None:
         np.lib.format.write_array(member, arr, allow_pickle=False)
         return
     np.lib.format.write_array_header_1_0(member, np.lib.format.header_data_from_array_1_0(arr))

@@ -154,6 +154,8 @@ def _null_state(k, i, j):
 
 @factors.implements(factors.edge_between, MultiLabelKernel)
 def _edge_between(k, i, u, v):
+    # the full graph's edge by its position (GDMM asks only with lazy edges, which
+    # null_state allows on the full graph only); −1 on other graphs
     lo, hi = min(u, v), max(u, v)
     L = k.n_labels
     e = lo * L - lo * (lo + 1) // 2 + hi - lo - 1  # the full graph's (l, k) row by row

@@ -61,6 +61,8 @@ class MultiLabelKernel(NamedTuple):
     n_unary: int  # unary weights: d·K dense, the support's size sparse
     #: GDMM's search of inactive edges on the full graph with interactions="11", else empty
     #: (:mod:`dualstruct.models.multilabel_factors`): a max tree over the (1, 1) weights,
+    #: scratch of one training at a time (two GDMMs training on the same data in threads
+    #: would share it: answers stay checked, but the search may miss the best edge)
     pair_tree: np.ndarray  # (2P,), P ≥ E a power of two
     pair_table: np.ndarray  # (levels, L) range maxima of the label terms
     pair_scratch: np.ndarray  # int64: [0] the address of the w the tree follows, the stack

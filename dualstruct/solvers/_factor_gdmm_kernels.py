@@ -387,8 +387,12 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
     )
     factors.prepare_weights(k, weights.w)
     # node features of different states orthogonal (the first node's norm says so): exact
-    # node blocks
-    exact = len(layout.n_states) > 0 and factors.node_sq_norm(k, 0, 0, 0) >= 0.0
+    # node blocks, each falling back to pairwise steps where a norm is −1
+    exact = False
+    for i0 in range(len(layout.node_offsets) - 1):
+        if layout.node_offsets[i0 + 1] > layout.node_offsets[i0]:
+            exact = factors.node_sq_norm(k, i0, 0, 0) >= 0.0
+            break
     for pos in range(first, len(order)):
         i = order[pos]
         _adjacency(layout, rows, visit, i)
@@ -521,7 +525,8 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
     block's Hessian is then diagonal, ``d_s = C² σ ‖φ_j(a_s)‖² + ρ·(incident edges)``, and
     its minimizer ``q_s = max(0, q_s − (g_s + τ) / d_s)``, τ setting the sum to 1 (the
     breakpoints ``d_s q_s − g_s`` taken largest first; d_s only where a state has mass or
-    enters). Returns False where a curvature is not positive (nothing moved)."""
+    enters). Returns False where a norm is −1 (not orthogonal) or a curvature is not
+    positive (nothing moved)."""
     g = layout.node_offsets[i] + j
     C, rho, w = settings.C, settings.rho, weights.w
     mu, grad, curv, key = visit.mu_u, visit.smu_u, visit.smu_v, visit.mu_v
@@ -554,8 +559,9 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
         curv[s] = -1.0
         key[s] = -grad[s]
         if sets.q[g, s] > 0.0:
-            curv[s] = C * C * settings.scale * factors.node_sq_norm(k, i, j, sets.act[g, s]) + ridge
-            if not curv[s] > 0.0:
+            norm = factors.node_sq_norm(k, i, j, sets.act[g, s])
+            curv[s] = C * C * settings.scale * norm + ridge
+            if norm < 0.0 or not curv[s] > 0.0:
                 return _clear(key, n)
             key[s] += curv[s] * sets.q[g, s]
     total, inverse, tau = 0.0, 0.0, 0.0
@@ -567,8 +573,9 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
         if key[s] == -np.inf or (count > 0 and tau >= key[s]):
             break
         if curv[s] < 0.0:
-            curv[s] = C * C * settings.scale * factors.node_sq_norm(k, i, j, sets.act[g, s]) + ridge
-            if not curv[s] > 0.0:
+            norm = factors.node_sq_norm(k, i, j, sets.act[g, s])
+            curv[s] = C * C * settings.scale * norm + ridge
+            if norm < 0.0 or not curv[s] > 0.0:
                 return _clear(key, n)
         total += sets.q[g, s] - grad[s] / curv[s]
         inverse += 1.0 / curv[s]

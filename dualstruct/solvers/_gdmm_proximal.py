@@ -19,7 +19,7 @@ recovered after each pass (the lazy average ``R`` follows the unscaled changes, 
 
 **The penalty.** Written at C, G_κ is ``1/σ`` times the plain dual at ``σ C`` (up to the
 linear term of z): its curvature is σ times the plain one and its linear term unchanged.
-The penalty unit of :class:`~.factor_gdmm.ScaleFreePenalty`, the geometric mean of the
+The penalty unit of :class:`~._gdmm_common.ScaleFreePenalty`, the geometric mean of the
 two, therefore scales by ``√σ``, and so do ρ and η.
 
 **Certificate.** The marginals stay feasible for the original dual, so the certified dual
@@ -42,7 +42,7 @@ to 0.003 on digits at C = 100, 28% after 300 passes; 30 checks: 1.1%).
 **κ from the problem's scale.** Each pass moves the centre once, so the outer loop needs
 more passes the larger κ; a subproblem at the effective ``C / (1 + κ)`` needs more passes
 the larger its scale ``c₀ / (1 + κ)``, with ``c₀ = C ψ̄² / δ̄`` the problem's own scale (δ̄
-and ψ̄² of the penalty unit, :func:`~.factor_gdmm.penalty_unit`: the dual's curvature
+and ψ̄² of the penalty unit, :func:`~._gdmm_common.penalty_unit`: the dual's curvature
 against its linear term). ``proximal="auto"`` starts at ``1 + κ = KAPPA_SCALE · c₀^{1/3}``
 (0 where that is below 1) and never halves below half of that start in ``1 + κ``: at a large
 C the rule's figures do not see that κ is too small, and halving on leaves a subproblem as

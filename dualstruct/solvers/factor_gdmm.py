@@ -533,6 +533,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             or not np.array_equal(self.act[:, 0], self.gold)
         ):
             raise ValueError("inconsistent GDMM state: active-set counts or states out of range")
+        # a node's active states are distinct (the kernels index per-state buffers by slot)
+        held = np.sort(np.where(used, self.act, -1 - np.arange(cap)), axis=1)
+        if (held[:, 1:] == held[:, :-1]).any():
+            raise ValueError("inconsistent GDMM state: a node lists an active state twice")
         n0 = self.layout.node_offsets[example]
         for side, name in ((u, "pair_a"), (v, "pair_b")):
             slots = getattr(self, name)[used_rows]

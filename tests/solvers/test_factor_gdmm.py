@@ -394,3 +394,16 @@ def test_factor_counts_are_checked_before_the_memory_estimate():
         FactorGDMM(user).memory_parts(data)
     with pytest.raises(ValueError, match="example 1"):
         FactorGDMM(user, max_iter=1).fit(data)
+
+
+def test_a_restored_node_listing_a_state_twice_is_refused():
+    X, Y = _graphs(6, loopy=False, seed=2)
+    model = GraphCRF(3, 4)
+    data = model.block_data(X, Y)
+    solver = FactorGDMM(model, C=1.0, max_iter=5, random_state=3).fit(data)
+    meta, arrays = solver.state_dict()
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    g = int(np.flatnonzero(arrays["n_act"] >= 2)[0])
+    arrays["act"][g, 1] = arrays["act"][g, 0]  # in range, but the same state in two slots
+    with pytest.raises(ValueError, match="twice"):
+        FactorGDMM(model, C=1.0).load_state(data, meta, arrays)
