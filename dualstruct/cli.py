@@ -748,7 +748,15 @@ def _on_this_machine(svm) -> dict:
 def _say_if_not_converged(svm, args, out):
     """The ConvergenceWarning of the estimators, as advice for the command line."""
     gap = unconverged_gap(svm.history_, args.tol)
-    if gap is not None:
+    if gap is not None and svm.history_.stop_reason == "resolution":
+        print(
+            f"note: not converged: the cutting plane found no constraint violated by more "
+            f"than its epsilon at a relative gap of {gap:.3%}, above --tol {args.tol:g}; "
+            "--solver bcfw certifies smaller gaps",
+            file=out,
+            flush=True,
+        )
+    elif gap is not None:
         print(
             f"note: not converged: the relative gap {gap:.3%} is above --tol "
             f"{args.tol:g} after --max-iter {args.max_iter} passes; train with a larger "

@@ -101,12 +101,12 @@ def check_random_state(value):
 
 
 def unconverged_gap(history, tol):
-    """The certified relative gap when training stopped at ``max_iter`` with it still above
-    ``tol``, else None (``tol=0`` asks for exactly ``max_iter`` passes; a solver without a
-    certificate has no gap)."""
+    """The certified relative gap when training stopped at ``max_iter`` (or at the cutting
+    plane's resolution) with it still above ``tol``, else None (``tol=0`` asks for exactly
+    ``max_iter`` passes; a solver without a certificate has no gap)."""
     last = history.last_checked()
     if (
-        history.stop_reason != "max_iter"
+        history.stop_reason not in ("max_iter", "resolution")
         or last is None
         or tol <= 0
         or math.isnan(last.relative_gap)
@@ -524,6 +524,16 @@ class BaseSSVM(BaseEstimator):
         """scikit-learn's ``ConvergenceWarning`` when :func:`unconverged_gap` has a gap."""
         gap = unconverged_gap(history, self.tol)
         if gap is None:
+            return
+        if history.stop_reason == "resolution":
+            warnings.warn(
+                f"{type(self).__name__}: the cutting plane found no constraint violated by "
+                f"more than its epsilon, with a relative duality gap of {gap:.3%} above "
+                f"tol={self.tol:g}; more iterations would not change the model. Lower epsilon "
+                "(solver_options={'epsilon': ...}) or train with solver='bcfw'.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
             return
         if getattr(self, "backend", "local") == "local":
             steps, how = "passes", "continue training with warm_start=True"

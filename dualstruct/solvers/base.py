@@ -376,6 +376,13 @@ class PassSolver:
             raise self._certificate_error(record)
         return record.relative_gap <= self.tol
 
+    def _at_resolution(self) -> bool:
+        """Whether the last pass left the state where further passes cannot move it (the
+        cutting plane with no constraint violated by more than its ``epsilon``): training
+        then stops with ``stop_reason == "resolution"``. No pass solver's state is such a
+        fixed point but the cutting plane's."""
+        return False
+
     def _certificate_error(self, record) -> CertificateError:
         """The error for a dual above the primal at ``record``: the oracle and example at
         fault when :meth:`_inconsistency` finds them, else the solver state."""
@@ -710,6 +717,8 @@ class PassSolver:
             stop = self.callback is not None and bool(self.callback(record))
             if converged:
                 self.history.stop_reason = "tol"
+            elif self._at_resolution():
+                self.history.stop_reason = "resolution"
             elif interrupt.requested:
                 self.history.stop_reason = "interrupted"
             elif stop:

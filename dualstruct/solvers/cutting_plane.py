@@ -332,10 +332,11 @@ class CuttingPlane(KernelBlocks, PassSolver):
     def _cache_cuts(self):
         """Up to ``inner_cuts`` constraints from the cached maximizers, each at the QP's new
         ``w`` and followed by the QP, while one is violated by more than ``epsilon`` and a
-        ``CACHE_VIOLATION`` share of its value beyond the working set's slack."""
+        ``CACHE_VIOLATION`` share of its value beyond the working set's slack. Returns how
+        many entered."""
         kmodel, k = self.kernel_model_, self.blocks.kernel
         slack = self.rescaling != "margin"
-        for _ in range(self.inner_cuts):
+        for added in range(self.inner_cuts):
             psi = kmodel.init_weights()
             total = np.zeros(1)
             w = np.ascontiguousarray(self.w, dtype=np.float64)
@@ -343,27 +344,42 @@ class CuttingPlane(KernelBlocks, PassSolver):
             self.blocks.raise_status()
             xi = max(0.0, float(np.max(self.delta - self.psi @ w))) if len(self.delta) else 0.0
             if value - xi <= max(self.eps / self.C, CACHE_VIOLATION * abs(value)):
-                return
+                return added
             self._add_constraint(psi, float(total[0]))
             self._solve()
+        return self.inner_cuts
 
     def _iterate(self, chunks=1):
         """One iteration. Stopped part-way by a Ctrl-C or SIGTERM (:meth:`_pass_parts`), it
         adds the constraint of the examples it reached (the others at their gold labellings,
         δ = 0 and ψ = 0: a constraint of the 1-slack problem all the same), so the working
         set, ``w`` and the dual stay consistent; only the primal of that ``w`` is unknown."""
+        w, best = self.w, self.best_primal
         q = self._query_point()
         done, added = self._cut_at(q, chunks)
         whole = done == self.blocks.n_blocks
         if whole and not added and q is not self.w:
             # the working set is exact at q, which certifies nothing about w: call it at w
-            more, _ = self._cut_at(self.w, chunks)
+            more, added = self._cut_at(self.w, chunks)
             done += more
             whole = more == self.blocks.n_blocks
         self._solve()
-        if whole:
-            self._cache_cuts()
+        cuts = self._cache_cuts() if whole else 0
+        # nothing violated by more than epsilon at q and at w, and neither w nor the best
+        # weights moved: the next iteration queries the same point and repeats this one
+        self._resolution = (
+            whole
+            and not added
+            and not cuts
+            and self.best_primal == best
+            and np.array_equal(self.w, w)
+        )
         return done
+
+    _resolution = False
+
+    def _at_resolution(self):
+        return self._resolution
 
     def _cut_at(self, q, chunks):
         """The oracle at ``q`` gives the exact primal ``P(q)`` and the aggregated constraint at

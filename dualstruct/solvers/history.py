@@ -73,7 +73,9 @@ class History:
     ----------
     records : list of Record
     stop_reason : str
-        ``"tol"`` (the certified gap reached it), ``"max_iter"``, ``"callback"``,
+        ``"tol"`` (the certified gap reached it), ``"max_iter"``, ``"resolution"`` (the
+        cutting plane found no constraint violated by more than its ``epsilon``: more
+        iterations would not change the model), ``"callback"``,
         ``"interrupted"`` (Ctrl-C or SIGTERM, or a KeyboardInterrupt a method raised),
         ``"error"`` (training raised an exception, e.g. a
         :class:`~dualstruct.solvers.CertificateError`), or ``"running"`` while training goes

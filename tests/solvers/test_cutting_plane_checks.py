@@ -71,3 +71,30 @@ def test_the_cache_check_builds_no_weight_vector_and_names_the_example(monkeypat
     lowered[i] = 0.0
     with pytest.raises(CertificateError, match=rf"ChainModel on example {i} at cutting_plane"):
         solver._check_cache(solver.w, lowered)
+
+
+def test_at_its_resolution_the_cutting_plane_stops_and_says_so():
+    """No constraint violated by more than epsilon at w: the next iterations would repeat the
+    last one, so training stops ("resolution") instead of running to max_iter, and the
+    estimator's warning says what limits the gap."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from dualstruct import StructuredSVM
+
+    X, y = tiny_chain_problem()
+    model, data = ChainModel(3, 4), pack_sequences(X, y)
+    coarse = CuttingPlane(model, 1.0, max_iter=500, tol=1e-12, epsilon=1e-2).fit(data)
+    assert coarse.history.stop_reason == "resolution" and coarse.passes < 500
+    fine = CuttingPlane(model, 1.0, max_iter=500, tol=1e-12, epsilon=1e-9).fit(data)
+    assert fine.history.last.relative_gap < coarse.history.last.relative_gap
+    svm = StructuredSVM(
+        solver="cutting_plane", tol=1e-12, max_iter=500, solver_options={"epsilon": 1e-2}
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svm.fit(X, y)
+    assert svm.history_.stop_reason == "resolution"
+    (warning,) = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert "epsilon" in str(warning.message)

@@ -604,7 +604,7 @@ def test_multilabel_solvers_reach_the_same_slack_optimum(edges, interactions):
     model.loss_weights[:] = 1.0
     C = 2.0
     kw = dict(rescaling="slack")
-    cp = CuttingPlane(model, C, max_iter=2000, tol=1e-7, **kw).fit(data)
+    cp = CuttingPlane(model, C, max_iter=2000, tol=1e-7, epsilon=1e-10, **kw).fit(data)
     assert cp.history.stop_reason == "tol"
     p_opt = cp.history.last.primal
     assert p_opt == pytest.approx(
