@@ -532,12 +532,9 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
     mu, grad, curv, key = visit.mu_u, visit.smu_u, visit.smu_v, visit.mu_v
     p0, p1 = visit.adj_ptr[j], visit.adj_ptr[j + 1]
     n = sets.n_act[g]
+    _node_messages(sets, visit, g, p0, p1, rho, grad)
     for s in range(n):
-        m = 0.0
-        for p in range(p0, p1):
-            end = visit.adj_end[p]
-            m += sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
-        mu[sets.act[g, s]] = m
+        mu[sets.act[g, s]] = grad[s]
     b, gb = factors.node_oracle(k, i, w, j, C, sets.act[g], n, mu)
     counters[0] += 1
     low = np.inf
@@ -596,6 +593,18 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
 
 
 @njit(cache=CACHE, inline="always")
+def _node_messages(sets, visit, g, p0, p1, rho, out):
+    """``out[s] = Σ_e λ_e(s) + ρ (M_e q_e(s) − q_g(s))`` over the active row ends ``p0 … p1``
+    of node g: what the pair factors add to the gradient of its slot s."""
+    for s in range(sets.n_act[g]):
+        m = 0.0
+        for p in range(p0, p1):
+            end = visit.adj_end[p]
+            m += sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
+        out[s] = m
+
+
+@njit(cache=CACHE, inline="always")
 def _clear(x, n):
     for s in range(n):
         x[s] = 0.0
@@ -612,12 +621,7 @@ def _node_step(k, layout, weights, sets, settings, visit, i, j, counters):
     p0, p1 = visit.adj_ptr[j], visit.adj_ptr[j + 1]
     for step in range(settings.steps):
         n = sets.n_act[g]
-        for s in range(n):
-            m = 0.0
-            for p in range(p0, p1):
-                end = visit.adj_end[p]
-                m += sets.lam[end, s] + rho * (sets.msum[end, s] - sets.q[g, s])
-            slot_mu[s] = m
+        _node_messages(sets, visit, g, p0, p1, rho, slot_mu)
         sa, ga = -1, -np.inf
         if step == 0:
             for s in range(n):

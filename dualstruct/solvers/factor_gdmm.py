@@ -31,6 +31,26 @@ from .objective import scaled_dual
 
 #: node-slot arrays (one column per active state), edge-pair arrays and the other arrays
 #: of the pool of active edges (one row per edge, two per edge end in lam and msum)
+#: the default penalty ρ / κ on factor graphs of mean degree up to 8 (chains, trees, grids)
+DEFAULT_RHO = 0.5
+#: ... and the least it falls to on dense graphs
+MIN_DEFAULT_RHO = 0.025
+
+
+def default_rho(mean_degree):
+    """The default penalty in units of κ, ``max(0.025, min(0.5, 4 / d̄))`` for factor graphs
+    of mean degree d̄ (pair factors per node).
+
+    On a dense graph a node's marginal is tied to d̄ pair factors, each adding ρ to the
+    node's curvature in the augmented Lagrangian: ρ falls as 1/d̄ so that the steps keep
+    their length. The rule is the multi-label GDMM's, measured on bibtex's full graph
+    (BENCHMARKS.md, "Training across C"), where ρ / κ = 0.025 certifies soonest; on sparse
+    graphs ρ / κ = 0.5, the chain's."""
+    if mean_degree <= 0:
+        return DEFAULT_RHO
+    return max(MIN_DEFAULT_RHO, min(DEFAULT_RHO, 4.0 / mean_degree))
+
+
 SLOT_ARRAYS = ("act", "q", "idle", "lam", "msum")
 PAIR_ARRAYS = ("pair_a", "pair_b", "q_e")
 ROW_ARRAYS = ("row_u", "row_v", "row_edge", "n_pair")
@@ -103,9 +123,11 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         A model whose kernel class registered the factor functions.
     C : float, default 1.0
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
-    rho : float or list of (pass, value), default 0.5
+    rho : float, list of (pass, value) or None, default None
         Penalty ρ of the augmented Lagrangian in units of the problem's penalty scale κ
-        (:class:`~dualstruct.solvers.gdmm.ScaleFreePenalty`), or a schedule.
+        (:class:`~dualstruct.solvers.gdmm.ScaleFreePenalty`), or a schedule. None: from the
+        mean degree d̄ of the training data's factor graphs, ``max(0.025, min(0.5, 4 / d̄))``
+        (:func:`default_rho`).
     eta : float, list of (pass, value) or None
         Multiplier step η in units of κ (default ``rho``).
     steps : int, default 3
@@ -172,7 +194,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         model,
         C=1.0,
         *,
-        rho=0.5,
+        rho=None,
         eta=None,
         steps=3,
         sweeps=1,
@@ -185,7 +207,8 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             raise ValueError("GDMM supports margin rescaling only")
         super().__init__(model, C, **kwargs)
         self.proximal = check_proximal(proximal)
-        self._init_schedules(rho, eta)
+        self._init_schedules(DEFAULT_RHO if rho is None else rho, eta)
+        self._rho_given, self._eta_given = rho, eta
         for name, value, low in (
             ("steps", steps, 1),
             ("sweeps", sweeps, 1),
@@ -330,6 +353,8 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
                 f"{self.kernel_class.__name__}"
             )
         self.layout, gold, loopy, rows = self._build_layout(k)
+        if self._rho_given is None:
+            self._init_schedules(default_rho(self.mean_degree), self._eta_given)
         if loopy.any():
             check_factor_model(self.kernel_model_, edges=True)
             if not getattr(self.kernel_model_, "fractional_oracle", False):
@@ -381,6 +406,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         start)."""
         sizes = self._graph_sizes(k)
         n = len(sizes)
+        self.mean_degree = 2.0 * float(sizes[:, 1].sum()) / max(float(sizes[:, 0].sum()), 1.0)
         node_offsets = np.concatenate([[0], np.cumsum(sizes[:, 0])]).astype(np.int64)
         edge_offsets = np.concatenate([[0], np.cumsum(sizes[:, 1])]).astype(np.int64)
         N = int(node_offsets[-1])

@@ -407,3 +407,20 @@ def test_a_restored_node_listing_a_state_twice_is_refused():
     arrays["act"][g, 1] = arrays["act"][g, 0]  # in range, but the same state in two slots
     with pytest.raises(ValueError, match="twice"):
         FactorGDMM(model, C=1.0).load_state(data, meta, arrays)
+
+
+def test_the_default_penalty_falls_with_the_factor_graphs_degree():
+    from dualstruct.solvers.factor_gdmm import default_rho
+
+    assert default_rho(0.0) == default_rho(2.0) == default_rho(8.0) == 0.5
+    assert default_rho(16.0) == pytest.approx(0.25)
+    assert default_rho(158.0) == pytest.approx(4.0 / 158.0) and default_rho(1000.0) == 0.025
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(20, 3)), (rng.random(size=(20, 20)) > 0.5).astype(int)
+    full = MultiLabelModel(20, 3, edges="full", inference="lp")
+    solver = FactorGDMM(full, max_iter=1).fit(MultiLabelDataset(X, Y))
+    assert solver.mean_degree == 19.0 and solver.rho_relative == pytest.approx(4.0 / 19.0)
+    given = FactorGDMM(full, rho=0.3, max_iter=1).fit(MultiLabelDataset(X, Y))
+    assert given.rho_relative == 0.3
+    model, data = _multilabel("tree")
+    assert _fit(model, data, 1.0, max_iter=1).rho_relative == 0.5
