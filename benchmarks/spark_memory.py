@@ -5,7 +5,8 @@ Runs a command (by default ``dualstruct train`` on CoNLL-2000 chunking read on t
 and samples the resident memory of every process of its tree from ``/proc`` every
 ``--interval`` seconds. ``/usr/bin/time -v`` gives one number for the whole tree (the largest
 process's peak, which in local mode is usually the JVM); this script separates them, since the
-driver's Python process is what holds ``w``, the vocabulary and the per-round sums::
+driver's Python process is what holds ``w``, the per-round sums and (while it is built
+and when the model is written) the vocabulary::
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/spark_memory.py
     DUALSTRUCT_DATA=../shared/data python benchmarks/spark_memory.py --weights observed

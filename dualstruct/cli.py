@@ -40,7 +40,7 @@ from .datasets._base import open_text
 from .datasets.conll import CONLLU_LABELS, conllu_sentence, iter_conll_blocks
 from .datasets.multilabel import load_arff, load_libsvm_multilabel
 from .distributed.reading import MultiLabelFiles, TaggedFiles, executor_path, spark_session
-from .distributed.spark import read_checkpoint
+from .distributed.spark import read_checkpoint, return_large_blocks
 from .estimators import MultiLabelSVM, StructuredSVM, load
 from .estimators.base import _problem_options, unconverged_gap
 from .features import TokenFeatures
@@ -373,6 +373,7 @@ def _train_where_read(args, out, backend, train):
         executor_path(args.train)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    return_large_blocks()  # this process is a Spark driver: freed copies of w leave it
     with contextlib.ExitStack() as stack:
         try:
             session = stack.enter_context(spark_session(backend["backend_options"]))
@@ -669,6 +670,9 @@ def _train(args, out, backend, sc):
         raise CLIError(str(exc)) from None
     svm = tagger.svm_
     svm.set_params(callback=None)
+    release = getattr(getattr(svm, "solver_", None), "release_weights", None)
+    if sc is not None and release is not None:  # the Spark run is over: the model file
+        release()  # needs coef_ and the vocabulary, not the driver's copies of w
     stop = svm.history_.stop_reason
     interrupted = stop == "interrupted"
     saved = _save_model(

@@ -7,6 +7,7 @@ value; strings become ``name=value`` indicators, numbers are used as values, boo
 
 from __future__ import annotations
 
+import io
 import json
 from array import array
 from collections.abc import Mapping
@@ -42,7 +43,7 @@ class Vocabulary(Mapping):
         offsets = np.asarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(blob):
             raise ValueError("vocabulary offsets must run from 0 to the buffer's length")
-        if np.any(np.diff(offsets) < 0):
+        if np.any(offsets[1:] < offsets[:-1]):  # (no array of the differences)
             raise ValueError("vocabulary offsets must not decrease")
         self._blob = bytes(blob)
         self._offsets = offsets
@@ -50,12 +51,14 @@ class Vocabulary(Mapping):
 
     @classmethod
     def from_names(cls, names) -> Vocabulary:
-        """The vocabulary of ``names`` (an iterable of str, in column order)."""
-        buf, offsets = bytearray(), array("q", [0])
+        """The vocabulary of ``names`` (an iterable of str, in column order), built in place:
+        the buffer becomes the names' bytes and the offsets' array is kept as it is, so a
+        stream of names never needs twice their bytes."""
+        buf, offsets, end = io.BytesIO(), array("q", [0]), 0
         for name in names:
-            buf += name.encode("utf-8")
-            offsets.append(len(buf))
-        return cls(bytes(buf), np.frombuffer(offsets, dtype=np.int64).copy())
+            end += buf.write(name.encode("utf-8"))
+            offsets.append(end)
+        return cls(buf.getvalue(), np.frombuffer(offsets, dtype=np.int64))
 
     def __len__(self) -> int:
         return self._offsets.size - 1
@@ -86,7 +89,12 @@ class Vocabulary(Mapping):
 
     def to_bytes(self) -> bytes:
         """The offsets (little-endian int64) followed by the names' UTF-8 buffer."""
-        return self._offsets.astype("<i8").tobytes() + self._blob
+        return b"".join(self.byte_parts())
+
+    def byte_parts(self) -> tuple:
+        """:meth:`to_bytes` in its two parts, without copies (for writing in place)."""
+        offsets = self._offsets.astype("<i8", copy=False)
+        return memoryview(offsets).cast("B"), self._blob
 
     @classmethod
     def from_bytes(cls, data: bytes, size: int) -> Vocabulary:
@@ -94,8 +102,13 @@ class Vocabulary(Mapping):
         head = 8 * (size + 1)
         if size < 0 or len(data) < head:
             raise ValueError(f"a vocabulary of {size} names needs at least {head} bytes")
-        offsets = np.frombuffer(data[:head], dtype="<i8").astype(np.int64)
-        return cls(data[head:], offsets)
+        return cls.from_parts(data[:head], data[head:])
+
+    @classmethod
+    def from_parts(cls, head, blob: bytes) -> Vocabulary:
+        """The vocabulary of :meth:`byte_parts` (the offsets' bytes and the names')."""
+        offsets = np.frombuffer(head, dtype="<i8").astype(np.int64, copy=False)
+        return cls(blob, offsets)
 
     def __getstate__(self):
         return self._blob, self._offsets

@@ -392,6 +392,17 @@ class _DistributedSolver(PassSolver):
             self.engine.final_checkpoint(*self.state_dict(), self.history)
         self.engine.stop()
 
+    def release_weights(self):
+        """Let go of the driver's arrays as large as ``w`` once the run is closed and its
+        model taken (the estimator's ``coef_``): a driver that writes the model file next
+        then holds one copy of ``w``, not one per array of the state. The solver can
+        neither train nor give its weights afterwards (a run on Spark resumes from its
+        checkpoint)."""
+        for name in self.state_arrays:
+            if name != "scalars":
+                setattr(self, name, None)
+        self._avg_cache = self._x_primal = None
+
     def state_dict(self):
         meta, arrays = super().state_dict()
         meta["run_params"] = self.run_params()

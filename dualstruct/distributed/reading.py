@@ -259,16 +259,20 @@ def write_vocabulary(names, folder=None) -> VocabularyRef:
     :meth:`Vocabulary.to_bytes <dualstruct.features.Vocabulary.to_bytes>` (the same bytes for
     the same names: one name per content, as Spark requires of added files)."""
     vocab = names if isinstance(names, Vocabulary) else Vocabulary.from_names(names)
-    blob = vocab.to_bytes()
-    digest = hashlib.sha256(blob).hexdigest()
+    parts = vocab.byte_parts()  # written and hashed in place: no copy of the names
+    sha = hashlib.sha256()
+    for part in parts:
+        sha.update(part)
+    digest = sha.hexdigest()
     name = f"dualstruct-vocabulary-{digest[:24]}.bin.gz"
     path = os.path.join(folder or vocabulary_folder(), name)
     if not os.path.exists(path):
         with open(path + ".tmp", "wb") as raw:
             with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as fh:
-                fh.write(blob)
+                for part in parts:
+                    fh.write(part)
         os.replace(path + ".tmp", path)
-    del blob
+    del parts
     _VOCABULARIES.clear()  # this process has it already: not read back
     _VOCABULARIES[digest] = vocab
     return VocabularyRef(name, path, len(vocab), digest)
@@ -280,20 +284,81 @@ def load_vocabulary(ref: VocabularyRef):
     vocab = _VOCABULARIES.get(ref.digest)
     if vocab is not None:
         return vocab
-    path = _shipped_path(ref)
-    try:
-        with gzip.open(path, "rb") as fh:
-            blob = fh.read()
-    except OSError as exc:
-        raise ValueError(
-            f"the feature vocabulary {ref.name} is not readable {_where()} ({exc})"
-        ) from None
-    if hashlib.sha256(blob).hexdigest() != ref.digest:
-        raise ValueError(f"the feature vocabulary {path} {_where()} is not the driver's")
-    vocab = Vocabulary.from_bytes(blob, ref.size)
+    vocab = read_vocabulary(ref, _shipped_path(ref))
     _VOCABULARIES.clear()  # one run's vocabulary at a time per process
     _VOCABULARIES[ref.digest] = vocab
     return vocab
+
+
+def read_vocabulary(ref: VocabularyRef, path) -> Vocabulary:
+    """The vocabulary of ``ref`` read from its file ``path`` (checked against its digest)."""
+    offsets, blob = _read_parts(ref, path)
+    return Vocabulary(blob, offsets)
+
+
+#: bytes per read when a vocabulary file is read back
+READ_SLICE = 1 << 20
+
+
+def _read_parts(ref, path):
+    """``(offsets, names' UTF-8 buffer)`` of the vocabulary file ``path`` of ``ref``: the
+    offsets first, then the names read into a buffer of their size (no copies)."""
+    head_bytes = 8 * (ref.size + 1)
+    try:
+        with gzip.open(path, "rb") as fh:
+            head = fh.read(head_bytes)
+            whole = len(head) == head_bytes
+            offsets = np.frombuffer(head if whole else bytes(8), dtype="<i8")
+            offsets = offsets.astype(np.int64, copy=False)
+            size = int(offsets[-1])
+            # deflate expands at most about 1032-fold: a damaged size is not allocated
+            blob = bytearray(size if 0 <= size <= 1100 * os.path.getsize(path) else 0)
+            view, at = memoryview(blob), 0
+            while at < len(blob):
+                part = fh.read(min(READ_SLICE, len(blob) - at))
+                if not part:
+                    break
+                view[at : at + len(part)] = part
+                at += len(part)
+            view.release()
+            complete = whole and at == size and not fh.read(1)
+    except (OSError, EOFError) as exc:
+        raise ValueError(
+            f"the feature vocabulary {ref.name} is not readable {_where()} ({exc})"
+        ) from None
+    sha = hashlib.sha256(head)
+    sha.update(blob)
+    if not complete or sha.hexdigest() != ref.digest:
+        raise ValueError(f"the feature vocabulary {path} {_where()} is not the driver's")
+    return offsets, blob
+
+
+class DriverVocabulary(Vocabulary):
+    """The vocabulary a driver wrote for its executors (:func:`write_vocabulary`), read
+    back from that file the first time its names are needed (a prediction, the model
+    file): the driver does not hold the names while it trains. Pickled, it is a plain
+    :class:`~dualstruct.features.Vocabulary`."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, ref: VocabularyRef):
+        self._ref = ref
+        self._index = None
+
+    def __len__(self) -> int:
+        return self._ref.size
+
+    def __getattr__(self, name):
+        if name not in ("_blob", "_offsets"):
+            raise AttributeError(name)
+        self._offsets, self._blob = _read_parts(self._ref, self._ref.local_path)
+        return getattr(self, name)
+
+    def __reduce__(self):
+        return Vocabulary, (self._blob, self._offsets)
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({len(self)} names)"
 
 
 def _shipped_path(ref) -> str:
@@ -673,6 +738,7 @@ def count_vocabulary(sc, how, scans, feature_params, scheme):
     finally:
         kept.unpersist()
     ref = write_vocabulary(vocab)
+    _VOCABULARIES.pop(ref.digest)  # the driver reads it back when it needs the names
     _add_file(sc, ref.name, ref.local_path)
     return ref, len(vocab), classes
 
@@ -926,15 +992,15 @@ def fit_tagger(tagger, examples, labels=None, validation_data=None, on_stage=Non
             )
             features.n_columns_ = scans[0].n_columns
             features.n_features_ = n_features
-            if ref is None:
-                features.vocabulary_ = None
-            else:
-                features.vocabulary_ = load_vocabulary(ref)
             val = scorer = None
             if validation_data is not None:
+                if ref is not None:  # its lookup (a dict of every name) goes with it
+                    features.vocabulary_ = read_vocabulary(ref, ref.local_path)
                 vs, vl = validation_data
                 val = (features.transform(vs), tagger._encode(vl))
                 scorer = tagger._make_scorer(vl)
+            # the names are read back from the driver's file when needed, after training
+            features.vocabulary_ = None if ref is None else DriverVocabulary(ref)
             source = TaggedOnExecutors(
                 examples,
                 dict(

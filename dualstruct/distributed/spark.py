@@ -25,6 +25,7 @@ process resumes the run from the directory with ``resume=True``.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import socket
@@ -54,6 +55,26 @@ def read_checkpoint(checkpoint_dir) -> dict:
     if header.get("kind") != "spark-checkpoint":
         raise ValueError(f"{path} is not a dualstruct Spark checkpoint")
     return dict(header, arrays=arrays)
+
+
+#: glibc's ``mallopt`` parameter of the size from which blocks are mapped on their own
+M_MMAP_THRESHOLD = -3
+#: blocks from this size on go back to the system when freed (a driver's setting)
+DRIVER_MMAP_THRESHOLD = 128 * 1024
+
+
+def return_large_blocks() -> bool:
+    """Make this process's allocator (glibc) map every block of 128 KiB or more on its own,
+    so that it goes back to the system when freed. By default glibc raises that threshold
+    to the largest block freed so far (up to 32 MiB), and a driver's copies of ``w``, a
+    round's results and the buffers they arrive in (on PySpark's accumulator thread, in
+    another arena) then stay in its heaps once freed. For a process that is only a Spark
+    driver (the command line's); False where the allocator has no such setting."""
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, DRIVER_MMAP_THRESHOLD))
+    except (OSError, AttributeError, TypeError):
+        return False
 
 
 def require_pyspark():

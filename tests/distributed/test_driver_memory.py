@@ -109,3 +109,70 @@ def test_the_progress_lines_read_the_weights_only_to_checkpoint(tmp_path):
 
     assert not Progress(10, 0.01, None).reads_weights
     assert Progress(10, 0.01, None, checkpoint_every=5, checkpoint=tmp_path / "m").reads_weights
+
+
+def _names(n):
+    return (f"w[{k % 7 - 3}]=word{k:07d}" for k in range(n))
+
+
+def test_a_vocabulary_streamed_in_takes_about_its_own_size():
+    """The names' buffer becomes the vocabulary's bytes and the offsets' array its offsets:
+    no copy of either at the end."""
+    from dualstruct.features import Vocabulary
+
+    n = 200_000
+    tracemalloc.start()
+    try:
+        vocab = Vocabulary.from_names(_names(n))
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    own = len(vocab._blob) + vocab._offsets.nbytes
+    assert peak < 1.35 * own
+    assert list(vocab) == list(_names(n))
+    assert Vocabulary.from_bytes(vocab.to_bytes(), n) == vocab
+
+
+def test_the_driver_reads_its_vocabulary_back_only_when_its_names_are_needed(tmp_path):
+    """The file written for the executors has the digest of ``to_bytes``; the driver's
+    vocabulary holds no names until asked, then reads them from that file (a damaged file
+    is refused), and pickles as a plain vocabulary."""
+    import gzip
+    import hashlib
+    import pickle
+
+    from dualstruct.distributed import reading
+    from dualstruct.features import Vocabulary
+
+    vocab = Vocabulary.from_names(_names(5000))
+    ref = reading.write_vocabulary(vocab, tmp_path)
+    reading._VOCABULARIES.clear()
+    assert ref.digest == hashlib.sha256(vocab.to_bytes()).hexdigest()
+    lazy = reading.DriverVocabulary(ref)
+    assert len(lazy) == 5000 and not hasattr(lazy, "_dict_")
+    with pytest.raises(AttributeError):
+        object.__getattribute__(lazy, "_blob")  # nothing read yet
+    assert lazy == vocab and lazy["w[-3]=word0000007"] == 7
+    again = pickle.loads(pickle.dumps(reading.DriverVocabulary(ref)))
+    assert type(again) is Vocabulary and again == vocab
+    with gzip.open(ref.local_path, "rb") as fh:
+        raw = fh.read()
+    for damaged in (raw[:-1], raw + b"x", raw[:9]):
+        with gzip.open(ref.local_path, "wb") as fh:
+            fh.write(damaged)
+        with pytest.raises(ValueError, match="not the driver's"):
+            list(reading.DriverVocabulary(ref))
+
+
+def test_a_closed_run_lets_go_of_the_drivers_copies_of_w():
+    from dualstruct import pack_sequences
+    from dualstruct.datasets import make_chain
+
+    X, y = make_chain(30, 5, 3, 12, random_state=0)
+    solver = CoCoA(ChainModel(3, 12), C=0.1, n_partitions=2, max_iter=3, random_state=0)
+    solver.fit(pack_sequences(X, y))
+    solver.close()
+    w = solver.weights()
+    solver.release_weights()
+    assert all(getattr(solver, name) is None for name in solver.state_arrays if name != "scalars")
+    assert w.shape == (solver.model.size_joint_feature,)
