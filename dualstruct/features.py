@@ -93,8 +93,8 @@ class Vocabulary(Mapping):
 
     def byte_parts(self) -> tuple:
         """:meth:`to_bytes` in its two parts, without copies (for writing in place)."""
-        offsets = self._offsets.astype("<i8", copy=False)
-        return memoryview(offsets).cast("B"), self._blob
+        offsets = np.ascontiguousarray(self._offsets, dtype="<i8")
+        return offsets.data.cast("B"), self._blob
 
     @classmethod
     def from_bytes(cls, data: bytes, size: int) -> Vocabulary:

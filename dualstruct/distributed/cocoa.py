@@ -402,8 +402,27 @@ class _DistributedSolver(PassSolver):
             if name != "scalars":
                 setattr(self, name, None)
         self._avg_cache = self._x_primal = None
+        self._released = True
+
+    _released = False
+
+    def _require_weights(self):
+        if self._released:
+            raise RuntimeError(
+                f"this {type(self).__name__} let go of its weights (release_weights): take "
+                "the model from the estimator, or resume the run from its checkpoint"
+            )
+
+    def fit(self, data, max_iter=None):
+        self._require_weights()
+        return super().fit(data, max_iter)
+
+    def candidates(self):
+        self._require_weights()
+        return super().candidates()
 
     def state_dict(self):
+        self._require_weights()
         meta, arrays = super().state_dict()
         meta["run_params"] = self.run_params()
         meta["n_partitions"] = self.n_partitions
@@ -750,6 +769,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
     def candidates(self):
         """x, ū and x̄ with the proximal scheme and averaging (BCFW's, in its order); ū
         and u with averaging alone."""
+        self._require_weights()
         if not self.averaging:
             return super().candidates()
         average = self._average()[0]
@@ -785,6 +805,7 @@ class CoCoA(ProximalPoint, WeightedAverageDual, _DistributedSolver):
         return as_array(cands[min(index, len(cands) - 1)])
 
     def weights(self):
+        self._require_weights()
         choice = self._chosen if self._final_choice is None else self._final_choice
         cands = self.candidates()
         w = cands[min(choice, len(cands) - 1)]
@@ -1063,6 +1084,7 @@ class MiniBatchSSG(_DistributedSolver):
         return 3
 
     def candidates(self):
+        self._require_weights()
         return [self.w_avg, self.w] if self.averaging else [self.w]
 
     def _one_pass(self, order, chunks):

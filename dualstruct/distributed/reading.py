@@ -249,8 +249,15 @@ def vocabulary_folder() -> str:
     global _VOCABULARY_FOLDER
     if _VOCABULARY_FOLDER is None:
         _VOCABULARY_FOLDER = tempfile.mkdtemp(prefix="dualstruct-vocabularies-")
-        atexit.register(shutil.rmtree, _VOCABULARY_FOLDER, True)
+        atexit.register(_remove_folder, _VOCABULARY_FOLDER, os.getpid())
     return _VOCABULARY_FOLDER
+
+
+def _remove_folder(folder, owner):
+    """At exit, the vocabularies' folder goes with the process that made it (not with a
+    forked child that inherited the exit handler)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, True)
 
 
 def write_vocabulary(names, folder=None) -> VocabularyRef:
@@ -300,11 +307,18 @@ def read_vocabulary(ref: VocabularyRef, path) -> Vocabulary:
 READ_SLICE = 1 << 20
 
 
-def _read_parts(ref, path):
-    """``(offsets, names' UTF-8 buffer)`` of the vocabulary file ``path`` of ``ref``: the
-    offsets first, then the names read into a buffer of their size (no copies)."""
+def _read_parts(ref, path, where=None):
+    """``(offsets, names' UTF-8 buffer)`` of the vocabulary file of ``ref`` at ``path`` (or
+    an open binary file, read from its start): the offsets first, then the names read into
+    a buffer of their size (no copies)."""
     head_bytes = 8 * (ref.size + 1)
+    where = _where() if where is None else where
     try:
+        if isinstance(path, (str, os.PathLike)):
+            stored = os.path.getsize(path)
+        else:
+            path.seek(0)
+            stored = os.fstat(path.fileno()).st_size
         with gzip.open(path, "rb") as fh:
             head = fh.read(head_bytes)
             whole = len(head) == head_bytes
@@ -312,7 +326,7 @@ def _read_parts(ref, path):
             offsets = offsets.astype(np.int64, copy=False)
             size = int(offsets[-1])
             # deflate expands at most about 1032-fold: a damaged size is not allocated
-            blob = bytearray(size if 0 <= size <= 1100 * os.path.getsize(path) else 0)
+            blob = bytearray(size if 0 <= size <= 1100 * stored else 0)
             view, at = memoryview(blob), 0
             while at < len(blob):
                 part = fh.read(min(READ_SLICE, len(blob) - at))
@@ -324,26 +338,28 @@ def _read_parts(ref, path):
             complete = whole and at == size and not fh.read(1)
     except (OSError, EOFError) as exc:
         raise ValueError(
-            f"the feature vocabulary {ref.name} is not readable {_where()} ({exc})"
+            f"the feature vocabulary {ref.name} is not readable {where} ({exc})"
         ) from None
     sha = hashlib.sha256(head)
     sha.update(blob)
     if not complete or sha.hexdigest() != ref.digest:
-        raise ValueError(f"the feature vocabulary {path} {_where()} is not the driver's")
+        raise ValueError(f"the feature vocabulary {ref.name} {where} is not the driver's")
     return offsets, blob
 
 
 class DriverVocabulary(Vocabulary):
     """The vocabulary a driver wrote for its executors (:func:`write_vocabulary`), read
     back from that file the first time its names are needed (a prediction, the model
-    file): the driver does not hold the names while it trains. Pickled, it is a plain
-    :class:`~dualstruct.features.Vocabulary`."""
+    file): the driver does not hold the names while it trains. The file is opened here and
+    read through that handle, so it may be removed meanwhile (a temporary-file cleaner, a
+    forked child's exit). Pickled, it is a plain :class:`~dualstruct.features.Vocabulary`."""
 
-    __slots__ = ("_ref",)
+    __slots__ = ("_ref", "_handle")
 
     def __init__(self, ref: VocabularyRef):
         self._ref = ref
         self._index = None
+        self._handle = open(ref.local_path, "rb")  # noqa: SIM115 (read and closed on first use)
 
     def __len__(self) -> int:
         return self._ref.size
@@ -351,11 +367,19 @@ class DriverVocabulary(Vocabulary):
     def __getattr__(self, name):
         if name not in ("_blob", "_offsets"):
             raise AttributeError(name)
-        self._offsets, self._blob = _read_parts(self._ref, self._ref.local_path)
+        with self._handle:
+            offsets, blob = _read_parts(self._ref, self._handle, "on the driver")
+        self._offsets, self._blob = offsets, bytes(blob)  # immutable, as a Vocabulary's
+        del blob
         return getattr(self, name)
 
     def __reduce__(self):
         return Vocabulary, (self._blob, self._offsets)
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
 
     def __repr__(self) -> str:
         return f"Vocabulary({len(self)} names)"

@@ -529,7 +529,7 @@ class BaseSSVM(BaseEstimator):
             warnings.warn(
                 f"{type(self).__name__}: the cutting plane found no constraint violated by "
                 f"more than its epsilon, with a relative duality gap of {gap:.3%} above "
-                f"tol={self.tol:g}; more iterations would not change the model. Lower epsilon "
+                f"tol={self.tol:g}; more iterations would not lower it. Lower epsilon "
                 "(solver_options={'epsilon': ...}) or train with solver='bcfw'.",
                 ConvergenceWarning,
                 stacklevel=4,

@@ -377,10 +377,10 @@ class PassSolver:
         return record.relative_gap <= self.tol
 
     def _at_resolution(self) -> bool:
-        """Whether the last pass left the state where further passes cannot move it (the
-        cutting plane with no constraint violated by more than its ``epsilon``): training
-        then stops with ``stop_reason == "resolution"``. No pass solver's state is such a
-        fixed point but the cutting plane's."""
+        """Whether the last pass left a state that further passes repeat (the cutting plane
+        with no constraint violated by more than its ``epsilon``: its gap no longer falls,
+        beyond the QP's tolerance): training then stops with ``stop_reason ==
+        "resolution"``. Only the cutting plane reaches such a state."""
         return False
 
     def _certificate_error(self, record) -> CertificateError:

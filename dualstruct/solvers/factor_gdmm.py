@@ -29,8 +29,6 @@ from .base import PassSolver
 from .block import KernelBlocks, check_agrees, kernel_model
 from .objective import scaled_dual
 
-#: node-slot arrays (one column per active state), edge-pair arrays and the other arrays
-#: of the pool of active edges (one row per edge, two per edge end in lam and msum)
 #: the default penalty ρ / κ on factor graphs of mean degree up to 8 (chains, trees, grids)
 DEFAULT_RHO = 0.5
 #: ... and the least it falls to on dense graphs
@@ -43,14 +41,16 @@ def default_rho(mean_degree):
 
     On a dense graph a node's marginal is tied to d̄ pair factors, each adding ρ to the
     node's curvature in the augmented Lagrangian: ρ falls as 1/d̄ so that the steps keep
-    their length. The rule is the multi-label GDMM's, measured on bibtex's full graph
-    (BENCHMARKS.md, "Training across C"), where ρ / κ = 0.025 certifies soonest; on sparse
+    their length. For d̄ ≥ 16 the rule is the multi-label GDMM's, measured on bibtex's full
+    graph (BENCHMARKS.md, "Training across C"), where about 0.025 certifies soonest; on sparse
     graphs ρ / κ = 0.5, the chain's."""
     if mean_degree <= 0:
         return DEFAULT_RHO
     return max(MIN_DEFAULT_RHO, min(DEFAULT_RHO, 4.0 / mean_degree))
 
 
+#: node-slot arrays (one column per active state), edge-pair arrays and the other arrays
+#: of the pool of active edges (one row per edge, two per edge end in lam and msum)
 SLOT_ARRAYS = ("act", "q", "idle", "lam", "msum")
 PAIR_ARRAYS = ("pair_a", "pair_b", "q_e")
 ROW_ARRAYS = ("row_u", "row_v", "row_edge", "n_pair")

@@ -75,7 +75,7 @@ class History:
     stop_reason : str
         ``"tol"`` (the certified gap reached it), ``"max_iter"``, ``"resolution"`` (the
         cutting plane found no constraint violated by more than its ``epsilon``: more
-        iterations would not change the model), ``"callback"``,
+        iterations would not lower the gap), ``"callback"``,
         ``"interrupted"`` (Ctrl-C or SIGTERM, or a KeyboardInterrupt a method raised),
         ``"error"`` (training raised an exception, e.g. a
         :class:`~dualstruct.solvers.CertificateError`), or ``"running"`` while training goes

@@ -139,6 +139,7 @@ def test_the_driver_reads_its_vocabulary_back_only_when_its_names_are_needed(tmp
     is refused), and pickles as a plain vocabulary."""
     import gzip
     import hashlib
+    import os
     import pickle
 
     from dualstruct.distributed import reading
@@ -149,12 +150,17 @@ def test_the_driver_reads_its_vocabulary_back_only_when_its_names_are_needed(tmp
     reading._VOCABULARIES.clear()
     assert ref.digest == hashlib.sha256(vocab.to_bytes()).hexdigest()
     lazy = reading.DriverVocabulary(ref)
-    assert len(lazy) == 5000 and not hasattr(lazy, "_dict_")
+    assert len(lazy) == 5000 and not hasattr(lazy, "__dict__")
     with pytest.raises(AttributeError):
         object.__getattribute__(lazy, "_blob")  # nothing read yet
     assert lazy == vocab and lazy["w[-3]=word0000007"] == 7
     again = pickle.loads(pickle.dumps(reading.DriverVocabulary(ref)))
     assert type(again) is Vocabulary and again == vocab
+    held = reading.DriverVocabulary(ref)
+    os.replace(ref.local_path, ref.local_path + ".moved")  # a cleaner took the file
+    os.remove(ref.local_path + ".moved")
+    assert held == vocab and isinstance(held._blob, bytes)  # read through the open handle
+    reading.write_vocabulary(vocab, tmp_path)
     with gzip.open(ref.local_path, "rb") as fh:
         raw = fh.read()
     for damaged in (raw[:-1], raw + b"x", raw[:9]):
@@ -175,4 +181,7 @@ def test_a_closed_run_lets_go_of_the_drivers_copies_of_w():
     w = solver.weights()
     solver.release_weights()
     assert all(getattr(solver, name) is None for name in solver.state_arrays if name != "scalars")
+    for use in (solver.weights, solver.state_dict, solver.candidates):
+        with pytest.raises(RuntimeError, match="release_weights"):
+            use()
     assert w.shape == (solver.model.size_joint_feature,)
