@@ -75,19 +75,6 @@ def build_blocks(source) -> BlockData:
     return build(*args)
 
 
-#: nonzeros per slice where a sparse change is added into ``w``
-ADD_SLICE = 1 << 16
-
-
-def _scatter_add(w, index, values):
-    """``w[index] += values`` slice by slice: the indices are distinct, so every element
-    gets the same sum as at once, and the temporaries (the indices widened, the gathered
-    values) are one slice's, not the change's."""
-    for start in range(0, len(index), ADD_SLICE):
-        part = slice(start, start + ADD_SLICE)
-        w[index[part]] += values[part]
-
-
 class RoundResult(NamedTuple):
     """What a partition returns from a round: the change of ``w`` (dense, or the indices and
     values of its nonzeros), the change of the loss term, the oracle calls, the sum of its
@@ -139,7 +126,7 @@ class RoundResult(NamedTuple):
         if self.delta_index is None:
             w += values
         else:
-            _scatter_add(w, self.delta_index, values)
+            w[self.delta_index] += values
 
     def sq_norm(self) -> float:
         """``‖Δw‖²``."""
@@ -158,7 +145,7 @@ class RoundResult(NamedTuple):
         if self.average_index is None:
             R += self.average_values
         else:
-            _scatter_add(R, self.average_index, self.average_values)
+            R[self.average_index] += self.average_values
 
 
 class PartitionState(AtomPool):
