@@ -181,6 +181,10 @@ class Visit(NamedTuple):
     pick: np.ndarray  # lazy: the edges to activate
     skip: np.ndarray  # lazy: nodes at null that gain nothing (no step this visit)
     outside: np.ndarray  # lazy: nodes without mass (best_inactive_edge's pairs)
+    mass_states: np.ndarray  # lazy: (max_nodes, S) the t-th heavy node's states with mass
+    n_mass_states: np.ndarray  # lazy: (max_nodes,) their number
+    to_heavy: np.ndarray  # lazy: (max_nodes,) one node's inactive edge to the t-th, −1
+    from_first: np.ndarray  # lazy: (max_nodes,) whether that node is the edge's first
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -381,6 +385,10 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(1, dtype=np.int64),
         np.zeros((lazy_nodes, S if layout.lazy else 0)),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros((lazy_nodes, S if layout.lazy else 0), dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
@@ -868,34 +876,52 @@ def _q_of(sets, g, a):
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _pair_with_mass(k, layout, sets, w, i, e, j, a, v):
-    """``max θ_e`` over the pairs of node j at state a and node v (local) at a state with
-    mass, not null (−inf: none)."""
-    n0 = layout.node_offsets[i]
-    first = factors.edge_nodes(k, i, e)[0] == j
-    best = -np.inf
-    for s in range(sets.n_act[n0 + v]):
-        b = sets.act[n0 + v, s]
-        if b == layout.null[n0 + v] or sets.q[n0 + v, s] <= 0.0:
-            continue
-        t = factors.edge_score(k, i, w, e, a, b) if first else factors.edge_score(k, i, w, e, b, a)
-        best = max(best, t)
-    return best
+def _list_mass_states(layout, sets, visit, i):
+    """Every node with mass's states with mass off null, into ``visit.mass_states``."""
+    n0, null = layout.node_offsets[i], layout.null
+    for t in range(visit.n_heavy[0]):
+        g, n = n0 + visit.heavy[t], 0
+        for s in range(sets.n_act[g]):
+            if sets.act[g, s] != null[g] and sets.q[g, s] > 0.0:
+                visit.mass_states[t, n] = sets.act[g, s]
+                n += 1
+        visit.n_mass_states[t] = n
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
-def _bundle(k, layout, sets, settings, w, visit, i, j, a, collect):
-    """Node j's state a with its inactive edges to nodes with mass: (the gain
-    ``h_j(a) + Σ max(0, Cθ_e)``, the number of edges with a positive term), which go
-    into ``visit.pick`` when ``collect``."""
-    total, m = visit.gain[j, a], 0
+def _edges_to_heavy(k, visit, i, j):
+    """Node j's inactive edges to the nodes with mass, into ``visit.to_heavy`` (−1: none)
+    with their orientation; returns how many there are."""
+    n = 0
     for t in range(visit.n_heavy[0]):
         e = _heavy_edge(k, visit, i, j, t)
+        visit.to_heavy[t] = e
+        if e >= 0:
+            visit.from_first[t] = factors.edge_nodes(k, i, e)[0] == j
+            n += 1
+    return n
+
+
+@njit(cache=CACHE, inline="always")
+def _bundle(k, settings, w, visit, i, a, collect):
+    """The node of :func:`_edges_to_heavy` at state a with its inactive edges to nodes with
+    mass: (the gain ``h_j(a) + Σ max(0, C max θ_e)``, the max over the other node's states
+    with mass, and the number of edges with a positive term), which go into ``visit.pick``
+    when ``collect``; ``h_j(a)`` is added by the caller."""
+    total, m = 0.0, 0
+    for t in range(visit.n_heavy[0]):
+        e = visit.to_heavy[t]
         if e < 0:
             continue
-        top = settings.C * _pair_with_mass(k, layout, sets, w, i, e, j, a, visit.heavy[t])
-        if top > 0.0:
-            total += top
+        top = -np.inf
+        for s in range(visit.n_mass_states[t]):
+            b = visit.mass_states[t, s]
+            if visit.from_first[t]:
+                top = max(top, factors.edge_score(k, i, w, e, a, b))
+            else:
+                top = max(top, factors.edge_score(k, i, w, e, b, a))
+        if settings.C * top > 0.0:
+            total += settings.C * top
             if collect:
                 visit.pick[m] = e
             m += 1
@@ -905,31 +931,51 @@ def _bundle(k, layout, sets, settings, w, visit, i, j, a, collect):
 @njit(cache=CACHE, **NO_REFCOUNT)
 def _best_inactive(k, layout, weights, sets, settings, visit, i):
     """The inactive edges of example i whose activation gains most to first order (module
-    docstring, "Lazy edges"), into ``visit.pick``; returns their number (0: no gain)."""
+    docstring, "Lazy edges"), into ``visit.pick``; returns their number (0: no gain): a
+    node with its edges to nodes with mass, or one edge. Each node's edges to the nodes
+    with mass are looked up once, for both."""
     n0 = layout.node_offsets[i]
     C, w, null = settings.C, weights.w, layout.null
     best, node, state, edge = GAIN_FLOOR * C, -1, -1, -1
-    for j in range(layout.node_offsets[i + 1] - n0):  # a node onto its edges to mass
-        if _mass(layout, sets, n0 + j) >= 1.0:
-            continue
-        for a in range(layout.n_states[n0 + j]):
-            if a != null[n0 + j]:
-                total, m = _bundle(k, layout, sets, settings, w, visit, i, j, a, False)
-                if (m > 0 or visit.skip[j]) and total > best:
-                    best, node, state = total, j, a
-    gain, e = _best_pair(k, layout, weights, sets, settings, visit, i, best)
-    if e >= 0:
-        best, node, edge = gain, -1, e
+    _list_mass_states(layout, sets, visit, i)
+    for j in range(layout.node_offsets[i + 1] - n0):
+        n = _edges_to_heavy(k, visit, i, j)
+        mj = _mass(layout, sets, n0 + j)
+        if mj < 1.0 and (n > 0 or visit.skip[j]):  # j onto its edges to mass
+            for a in range(layout.n_states[n0 + j]):
+                if a != null[n0 + j]:
+                    total, m = _bundle(k, settings, w, visit, i, a, False)
+                    total += visit.gain[j, a]
+                    if (m > 0 or visit.skip[j]) and total > best:
+                        best, node, state, edge = total, j, a, -1
+        for t in range(visit.n_heavy[0]):  # one of those edges alone
+            e, u = visit.to_heavy[t], visit.heavy[t]
+            if e < 0 or (visit.is_heavy[j] and j < u):
+                continue  # (an edge of two nodes with mass from its larger end)
+            free = mj + _mass(layout, sets, n0 + u) < 1.0 - AT_BOUND
+            if free or visit.is_heavy[j]:
+                gain = _pair_gain(k, layout, sets, w, C, visit, i, e, best)
+                if gain > best:
+                    best, node, edge = gain, -1, e
+    # an edge between two nodes without mass: the model's search (its answer checked)
+    for j in range(layout.node_offsets[i + 1] - n0):
+        visit.outside[j] = 1 - visit.is_heavy[j]
+    e = factors.best_inactive_edge(k, i, w, C, visit.gain, visit.outside, visit.row_of, best)[0]
+    if 0 <= e < min(factors.factor_counts(k, i)[1], len(visit.row_of)) and visit.row_of[e] < 0:
+        gain = _pair_gain(k, layout, sets, w, C, visit, i, e, best)
+        if gain > best:
+            best, node, edge = gain, -1, e
     if node >= 0:
         visit.skip[node] = 0  # alone (no edge gains): it steps
-        return _bundle(k, layout, sets, settings, w, visit, i, node, state, True)[1]
+        _edges_to_heavy(k, visit, i, node)
+        return _bundle(k, settings, w, visit, i, state, True)[1]
     if edge >= 0:
         visit.pick[0] = edge
         return 1
     return 0
 
 
-@njit(cache=CACHE, **NO_REFCOUNT)
+@njit(cache=CACHE, inline="always")
 def _pair_gain(k, layout, sets, w, C, visit, i, e, best):
     """The best first-order gain of inactive edge e over its non-null pairs (module
     docstring, "Lazy edges"), if above ``best``; else ``best``."""
@@ -952,36 +998,6 @@ def _pair_gain(k, layout, sets, w, C, visit, i, e, best):
                 gain = max(gain, t)
             best = max(best, gain)
     return best
-
-
-@njit(cache=CACHE, **NO_REFCOUNT)
-def _best_pair(k, layout, weights, sets, settings, visit, i, best):
-    """(gain, edge) of the inactive edge of largest gain above ``best`` (edge −1: none):
-    the edges of a node with mass by a scan of its node pairs, those between two nodes
-    without mass by the model's ``best_inactive_edge`` (its answer checked)."""
-    nodes = layout.node_offsets[i + 1] - layout.node_offsets[i]
-    C, edge = settings.C, -1
-    for t in range(visit.n_heavy[0]):
-        u = visit.heavy[t]
-        for v in range(nodes):
-            if v == u or (visit.is_heavy[v] and v < u):
-                continue
-            e = _edge_joining(k, i, u, v)
-            if 0 <= e < len(visit.row_of) and visit.row_of[e] < 0:
-                gain = _pair_gain(k, layout, sets, weights.w, C, visit, i, e, best)
-                if gain > best:
-                    best, edge = gain, e
-    for j in range(nodes):
-        visit.outside[j] = 1 - visit.is_heavy[j]
-    e = factors.best_inactive_edge(
-        k, i, weights.w, C, visit.gain, visit.outside, visit.row_of, best
-    )[0]
-    if 0 <= e < min(factors.factor_counts(k, i)[1], len(visit.row_of)):
-        if visit.row_of[e] < 0:
-            gain = _pair_gain(k, layout, sets, weights.w, C, visit, i, e, best)
-            if gain > best:
-                best, edge = gain, e
-    return best, edge
 
 
 @njit(cache=CACHE, inline="always")
