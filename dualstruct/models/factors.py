@@ -53,6 +53,12 @@ and must count on it: GDMM changes w between its calls only through ``add_node``
 ``add_edge``, and calls ``prepare_weights`` after any other change (a code calling the
 factor functions itself must do the same).
 
+A model that scores all of an example's nodes faster at once than one at a time (the
+multi-label model sweeps the example's features once for every label) registers
+
+    node_scores(k, i, w, out)            out[j, a] = θ_j(a) for every node and state
+                                         (default: node_score for each)
+
 A model whose node features of different states are orthogonal (label blocks, as the
 chain's) registers
 
@@ -177,6 +183,11 @@ def edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
     raise NotImplementedError
 
 
+def node_scores(k, i, w, out):
+    """``out[j, a] = θ_j(a)`` for every node ``j`` and state ``a < S_j`` of example ``i``."""
+    raise NotImplementedError
+
+
 def node_sq_norm(k, i, j, a):
     """``‖φ_j(a)‖²`` where the node's features of different states are orthogonal (GDMM then
     minimizes a node factor exactly over its active set); −1: not orthogonal (the default)."""
@@ -213,7 +224,11 @@ EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
 LAZY_FUNCTIONS = (null_state, edge_between, best_inactive_edge)
 FACTOR_FUNCTIONS = (
-    NODE_FUNCTIONS + EDGE_FUNCTIONS + ORACLES + (prepare_weights, node_sq_norm) + LAZY_FUNCTIONS
+    NODE_FUNCTIONS
+    + EDGE_FUNCTIONS
+    + ORACLES
+    + (prepare_weights, node_sq_norm, node_scores)
+    + LAZY_FUNCTIONS
 )
 
 interface.add_generic_functions(FACTOR_FUNCTIONS)  # one registry with the kernel interface's
@@ -386,6 +401,12 @@ def _no_edge_distance(k, i, e, a, b, c, d):
     return 0.0
 
 
+def _each_node_score(k, i, w, out):
+    for j in range(factor_counts(k, i)[0]):
+        for a in range(node_info(k, i, j)[0]):
+            out[j, a] = node_score(k, i, w, j, a)
+
+
 def _no_preparation(k, w):
     return None
 
@@ -429,6 +450,7 @@ def _has_null_states(kernel_class) -> bool:
 
 _register_default(prepare_weights, _no_preparation, interface.NO_REFCOUNT)
 _register_default(node_sq_norm, _not_orthogonal, interface.NO_REFCOUNT)
+_register_default(node_scores, _each_node_score, interface.NO_REFCOUNT)
 _register_default(null_state, _no_null_state, interface.NO_REFCOUNT)
 _register_default(edge_between, _scan_edges, interface.NO_REFCOUNT)
 _register_default(best_inactive_edge, _scan_inactive_edges, interface.NO_REFCOUNT)

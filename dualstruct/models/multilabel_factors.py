@@ -74,6 +74,29 @@ def _node_score(k, i, w, j, a):
     return s
 
 
+@factors.implements(factors.node_scores, MultiLabelKernel)
+def _node_scores(k, i, w, out):
+    # one sweep over the example's features: each adds into every label it may score
+    L = k.n_labels
+    for l in range(L):
+        out[l, 0] = 0.0
+        out[l, 1] = 0.0
+    for p in range(k.indptr[i], k.indptr[i + 1]):
+        v = k.values[p]
+        if not k.sparse:
+            q0 = k.indices[p] * L
+            for l in range(L):
+                out[l, 1] += v * w[q0 + l]
+            continue
+        q0, n = k.entry_start[p], k.entry_count[p]
+        if n == L:
+            for l in range(L):
+                out[l, 1] += v * w[q0 + l]
+        else:
+            for q in range(q0, q0 + n):
+                out[k.support_labels[q], 1] += v * w[q]
+
+
 @factors.implements(factors.edge_score, MultiLabelKernel)
 def _edge_score(k, i, w, e, a, b):
     c = _pair_entry(k, e, a, b)

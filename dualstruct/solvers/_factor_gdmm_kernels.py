@@ -845,11 +845,11 @@ def _node_gains(k, layout, weights, sets, settings, visit, i):
     ``∂_j(a) = −C (θ_j(a) + δ_j(a)) − Σ μ_ej(a)`` over its active edges."""
     n0 = layout.node_offsets[i]
     C, rho = settings.C, settings.rho
+    factors.node_scores(k, i, weights.w, visit.gain)
     for j in range(layout.node_offsets[i + 1] - n0):
         g = n0 + j
         for a in range(layout.n_states[g]):
-            score = factors.node_score(k, i, weights.w, j, a) + factors.node_loss(k, i, j, a)
-            visit.gain[j, a] = -C * score
+            visit.gain[j, a] = -C * (visit.gain[j, a] + factors.node_loss(k, i, j, a))
         for s in range(sets.n_act[g]):
             for p in range(visit.adj_ptr[j], visit.adj_ptr[j + 1]):
                 end = visit.adj_end[p]

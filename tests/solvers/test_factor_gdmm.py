@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from numba import njit
 from sklearn.datasets import load_digits
 
 from dualstruct.models import GraphCRF, KernelModel, MultiClassModel, MultiLabelModel, factors
@@ -424,3 +425,26 @@ def test_the_default_penalty_falls_with_the_factor_graphs_degree():
     assert given.rho_relative == 0.3
     model, data = _multilabel("tree")
     assert _fit(model, data, 1.0, max_iter=1).rho_relative == 0.5
+
+
+@njit(cache=False)
+def _scores_both_ways(k, w, nodes, states):
+    """Every example's node scores by ``node_scores`` and by ``node_score`` one at a time."""
+    n = len(k.label_offsets) - 1
+    batch, single = np.zeros((n, nodes, states)), np.zeros((n, nodes, states))
+    for i in range(n):
+        factors.node_scores(k, i, w, batch[i])
+        for j in range(factors.factor_counts(k, i)[0]):
+            for a in range(factors.node_info(k, i, j)[0]):
+                single[i, j, a] = factors.node_score(k, i, w, j, a)
+    return batch, single
+
+
+@pytest.mark.parametrize("support", [False, True])
+def test_the_multilabel_node_scores_at_once_equal_one_at_a_time(support):
+    model, data = _multilabel("full", support)
+    k = model.block_data(data).kernel
+    w = np.random.default_rng(0).normal(size=model.size)
+    batch, single = _scores_both_ways(k, w, 5, 2)
+    np.testing.assert_allclose(batch, single, rtol=1e-12, atol=1e-12)
+    assert np.abs(single[:, :, 1]).max() > 0
