@@ -185,6 +185,7 @@ class Visit(NamedTuple):
     n_mass_states: np.ndarray  # lazy: (max_nodes,) their number
     to_heavy: np.ndarray  # lazy: (max_nodes,) one node's inactive edge to the t-th, −1
     from_first: np.ndarray  # lazy: (max_nodes,) whether that node is the edge's first
+    heavy_mass: np.ndarray  # lazy: (max_nodes,) the t-th heavy node's mass
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -392,6 +393,7 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
+        np.zeros(lazy_nodes),
     )
     factors.prepare_weights(k, weights.w)
     # node features of different states orthogonal (the first node's norm says so): exact
@@ -877,10 +879,12 @@ def _q_of(sets, g, a):
 
 @njit(cache=CACHE, **NO_REFCOUNT)
 def _list_mass_states(layout, sets, visit, i):
-    """Every node with mass's states with mass off null, into ``visit.mass_states``."""
+    """Every node with mass's states with mass off null, into ``visit.mass_states``, and
+    its mass."""
     n0, null = layout.node_offsets[i], layout.null
     for t in range(visit.n_heavy[0]):
         g, n = n0 + visit.heavy[t], 0
+        visit.heavy_mass[t] = _mass(layout, sets, g)
         for s in range(sets.n_act[g]):
             if sets.act[g, s] != null[g] and sets.q[g, s] > 0.0:
                 visit.mass_states[t, n] = sets.act[g, s]
@@ -952,11 +956,14 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
             e, u = visit.to_heavy[t], visit.heavy[t]
             if e < 0 or (visit.is_heavy[j] and j < u):
                 continue  # (an edge of two nodes with mass from its larger end)
-            free = mj + _mass(layout, sets, n0 + u) < 1.0 - AT_BOUND
-            if free or visit.is_heavy[j]:
+            if visit.is_heavy[j]:
                 gain = _pair_gain(k, layout, sets, w, C, visit, i, e, best)
-                if gain > best:
-                    best, node, edge = gain, -1, e
+            elif visit.heavy_mass[t] < 1.0 - AT_BOUND:  # free: its gain with j's states
+                gain = _free_pair_gain(k, layout, w, C, visit, i, e, t, j, best)
+            else:
+                continue  # at u's bound, an edge to a node without mass is not free
+            if gain > best:
+                best, node, edge = gain, -1, e
     # an edge between two nodes without mass: the model's search (its answer checked)
     for j in range(layout.node_offsets[i + 1] - n0):
         visit.outside[j] = 1 - visit.is_heavy[j]
@@ -973,6 +980,27 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
         visit.pick[0] = edge
         return 1
     return 0
+
+
+@njit(cache=CACHE, inline="always")
+def _free_pair_gain(k, layout, w, C, visit, i, e, t, j, best):
+    """:func:`_pair_gain` of the edge e between node j, without mass, and the t-th node with
+    mass u, below its bound: ``max C θ_e(a, b) + h_u(a) + h_j(b)`` over non-null states."""
+    n0, null = layout.node_offsets[i], layout.null
+    gu, gj = n0 + visit.heavy[t], n0 + j
+    u = visit.heavy[t]
+    for a in range(layout.n_states[gu]):
+        if a == null[gu]:
+            continue
+        for b in range(layout.n_states[gj]):
+            if b == null[gj]:
+                continue
+            if visit.from_first[t]:
+                score = factors.edge_score(k, i, w, e, b, a)
+            else:
+                score = factors.edge_score(k, i, w, e, a, b)
+            best = max(best, C * score + visit.gain[u, a] + visit.gain[j, b])
+    return best
 
 
 @njit(cache=CACHE, inline="always")
