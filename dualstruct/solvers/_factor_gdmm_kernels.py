@@ -17,7 +17,16 @@ by block steps over the factors, then takes ``λ ← λ + η r``. With the messa
 and the Frank-Wolfe vertex of a factor is the model's message-augmented oracle
 (``node_oracle``, ``edge_oracle``).
 
-**Block steps.** A factor takes up to ``steps`` pairwise Frank-Wolfe steps: mass γ moves
+**Block steps.** An example's factors, nodes and edges together, are visited in a random
+order, a new one at every visit and sweep (keyed by the pass's ``Settings.seed``, so the
+order does not depend on where a kernel call starts). One pass of block steps and a
+multiplier step is a multi-block ADMM step; with the blocks in a fixed cyclic order
+(every node, then every edge) the consistency residual kept oscillating instead of
+vanishing and, at a large C, the certified gap stalled. Cyclic multi-block ADMM need not
+converge (Chen, He, Ye and Yuan 2016); with the blocks randomly permuted at every
+iteration it does in expectation (Sun, Luo and Ye 2015), as the chain GDMM's random
+factor order does.
+A factor takes up to ``steps`` pairwise Frank-Wolfe steps: mass γ moves
 from its worst supported state (pair) to the oracle's, with the exact line search of the
 quadratic along ``d = e_best − e_away``: curvature ``C² ‖φ_f(best) − φ_f(away)‖²`` plus ρ
 times ``Σ ‖M d‖²`` (2 per incident edge for a node; 2 per endpoint whose state changes for
@@ -88,6 +97,7 @@ from numba import njit
 from ..inference.graph import find
 from ..models import factors
 from ..models.interface import NO_REFCOUNT
+from ._gdmm_common import random_below
 
 #: False in the uncached copy of this module that kernels defined outside dualstruct are
 #: compiled with (:func:`~dualstruct.solvers.factor_gdmm.kernels_for`)
@@ -161,6 +171,8 @@ class Settings(NamedTuple):
     #: σ = 1/(1 + κ) of the proximal subproblem: w is its scoring point x, which moves by σ
     #: times each step, and σ scales the line search's quadratic (1: the plain dual)
     scale: float = 1.0
+    #: the key of the pass's random factor orders
+    seed: int = 0
 
 
 class Visit(NamedTuple):
@@ -403,6 +415,7 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         if layout.node_offsets[i0 + 1] > layout.node_offsets[i0]:
             exact = factors.node_sq_norm(k, i0, 0, 0) >= 0.0
             break
+    factor_order = np.zeros(layout.max_nodes + most, dtype=np.int64)
     for pos in range(first, len(order)):
         i = order[pos]
         _adjacency(layout, rows, visit, i)
@@ -419,17 +432,23 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
             if _activate_edges(k, layout, rows, weights, sets, pairs, settings, visit, i, counters):
                 _adjacency(layout, rows, visit, i)
         n0 = layout.node_offsets[i]
-        for _ in range(settings.sweeps):
-            for j in range(layout.node_offsets[i + 1] - n0):
-                if layout.lazy:
+        nodes = layout.node_offsets[i + 1] - n0
+        for sweep in range(settings.sweeps):
+            n_f = _shuffled_factors(factor_order, nodes, rows.count[i], settings.seed + sweep, i)
+            for f in range(n_f):
+                j = factor_order[f]
+                if j >= nodes:  # an edge
+                    r = rows.start[i] + j - nodes
+                    _edge_step(
+                        k, layout, rows, weights, sets, pairs, settings, visit, i, r, counters
+                    )
+                elif layout.lazy:
                     if not visit.skip[j]:
                         _node_step(k, layout, weights, sets, settings, visit, i, j, counters)
                 elif not (
                     exact and _node_block(k, layout, weights, sets, settings, visit, i, j, counters)
                 ):
                     _node_step(k, layout, weights, sets, settings, visit, i, j, counters)
-            for r in range(rows.start[i], rows.start[i] + rows.count[i]):
-                _edge_step(k, layout, rows, weights, sets, pairs, settings, visit, i, r, counters)
         _multipliers(layout, rows, sets, i, settings.eta)
         _drop_empty_pairs(rows, pairs, i)
         if settings.shrink_after > 0:
@@ -438,6 +457,20 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
             _deactivate(layout, rows, sets, pairs, visit, i)
         _forget_rows(layout, rows, visit, i)
     return len(order), 0, 0
+
+
+@njit(cache=CACHE, inline="always")
+def _shuffled_factors(out, nodes, edges, seed, i):
+    """A random permutation of example i's factors into ``out`` (node j as j, the edge of
+    its t-th active row as ``nodes + t``; Fisher-Yates keyed by (seed, i)); returns their
+    number."""
+    n = nodes + edges
+    for f in range(n):
+        out[f] = f
+    for f in range(n - 1, 0, -1):
+        x = random_below(seed, i, f, f + 1)
+        out[f], out[x] = out[x], out[f]
+    return n
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)

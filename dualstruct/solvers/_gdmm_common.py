@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 
 def penalty_unit(C, loss_mean, sq_norm_mean):
@@ -154,3 +155,18 @@ def widen_columns(a, width):
     out = np.zeros((a.shape[0], width), dtype=a.dtype)
     out[:, : a.shape[1]] = a
     return out
+
+
+@njit(cache=True)
+def random_below(seed, a, b, n):
+    """A pseudo-random int in [0, n) from the key (seed, a, b) (splitmix64 finalizer), so the
+    factor order and sampled groups do not depend on where a kernel call starts."""
+    z = (
+        np.uint64(seed)
+        + np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)
+        + np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9)
+    )
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z % np.uint64(n))

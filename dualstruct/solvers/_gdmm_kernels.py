@@ -154,6 +154,7 @@ from ..models.chain_transitions import (  # noqa: F401 (the chain GDMM's, re-exp
     tree_update,
 )
 from ..models.support import support_position
+from ._gdmm_common import random_below as _random_below
 from ._simplex import project_to_simplex
 
 UNIGRAM_BRUTE = 0
@@ -276,21 +277,6 @@ def _label_score(data, weights, lists, row, k, at_start, at_end):
     if at_end:
         s += weights.end[k]
     return s
-
-
-@njit(cache=True)
-def _random_below(seed, a, b, n):
-    """A pseudo-random int in [0, n) from the key (seed, a, b) (splitmix64 finalizer), so the
-    factor order and sampled groups do not depend on where a kernel call starts."""
-    z = (
-        np.uint64(seed)
-        + np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)
-        + np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9)
-    )
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return np.int64(z % np.uint64(n))
 
 
 @njit(cache=True)

@@ -150,7 +150,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         ``C / (1 + κ)``) with the centre z at the last iterate; ``"auto"`` starts κ from
         the problem's scale (node and pair factors, larger at a larger C) and adapts it at
         the checks, a number fixes it, 0 runs plain GDMM. Try ``"auto"`` at a large C,
-        where plain GDMM stalls. The reported gap is always the original problem's
+        where plain GDMM needs many passes. The reported gap is always the original problem's
         (:mod:`dualstruct.solvers._gdmm_proximal`).
     **kwargs
         The parameters of :class:`~dualstruct.solvers.base.PassSolver`.
@@ -685,6 +685,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
     def _one_pass(self, order, chunks):
         calls_before = int(self.counters[:2].sum())
+        seed = int(self.rng.integers(2**62))  # the key of the pass's factor orders
         self._centre()  # the proximal scheme's centre moves to the last iterate
         self._set_penalties()
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
@@ -696,6 +697,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             self.sweeps,
             self.shrink_after,
             self._proximal_scale(),
+            seed,
         )
         k = self.blocks.kernel
         for part in self._pass_parts(order, chunks):

@@ -176,3 +176,18 @@ def test_factor_gdmm_reaches_the_bcfw_optimum(sparse):
     assert solver.relaxation == "exact"
     assert r.primal == pytest.approx(optimum, rel=1e-4)
     assert r.dual == pytest.approx(optimum, rel=1e-4)
+
+
+def test_factor_gdmm_certifies_a_large_C_without_the_proximal_loop():
+    """At C = 100 plain GDMM (proximal=0) certifies as the chain GDMM does: each visit takes
+    an example's factors in a random order (with every node and then every edge, the same
+    order each pass, the consistency residual oscillated and the gap stayed near 0.2% after
+    20,000 passes)."""
+    X, Y = random_chain_problem(np.random.default_rng(11), n=10, K=3, d=4)
+    model = ChainModel(3, 4)
+    blocks = model.block_data(pack_sequences(X, Y))
+    solver = FactorGDMM(
+        model, C=100.0, max_iter=8000, tol=1e-4, check_every=20, random_state=0
+    ).fit(blocks)
+    r = solver.history.last_checked()
+    assert solver.history.stop_reason == "tol" and r.relative_gap <= 1e-4
