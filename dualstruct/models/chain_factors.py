@@ -14,15 +14,17 @@ The oracles are sublinear in K where the weights allow it:
   ends (where start and end score every label) and tokens with a feature of more than K/16
   labels (a bias): one feature-major sweep over every label, as the chain GDMM streams
   such rows.
-* ``edge_oracle``: up to ``chain_transitions.SCAN_LABELS`` labels a scan of the K² pairs;
-  above, the four-case search over a max-tree of the training transitions
+* ``edge_oracle``: up to ``chain_transitions.SCAN_LABELS`` labels a scan of the K² pairs
+  (every row's minimum, then the first pair at the best); above, the four-case search
+  over a max-tree of the training transitions
   (:func:`~dualstruct.models.chain_transitions.bigram_sorted`). It relies on
   ``W_B[a, b] <= 0`` for every pair that is no training transition, which holds for the
   weights GDMM keeps, ``w = C Σ (φ(ȳ) − E_q φ)`` from ``w = 0``. The kernel's
   :class:`~dualstruct.models.chain_transitions.FactorState` mirrors the transition weights
   of one w: ``prepare_weights`` rebuilds it (and checks the sign, else the oracle scans all
   K² pairs), ``add_edge`` on that w keeps it up to date in O(log n) and drops an unlisted
-  pair's rounding residue above 0.
+  pair's rounding residue above 0 (with the scan only the latter: there is no search to
+  keep).
 * The node oracle leaves the token's label scores in the kernel's scratch (every label on a
   sweep, the active and walked ones on a walk, the others 0), so ``node_score`` answers the
   engine's next questions about that token (the away state, the steps inside the active
@@ -42,6 +44,7 @@ from .chain import ChainModel
 from .chain_kernels import ChainKernel
 from .chain_transitions import (
     _HEAD,
+    _STACK,
     CACHE,
     SCAN,
     _listed_changed,
@@ -191,6 +194,12 @@ def _add_edge(k, i, e, a, b, c, w):
     col = k.n_unary + a * k.n_labels + b
     w[col] += c
     if k.factor_ints[1] == 1 and w.ctypes.data == k.factor_ints[0]:  # the w mirrored
+        if k.factor_ints[SCAN]:  # the edge oracle scans: no search to keep, only the sign
+            if w[col] > 0.0:
+                pos_ptr, pos_col = _listed_pairs(k)
+                if listed_position(pos_ptr, pos_col, a, b) < 0:
+                    w[col] = 0.0
+            return
         sr = _state(k).search
         p = listed_position(sr.pos_ptr, sr.pos_col, a, b)
         if p >= 0:
@@ -200,6 +209,16 @@ def _add_edge(k, i, e, a, b, c, w):
             )  # fmt: skip
         elif w[col] > 0.0:  # an unlisted W_B is −C·(its mass): rounding residue
             w[col] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _listed_pairs(k):
+    """``(pos_ptr, pos_col)`` of the listed transitions, without the rest of the state
+    (the layout of :func:`~.chain_transitions.state_views`)."""
+    ints, K = k.factor_ints, k.n_labels
+    p = _HEAD + 4 * K + _STACK
+    q = p + 4 * K + 2
+    return ints[p : p + K + 1], ints[q : q + ints[3]]
 
 
 @factors.implements(factors.node_sq_distance, ChainKernel)
@@ -345,9 +364,9 @@ def _cache_scores(cache, i, j, w, stamp, how):
 @njit(cache=True)
 def _prepare_weights(k, w):
     """Mirror the transition weights of ``w`` in the kernel's search: the listed pairs'
-    values, the max-tree, every row's and column's top; flag whether every unlisted pair
-    is <= 0 (an unlisted pair's positive rounding residue, at most 1e-12 of the largest
-    |W_B|, is dropped)."""
+    values, the max-tree, every row's and column's top (none where the edge oracle scans);
+    flag whether every unlisted pair is <= 0 (an unlisted pair's positive rounding residue,
+    at most 1e-12 of the largest |W_B|, is dropped)."""
     st = _state(k)
     st.cache[4] = 0  # w may have changed: no cached scores
     sr = st.search
@@ -368,12 +387,34 @@ def _prepare_weights(k, w):
                     w[col] = 0.0
                 else:
                     ok = 0
-    for p in range(len(sr.vals)):
-        sr.vals[p] = w[b0 + sr.pos_row[p] * K + sr.pos_col[p]]
-    build_transition_tree(sr.tree, sr.vals)
-    tops_build(sr.vals, sr.pos_ptr, sr.cpos_ptr, sr.cpos_idx, sr.top, sr.top_at)
+    if not k.factor_ints[SCAN]:  # the edge oracle's search (a scan needs none)
+        for p in range(len(sr.vals)):
+            sr.vals[p] = w[b0 + sr.pos_row[p] * K + sr.pos_col[p]]
+        build_transition_tree(sr.tree, sr.vals)
+        tops_build(sr.vals, sr.pos_ptr, sr.cpos_ptr, sr.cpos_idx, sr.top, sr.top_at)
     st.tracked[0] = w.ctypes.data
     st.tracked[1] = ok
+
+
+@njit(cache=True, inline="always")
+def _scan_pairs(W_B, C, mu_u, mu_v):
+    """The first pair (a, b) in row-major order minimizing ``g = −C W_B[a, b] + mu_u[a] +
+    mu_v[b]``, and g: every row's minimum (a branch-free reduction), then the first pair
+    of the best row at it (the same sums, so the same pair as a scan keeping the best)."""
+    K = W_B.shape[0]
+    best_a, best_g = 0, np.inf
+    for a in range(K):
+        m_a = mu_u[a]
+        low = np.inf
+        for b in range(K):
+            low = min(low, -C * W_B[a, b] + m_a + mu_v[b])
+        if low < best_g:
+            best_a, best_g = a, low
+    m_a = mu_u[best_a]
+    for b in range(K):
+        if -C * W_B[best_a, b] + m_a + mu_v[b] == best_g:
+            return best_a, b, best_g
+    return best_a, 0, best_g  # (NaN weights or messages)
 
 
 @factors.implements(factors.edge_oracle, ChainKernel)
@@ -384,13 +425,7 @@ def _edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
     K = k.n_labels
     W_B = w[k.n_unary : k.n_unary + K * K].reshape((K, K))
     if st.tracked[1] == 0 or k.factor_ints[SCAN]:  # few labels, or an unlisted pair > 0
-        best_a, best_b, best_g = 0, 0, np.inf
-        for a in range(K):
-            for b in range(K):
-                g = -C * W_B[a, b] + mu_u[a] + mu_v[b]
-                if g < best_g:
-                    best_a, best_b, best_g = a, b, g
-        return best_a, best_b, best_g
+        return _scan_pairs(W_B, C, mu_u, mu_v)
     stamp = _next_stamp(st)
     for s in range(n_u):
         a = act_u[s]

@@ -783,9 +783,6 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         """G(q) = ½‖w(q)‖² − C Σ_j <δ_j, q_j> (−G is a dual value once q is consistent)."""
         return 0.5 * float(self.w @ self.w) - self._loss_term()
 
-    def current_dual(self):
-        return self.certified_dual()
-
     def certified_dual(self):
         """A certified lower bound on the optimum (of the relaxed problem on loopy graphs):
         every edge marginal rounded into the transport polytope of its node marginals
