@@ -184,7 +184,9 @@ def edge_oracle(k, i, w, e, C, act_u, n_u, mu_u, act_v, n_v, mu_v):
 
 
 def node_scores(k, i, w, out):
-    """``out[j, a] = θ_j(a)`` for every node ``j`` and state ``a < S_j`` of example ``i``."""
+    """``out[j, a] = θ_j(a)`` for every node ``j`` and state ``a < S_j`` of example ``i``:
+    ``out`` is scratch of at least that shape holding earlier values, so write every such
+    entry and read none."""
     raise NotImplementedError
 
 
