@@ -44,13 +44,13 @@ from .chain import ChainModel
 from .chain_kernels import ChainKernel
 from .chain_transitions import (
     _HEAD,
-    _STACK,
     CACHE,
     SCAN,
     _listed_changed,
     bigram_sorted,
     build_transition_tree,
     listed_position,
+    listed_views,
     state_views,
     tops_build,
 )
@@ -196,7 +196,7 @@ def _add_edge(k, i, e, a, b, c, w):
     if k.factor_ints[1] == 1 and w.ctypes.data == k.factor_ints[0]:  # the w mirrored
         if k.factor_ints[SCAN]:  # the edge oracle scans: no search to keep, only the sign
             if w[col] > 0.0:
-                pos_ptr, pos_col = _listed_pairs(k)
+                pos_ptr, pos_col = listed_views(k.factor_ints, k.n_labels)
                 if listed_position(pos_ptr, pos_col, a, b) < 0:
                     w[col] = 0.0
             return
@@ -209,16 +209,6 @@ def _add_edge(k, i, e, a, b, c, w):
             )  # fmt: skip
         elif w[col] > 0.0:  # an unlisted W_B is −C·(its mass): rounding residue
             w[col] = 0.0
-
-
-@njit(cache=True, inline="always")
-def _listed_pairs(k):
-    """``(pos_ptr, pos_col)`` of the listed transitions, without the rest of the state
-    (the layout of :func:`~.chain_transitions.state_views`)."""
-    ints, K = k.factor_ints, k.n_labels
-    p = _HEAD + 4 * K + _STACK
-    q = p + 4 * K + 2
-    return ints[p : p + K + 1], ints[q : q + ints[3]]
 
 
 @factors.implements(factors.node_sq_distance, ChainKernel)

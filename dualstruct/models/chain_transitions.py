@@ -463,6 +463,15 @@ def factor_state(labels, offsets, K):
 
 
 @njit(cache=True, inline="always")
+def listed_views(ints, K):
+    """``(pos_ptr, pos_col)`` of the listed transitions alone, from :func:`factor_state`'s
+    ints (as :func:`state_views` lays them out)."""
+    p = _HEAD + 4 * K + _STACK
+    q = p + 4 * K + 2
+    return ints[p : p + K + 1], ints[q : q + ints[3]]
+
+
+@njit(cache=True, inline="always")
 def state_views(ints, floats, K):
     """The :class:`FactorState` of the arrays :func:`factor_state` made."""
     L = ints[3]
@@ -472,15 +481,12 @@ def state_views(ints, floats, K):
     p += 4 * K
     stack = ints[p : p + _STACK]
     p += _STACK
-    pos_ptr, cpos_ptr = ints[p : p + K + 1], ints[p + K + 1 : p + 2 * K + 2]
+    pos_ptr, pos_col = listed_views(ints, K)
+    cpos_ptr = ints[p + K + 1 : p + 2 * K + 2]
     p += 2 * K + 2
     top_at = ints[p : p + 2 * K].reshape((2, K))
     p += 2 * K
-    pos_col, pos_row, cpos_idx = (
-        ints[p : p + L],
-        ints[p + L : p + 2 * L],
-        ints[p + 2 * L : p + 3 * L],
-    )
+    pos_row, cpos_idx = ints[p + L : p + 2 * L], ints[p + 2 * L : p + 3 * L]
     tree = ints[p + 3 * L : p + 5 * L]
     search = Transitions(
         True,
