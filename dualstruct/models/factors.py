@@ -83,6 +83,13 @@ multi-label model's full label graph) registers
                                          (−1, floor). Default: a scan of every edge; the
                                          multi-label model searches a max tree of its
                                          (1, 1) weights instead
+    edge_gain_bound(k, i, w, j)          an upper bound (rounding aside) of
+                                         ``Σ_e max(0, max θ_e(a, b))`` over node j's edges
+                                         e and their pairs of non-null states a, b: GDMM
+                                         skips the nodes without mass whose edges cannot
+                                         gain enough. Default ∞ (no bound); the
+                                         multi-label model keeps per label the sum of its
+                                         positive (1, 1) weights
 
 GDMM then keeps only the edges that carry information: an inactive edge stands at the
 consistent table that sends the mass of u off its null state with v's null state and vice
@@ -221,10 +228,16 @@ def best_inactive_edge(k, i, w, C, gain, outside, active, floor):
     raise NotImplementedError
 
 
+def edge_gain_bound(k, i, w, j):
+    """An upper bound (rounding aside) of ``Σ_e max(0, max θ_e(a, b))`` over the edges e of
+    node ``j`` of example ``i`` and their pairs of non-null states; ∞: none."""
+    raise NotImplementedError
+
+
 NODE_FUNCTIONS = (factor_counts, node_info, node_loss, node_score, add_node, node_sq_distance)
 EDGE_FUNCTIONS = (edge_nodes, edge_score, add_edge, edge_sq_distance)
 ORACLES = (node_oracle, edge_oracle)
-LAZY_FUNCTIONS = (null_state, edge_between, best_inactive_edge)
+LAZY_FUNCTIONS = (null_state, edge_between, best_inactive_edge, edge_gain_bound)
 FACTOR_FUNCTIONS = (
     NODE_FUNCTIONS
     + EDGE_FUNCTIONS
@@ -445,6 +458,10 @@ def _scan_inactive_edges(k, i, w, C, gain, outside, active, floor):
     return arg, best
 
 
+def _no_edge_gain_bound(k, i, w, j):
+    return np.inf
+
+
 def _has_null_states(kernel_class) -> bool:
     """Whether ``kernel_class`` registered :func:`null_state` (GDMM's lazy edges)."""
     return kernel_class in _REGISTERED[null_state]
@@ -456,6 +473,7 @@ _register_default(node_scores, _each_node_score, interface.NO_REFCOUNT)
 _register_default(null_state, _no_null_state, interface.NO_REFCOUNT)
 _register_default(edge_between, _scan_edges, interface.NO_REFCOUNT)
 _register_default(best_inactive_edge, _scan_inactive_edges, interface.NO_REFCOUNT)
+_register_default(edge_gain_bound, _no_edge_gain_bound, interface.NO_REFCOUNT)
 _register_default(node_oracle, _default_node_oracle, interface.NO_REFCOUNT)
 _register_default(edge_oracle, _default_edge_oracle, interface.NO_REFCOUNT)
 # a model without edges: never called (the solver refuses edges without the functions)

@@ -18,6 +18,7 @@ largest weight plus the best label terms among its first and among its second la
 (range maxima of a sparse table built per search). The tree follows w: ``prepare_weights``
 builds it, ``add_edge`` raises a leaf whose weight grows, so that every node stays an upper
 bound until the next build (only for the w it was built from, whose address it keeps).
+``edge_gain_bound`` is label l's ``Σ_k max(0, V_lk)``, built and raised the same way.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ def _add_edge(k, i, e, a, b, c, w):
         w[col] += c
         if c > 0.0 and len(k.pair_tree) and w.ctypes.data == k.pair_scratch[0]:
             _raise_leaf(k.pair_tree, e, c)
+            k.pair_bound[k.edges[e, 0]] += c  # Σ max(0, V) grows by at most c
+            k.pair_bound[k.edges[e, 1]] += c
 
 
 @njit(cache=True, inline="always")
@@ -197,7 +200,22 @@ def _prepare_weights(k, w):
         tree[P + e] = w[k.n_unary + e] if e < E else -np.inf
     for node in range(P - 1, 0, -1):
         tree[node] = max(tree[2 * node], tree[2 * node + 1])
+    bound = k.pair_bound
+    for l in range(len(bound)):
+        bound[l] = 0.0
+    for e in range(E):
+        if w[k.n_unary + e] > 0.0:
+            bound[k.edges[e, 0]] += w[k.n_unary + e]
+            bound[k.edges[e, 1]] += w[k.n_unary + e]
     k.pair_scratch[0] = w.ctypes.data
+
+
+@factors.implements(factors.edge_gain_bound, MultiLabelKernel)
+def _edge_gain_bound(k, i, w, j):
+    # the sums follow the w the tree was built from only
+    if len(k.pair_bound) and w.ctypes.data == k.pair_scratch[0]:
+        return k.pair_bound[j]
+    return np.inf
 
 
 @njit(cache=True, inline="always")

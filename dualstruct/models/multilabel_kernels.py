@@ -62,29 +62,32 @@ class MultiLabelKernel(NamedTuple):
     #: GDMM's search of inactive edges on the full graph with interactions="11", else empty
     #: (:mod:`dualstruct.models.multilabel_factors`): a max tree over the (1, 1) weights,
     #: scratch of one training at a time (two GDMMs training on the same data in threads
-    #: would share it: answers stay checked, but the search may miss the best edge)
+    #: would share it: answers stay checked, but the search, and the bounds that skip
+    #: labels, may miss the best edge)
     pair_tree: np.ndarray  # (2P,), P ≥ E a power of two
     pair_table: np.ndarray  # (levels, L) range maxima of the label terms
     pair_scratch: np.ndarray  # int64: [0] the address of the w the tree follows, the stack
+    pair_bound: np.ndarray  # (L,) per label, the sum of its edges' positive (1, 1) weights
 
     #: the values of a labelling entry (0/1 per label; a class attribute, not a field)
     n_states = 2
 
 
 def pair_search_arrays(pair_size, edges, n_labels):
-    """:class:`MultiLabelKernel`'s ``pair_tree, pair_table, pair_scratch``: sized for the
-    full graph over ``n_labels`` labels in its row-by-row order with one (1, 1) weight per
-    edge, empty otherwise."""
+    """:class:`MultiLabelKernel`'s ``pair_tree, pair_table, pair_scratch, pair_bound``: sized
+    for the full graph over ``n_labels`` labels in its row-by-row order with one (1, 1) weight
+    per edge, empty otherwise."""
     L, E = int(n_labels), len(edges)
     full = pair_size == 1 and E > 0 and E == L * (L - 1) // 2
     if full:
         first, second = np.triu_indices(L, 1)  # row by row
         full = np.array_equal(edges[:, 0], first) and np.array_equal(edges[:, 1], second)
     if not full:
-        return np.zeros(0), np.zeros((0, max(L, 1))), np.zeros(0, dtype=np.int64)
+        return np.zeros(0), np.zeros((0, max(L, 1))), np.zeros(0, dtype=np.int64), np.zeros(0)
     P = 1 << max(E - 1, 0).bit_length()
     levels = max(L - 1, 1).bit_length() + 1
-    return np.zeros(2 * P), np.zeros((levels, L)), np.zeros(2 + 2 * P.bit_length(), dtype=np.int64)
+    scratch = np.zeros(2 + 2 * P.bit_length(), dtype=np.int64)
+    return np.zeros(2 * P), np.zeros((levels, L)), scratch, np.zeros(L)
 
 
 class _Workspace(NamedTuple):

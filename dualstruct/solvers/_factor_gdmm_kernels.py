@@ -74,7 +74,9 @@ the point does not move:
   ``Cθ_e(a, b)`` from its (a, null) and (null, b) masses, and
   ``h_u(a) + Σ_v max(0, Cθ_e(a, b))`` over u's inactive edges to nodes v with mass on b
   (u's mass moves onto all of them at once: one edge alone may not pay for u's own term
-  where several do);
+  where several do); each such edge is scored once for both, and a node without mass
+  whose bound (from the model's ``edge_gain_bound``) is below the best gain of the nodes
+  with mass is not scored at all;
 * an active edge that carries nothing (not a gold edge, no mass on a pair of non-null
   states, no multipliers, a node with no mass off null) goes back to T at the end of the
   visit (:func:`_deactivate`).
@@ -112,6 +114,12 @@ NEED_ROWS = 4
 AT_BOUND = 1e-9
 #: lazy edges: first-order gains (in units of C) below this activate nothing
 GAIN_FLOOR = 1e-9
+#: lazy edges: a node's bound on its gain counts as below the best (relative to its terms)
+#: only this far below it, against rounding
+BOUND_SLACK = 1e-9
+#: lazy edges: the examples between two ``prepare_weights`` within a kernel call (the
+#: model's bounds over w, as the multi-label model's, only rise as w moves)
+REFRESH = 64
 
 
 class Layout(NamedTuple):
@@ -198,6 +206,8 @@ class Visit(NamedTuple):
     to_heavy: np.ndarray  # lazy: (max_nodes,) one node's inactive edge to the t-th, −1
     from_first: np.ndarray  # lazy: (max_nodes,) whether that node is the edge's first
     heavy_mass: np.ndarray  # lazy: (max_nodes,) the t-th heavy node's mass
+    bundle: np.ndarray  # lazy: (S,) one node's bundle gains by state, without h
+    bundle_count: np.ndarray  # lazy: (S,) the number of their positive terms
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -406,6 +416,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes, dtype=np.int64),
         np.zeros(lazy_nodes),
+        np.zeros(S if layout.lazy else 0),
+        np.zeros(S if layout.lazy else 0, dtype=np.int64),
     )
     factors.prepare_weights(k, weights.w)
     # node features of different states orthogonal (the first node's norm says so): exact
@@ -418,6 +430,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
     factor_order = np.zeros(layout.max_nodes + most, dtype=np.int64)
     for pos in range(first, len(order)):
         i = order[pos]
+        if layout.lazy and pos > first and (pos - first) % REFRESH == 0:
+            factors.prepare_weights(k, weights.w)  # the model's bounds tight again
         _adjacency(layout, rows, visit, i)
         # only a factor visit's first step (the oracle's) may add a state or a pair
         need = _room_needed(layout, rows, visit, sets, pairs, settings.sweeps, i)
@@ -969,34 +983,38 @@ def _bundle(k, settings, w, visit, i, a, collect):
 def _best_inactive(k, layout, weights, sets, settings, visit, i):
     """The inactive edges of example i whose activation gains most to first order (module
     docstring, "Lazy edges"), into ``visit.pick``; returns their number (0: no gain): a
-    node with its edges to nodes with mass, or one edge. Each node's edges to the nodes
-    with mass are looked up once, for both."""
+    node with its edges to nodes with mass, or one edge (the first best in node order).
+
+    The nodes with mass go first, for a floor: a node without mass gains at most
+    ``max_a h_j(a) + C B_j + max(0, max h_u)`` (B_j the model's ``edge_gain_bound``, u over
+    the nodes with mass below their bound), and is skipped where that is below the floor
+    (it cannot be the best)."""
     n0 = layout.node_offsets[i]
     C, w, null = settings.C, weights.w, layout.null
     best, node, state, edge = GAIN_FLOOR * C, -1, -1, -1
     _list_mass_states(layout, sets, visit, i)
+    floor, lift = best, 0.0
+    for t in range(visit.n_heavy[0]):
+        u = visit.heavy[t]
+        floor = max(floor, _node_candidates(k, layout, sets, settings, w, visit, i, u)[0])
+        if visit.heavy_mass[t] < 1.0 - AT_BOUND:
+            for b in range(layout.n_states[n0 + u]):
+                if b != null[n0 + u]:
+                    lift = max(lift, visit.gain[u, b])
     for j in range(layout.node_offsets[i + 1] - n0):
-        n = _edges_to_heavy(k, visit, i, j)
-        mj = _mass(layout, sets, n0 + j)
-        if mj < 1.0 and (n > 0 or visit.skip[j]):  # j onto its edges to mass
-            for a in range(layout.n_states[n0 + j]):
-                if a != null[n0 + j]:
-                    total, m = _bundle(k, settings, w, visit, i, a, False)
-                    total += visit.gain[j, a]
-                    if (m > 0 or visit.skip[j]) and total > best:
-                        best, node, state, edge = total, j, a, -1
-        for t in range(visit.n_heavy[0]):  # one of those edges alone
-            e, u = visit.to_heavy[t], visit.heavy[t]
-            if e < 0 or (visit.is_heavy[j] and j < u):
-                continue  # (an edge of two nodes with mass from its larger end)
-            if visit.is_heavy[j]:
-                gain = _pair_gain(k, layout, sets, w, C, visit, i, e, best)
-            elif visit.heavy_mass[t] < 1.0 - AT_BOUND:  # free: its gain with j's states
-                gain = _free_pair_gain(k, layout, w, C, visit, i, e, t, j, best)
-            else:
-                continue  # at u's bound, an edge to a node without mass is not free
-            if gain > best:
-                best, node, edge = gain, -1, e
+        if not visit.is_heavy[j]:
+            bound = factors.edge_gain_bound(k, i, w, j)
+            if bound < np.inf:
+                top = -np.inf
+                for a in range(layout.n_states[n0 + j]):
+                    if a != null[n0 + j]:
+                        top = max(top, visit.gain[j, a])
+                high = top + C * bound + lift
+                if high + BOUND_SLACK * (abs(top) + C * bound + lift) < max(best, floor):
+                    continue
+        gain, a, e = _node_candidates(k, layout, sets, settings, w, visit, i, j)
+        if gain > best:
+            best, node, state, edge = gain, j if e < 0 else -1, a, e
     # an edge between two nodes without mass: the model's search (its answer checked)
     for j in range(layout.node_offsets[i + 1] - n0):
         visit.outside[j] = 1 - visit.is_heavy[j]
@@ -1016,24 +1034,93 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
 
 
 @njit(cache=CACHE, inline="always")
-def _free_pair_gain(k, layout, w, C, visit, i, e, t, j, best):
-    """:func:`_pair_gain` of the edge e between node j, without mass, and the t-th node with
-    mass u, below its bound: ``max C θ_e(a, b) + h_u(a) + h_j(b)`` over non-null states."""
-    n0, null = layout.node_offsets[i], layout.null
-    gu, gj = n0 + visit.heavy[t], n0 + j
-    u = visit.heavy[t]
-    for a in range(layout.n_states[gu]):
-        if a == null[gu]:
+def _node_candidates(k, layout, sets, settings, w, visit, i, j):
+    """Node j's best greedy choice, the first best of: j at a non-null state a with its
+    inactive edges to the nodes with mass, then one of those edges alone (free next to a
+    node with mass below its bound; an edge of two nodes with mass from its larger end).
+    Returns (gain, a, −1) or (gain, −1, the edge); gain −∞: none. Each edge is looked up
+    and scored once, for both (:func:`_edge_terms`)."""
+    n0, C = layout.node_offsets[i], settings.C
+    S, heavy = layout.n_states[n0 + j], visit.is_heavy[j]
+    total, count = visit.bundle, visit.bundle_count
+    for a in range(S):
+        total[a] = 0.0
+        count[a] = 0
+    n, one, one_edge = 0, -np.inf, -1
+    for t in range(visit.n_heavy[0]):
+        e = _heavy_edge(k, visit, i, j, t)
+        if e < 0:
             continue
-        for b in range(layout.n_states[gj]):
-            if b == null[gj]:
-                continue
-            if visit.from_first[t]:
-                score = factors.edge_score(k, i, w, e, b, a)
-            else:
-                score = factors.edge_score(k, i, w, e, a, b)
-            best = max(best, C * score + visit.gain[u, a] + visit.gain[j, b])
-    return best
+        n += 1
+        free = not heavy and visit.heavy_mass[t] < 1.0 - AT_BOUND
+        gain = _edge_terms(k, layout, w, C, visit, i, e, t, j, free)
+        if heavy and j > visit.heavy[t]:
+            gain = _pair_gain(k, layout, sets, w, C, visit, i, e, -np.inf)
+        if gain > one:
+            one, one_edge = gain, e
+    best, state = -np.inf, -1
+    if _mass(layout, sets, n0 + j) < 1.0 and (n > 0 or visit.skip[j]):  # j onto them
+        for a in range(S):
+            if a != layout.null[n0 + j] and (count[a] > 0 or visit.skip[j]):
+                if total[a] + visit.gain[j, a] > best:
+                    best, state = total[a] + visit.gain[j, a], a
+    if one > best:
+        return one, -1, one_edge
+    return best, state, -1
+
+
+@njit(cache=CACHE, inline="always")
+def _edge_terms(k, layout, w, C, visit, i, e, t, j, free):
+    """Node j's inactive edge e to the t-th node with mass u, scored once: adds its bundle
+    term ``max(0, C max θ_e(a, b))`` (b over u's states with mass) to ``visit.bundle[a]``
+    for every non-null state a of j (counting the positive ones), and returns, when
+    ``free``, the edge's own gain ``max C θ_e(a, b) + h_u(b) + h_j(a)`` over non-null
+    states (:func:`_pair_gain` next to a node with mass below its bound; −∞ otherwise)."""
+    n0, null = layout.node_offsets[i], layout.null
+    gj, gu, u = n0 + j, n0 + visit.heavy[t], visit.heavy[t]
+    first = factors.edge_nodes(k, i, e)[0] == j
+    # every non-null state of u has mass (a binary node with mass): one score for both
+    every = visit.n_mass_states[t] == layout.n_states[gu] - 1
+    one = -np.inf
+    for a in range(layout.n_states[gj]):
+        if a == null[gj]:
+            continue
+        top = -np.inf
+        if free or every:
+            for b in range(layout.n_states[gu]):
+                if b == null[gu]:
+                    continue
+                score = (
+                    factors.edge_score(k, i, w, e, a, b)
+                    if first
+                    else factors.edge_score(k, i, w, e, b, a)
+                )
+                if free:
+                    one = max(one, C * score + visit.gain[u, b] + visit.gain[j, a])
+                if every or _has_mass(visit, t, b):
+                    top = max(top, score)
+        else:
+            for s in range(visit.n_mass_states[t]):
+                b = visit.mass_states[t, s]
+                score = (
+                    factors.edge_score(k, i, w, e, a, b)
+                    if first
+                    else factors.edge_score(k, i, w, e, b, a)
+                )
+                top = max(top, score)
+        if C * top > 0.0:
+            visit.bundle[a] += C * top
+            visit.bundle_count[a] += 1
+    return one
+
+
+@njit(cache=CACHE, inline="always")
+def _has_mass(visit, t, b):
+    """Whether state b is one of the t-th node with mass's states with mass."""
+    for s in range(visit.n_mass_states[t]):
+        if visit.mass_states[t, s] == b:
+            return True
+    return False
 
 
 @njit(cache=CACHE, inline="always")

@@ -192,3 +192,38 @@ def test_the_tree_search_finds_the_scans_best_inactive_edge():
             assert (e, g) == (int(np.argmax(want)), pytest.approx(want.max()))
         else:
             assert (e, g) == (-1, 0.0)
+
+
+@njit
+def _gain_bounds(k, w, other, moves, out):
+    """The multi-label model's ``edge_gain_bound`` of every label after ``prepare_weights``
+    and the (1, 1) changes ``moves`` (edge, amount) on w, and one on ``other``, which the
+    bounds must ignore; then the bound for ``other`` (none: ∞)."""
+    factors.prepare_weights(k, w)
+    for m in range(moves.shape[0]):
+        factors.add_edge(k, 0, int(moves[m, 0]), 1, 1, moves[m, 1], w)
+    factors.add_edge(k, 0, 0, 1, 1, -1e6, other)
+    for j in range(len(out)):
+        out[j] = factors.edge_gain_bound(k, 0, w, j)
+    return factors.edge_gain_bound(k, 0, other, 0)
+
+
+def test_the_edge_gain_bound_stays_above_the_positive_weights():
+    """A label's bound is at least the sum of its edges' positive (1, 1) weights while w
+    moves by add_edge (exact right after prepare_weights), and none for another w."""
+    L = 17
+    model, data = _sparse_labels(n=4, L=L, d=L)
+    k = model.block_data(data).kernel
+    E = len(k.edges)
+    rng = np.random.default_rng(5)
+    for trial in range(10):
+        w = rng.normal(size=model.n_unary + E)
+        moves = np.column_stack([rng.integers(E, size=30), rng.normal(size=30)])
+        moves = moves[: 0 if trial == 0 else None]
+        out = np.zeros(L)
+        assert _gain_bounds(k, w, w.copy(), moves, out) == np.inf
+        V = np.maximum(w[model.n_unary :], 0.0)
+        exact = np.bincount(k.edges[:, 0], V, L) + np.bincount(k.edges[:, 1], V, L)
+        assert np.all(out >= exact - 1e-12)
+        if trial == 0:
+            np.testing.assert_allclose(out, exact, rtol=1e-12, atol=1e-12)
