@@ -51,7 +51,8 @@ an ``edge_oracle``, with the trees kept in the kernel and brought up to date by
 
 and must count on it: GDMM changes w between its calls only through ``add_node`` and
 ``add_edge``, and calls ``prepare_weights`` after any other change (a code calling the
-factor functions itself must do the same).
+factor functions itself must do the same). With lazy edges GDMM also calls it every 64
+examples, to tighten bounds such as ``edge_gain_bound``'s: it must then leave w as it is.
 
 A model that scores all of an example's nodes faster at once than one at a time (the
 multi-label model sweeps the example's features once for every label) registers
