@@ -954,12 +954,11 @@ def _edges_to_heavy(k, visit, i, j):
 
 
 @njit(cache=CACHE, inline="always")
-def _bundle(k, settings, w, visit, i, a, collect):
-    """The node of :func:`_edges_to_heavy` at state a with its inactive edges to nodes with
-    mass: (the gain ``h_j(a) + Σ max(0, C max θ_e)``, the max over the other node's states
-    with mass, and the number of edges with a positive term), which go into ``visit.pick``
-    when ``collect``; ``h_j(a)`` is added by the caller."""
-    total, m = 0.0, 0
+def _bundle(k, settings, w, visit, i, a):
+    """The node of :func:`_edges_to_heavy` at state a: its inactive edges to nodes with mass
+    whose term ``C max θ_e`` (the max over the other node's states with mass) is positive,
+    into ``visit.pick``; returns their number."""
+    m = 0
     for t in range(visit.n_heavy[0]):
         e = visit.to_heavy[t]
         if e < 0:
@@ -972,11 +971,9 @@ def _bundle(k, settings, w, visit, i, a, collect):
             else:
                 top = max(top, factors.edge_score(k, i, w, e, b, a))
         if settings.C * top > 0.0:
-            total += settings.C * top
-            if collect:
-                visit.pick[m] = e
+            visit.pick[m] = e
             m += 1
-    return total, m
+    return m
 
 
 @njit(cache=CACHE, **NO_REFCOUNT)
@@ -1026,7 +1023,7 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
     if node >= 0:
         visit.skip[node] = 0  # alone (no edge gains): it steps
         _edges_to_heavy(k, visit, i, node)
-        return _bundle(k, settings, w, visit, i, state, True)[1]
+        return _bundle(k, settings, w, visit, i, state)
     if edge >= 0:
         visit.pick[0] = edge
         return 1
