@@ -102,12 +102,28 @@ def _edge_nodes(k, i, e):
 @factors.implements(factors.node_score, ChainKernel)
 def _node_score(k, i, w, j, a):
     if _cached(k, i, w, j):
-        ints = k.factor_ints
-        mark = ints[_HEAD + a]
-        if ints[CACHE + 4] == 1 or mark == ints[CACHE + 3] or mark == -ints[CACHE + 3]:
-            return k.factor_floats[_score_at(k) + a]
-        return 0.0
+        return _cached_score(k, a)
     return _score(k, i, w, j, a)
+
+
+@factors.implements(factors.node_values, ChainKernel)
+def _node_values(k, i, w, j, states, n, out):
+    cached = _cached(k, i, w, j)
+    gold = k.labels[k.label_offsets[i] + j]
+    for s in range(n):
+        a = states[s]
+        out[s] = _cached_score(k, a) if cached else _score(k, i, w, j, a)
+        out[s] += 0.0 if a == gold else k.loss_weights[gold]
+
+
+@njit(cache=True, inline="always")
+def _cached_score(k, a):
+    """θ_j(a) from the scratch scores of the cached node (0: a label the walk left out)."""
+    ints = k.factor_ints
+    mark = ints[_HEAD + a]
+    if ints[CACHE + 4] == 1 or mark == ints[CACHE + 3] or mark == -ints[CACHE + 3]:
+        return k.factor_floats[_score_at(k) + a]
+    return 0.0
 
 
 @njit(cache=True, inline="always")
@@ -161,6 +177,11 @@ def _node_loss(k, i, j, a):
 
 @factors.implements(factors.add_node, ChainKernel)
 def _add_node(k, i, j, a, c, w):
+    _add_one(k, i, j, a, c, w)
+
+
+@njit(cache=True, inline="always")
+def _add_one(k, i, j, a, c, w):
     row = k.label_offsets[i] + j
     sq = 0.0
     for p in range(k.indptr[row], k.indptr[row + 1]):
@@ -169,24 +190,61 @@ def _add_node(k, i, j, a, c, w):
             v = k.values[p]
             w[col] += c * v
             sq += v * v
+    _add_ends(k, i, j, a, c, w)
+    _score_moved(k, i, j, a, c, sq, w)
+
+
+@factors.implements(factors.add_nodes, ChainKernel)
+def _add_nodes(k, i, j, states, coefs, n, scale, w):
+    if k.sparse:  # each state's own support pairs
+        for s in range(n):
+            _add_one(k, i, j, states[s], coefs[s] * scale, w)
+        return
+    # dense weights: one sweep of the token's features for every state (the same sums per
+    # entry of w, in the same order, as add_node state by state)
+    row = k.label_offsets[i] + j
+    sq = 0.0
+    for p in range(k.indptr[row], k.indptr[row + 1]):
+        v = k.values[p]
+        q0 = k.indices[p] * k.n_labels
+        for s in range(n):
+            w[q0 + states[s]] += coefs[s] * scale * v
+        sq += v * v
+    for s in range(n):
+        c = coefs[s] * scale
+        _add_ends(k, i, j, states[s], c, w)
+        _score_moved(k, i, j, states[s], c, sq, w)
+
+
+@njit(cache=True, inline="always")
+def _add_ends(k, i, j, a, c, w):
     at_start, at_end = _ends(k, i, j)
     b = k.n_unary + k.n_labels * k.n_labels
     if at_start:
         w[b + a] += c
     if at_end:
         w[b + k.n_labels + a] += c
+
+
+@njit(cache=True, inline="always")
+def _score_moved(k, i, j, a, c, sq, w):
+    """Keep the cached scores exact after ``w += c φ_j(a)`` (``sq``: ‖x_j‖² over the
+    support's pairs of a): label blocks are orthogonal, so only θ_j(a) moves, by
+    c ‖φ_j(a)‖²; a step at another node of w forgets them (its features may share
+    columns)."""
     ints = k.factor_ints
-    if ints[CACHE + 4] != 0 and ints[CACHE + 2] == w.ctypes.data:  # w's cached scores
-        if _cached(k, i, w, j):
-            # label blocks are orthogonal: only θ_j(a) moves, by c ‖φ_j(a)‖²
-            at = _score_at(k) + a
-            stamp = ints[CACHE + 3]
-            if ints[CACHE + 4] == 2 and ints[_HEAD + a] != stamp and ints[_HEAD + a] != -stamp:
-                ints[_HEAD + a] = stamp
-                k.factor_floats[at] = 0.0
-            k.factor_floats[at] += c * (sq + at_start + at_end)
-        else:  # another node's features may share columns with the cached node's
-            ints[CACHE + 4] = 0
+    if ints[CACHE + 4] == 0 or ints[CACHE + 2] != w.ctypes.data:  # not w's cached scores
+        return
+    if not _cached(k, i, w, j):
+        ints[CACHE + 4] = 0
+        return
+    at_start, at_end = _ends(k, i, j)
+    at = _score_at(k) + a
+    stamp = ints[CACHE + 3]
+    if ints[CACHE + 4] == 2 and ints[_HEAD + a] != stamp and ints[_HEAD + a] != -stamp:
+        ints[_HEAD + a] = stamp
+        k.factor_floats[at] = 0.0
+    k.factor_floats[at] += c * (sq + at_start + at_end)
 
 
 @factors.implements(factors.add_edge, ChainKernel)

@@ -60,6 +60,16 @@ multi-label model sweeps the example's features once for every label) registers
     node_scores(k, i, w, out)            out[j, a] = θ_j(a) for every node and state
                                          (default: node_score for each)
 
+Two more save GDMM a call per state where a model answers for several states at once
+(the chain reads its node oracle's scores and moves w in one sweep of the token's features):
+
+    node_values(k, i, w, j, states, n, out)
+                                         out[s] = θ_j(a) + δ_j(a), a = states[s], s < n
+                                         (default: node_score and node_loss for each)
+    add_nodes(k, i, j, states, coefs, n, scale, w)
+                                         w += scale Σ_{s<n} coefs[s] φ_j(states[s])
+                                         (default: add_node for each, in order)
+
 A model whose node features of different states are orthogonal (label blocks, as the
 chain's) registers
 
@@ -198,6 +208,18 @@ def node_scores(k, i, w, out):
     raise NotImplementedError
 
 
+def node_values(k, i, w, j, states, n, out):
+    """``out[s] = θ_j(a) + δ_j(a)`` for ``a = states[s]``, ``s < n``: the loss-augmented
+    scores of some of node ``j``'s states."""
+    raise NotImplementedError
+
+
+def add_nodes(k, i, j, states, coefs, n, scale, w):
+    """``w += scale · Σ_{s<n} coefs[s] φ_j(states[s])``, as ``add_node`` with
+    ``c = coefs[s] · scale`` for each ``s`` in order."""
+    raise NotImplementedError
+
+
 def node_sq_norm(k, i, j, a):
     """``‖φ_j(a)‖²`` where the node's features of different states are orthogonal (GDMM then
     minimizes a node factor exactly over its active set); −1: not orthogonal (the default)."""
@@ -243,7 +265,7 @@ FACTOR_FUNCTIONS = (
     NODE_FUNCTIONS
     + EDGE_FUNCTIONS
     + ORACLES
-    + (prepare_weights, node_sq_norm, node_scores)
+    + (prepare_weights, node_sq_norm, node_scores, node_values, add_nodes)
     + LAZY_FUNCTIONS
 )
 
@@ -423,6 +445,17 @@ def _each_node_score(k, i, w, out):
             out[j, a] = node_score(k, i, w, j, a)
 
 
+def _each_node_value(k, i, w, j, states, n, out):
+    for s in range(n):
+        a = states[s]
+        out[s] = node_score(k, i, w, j, a) + node_loss(k, i, j, a)
+
+
+def _each_add_node(k, i, j, states, coefs, n, scale, w):
+    for s in range(n):
+        add_node(k, i, j, states[s], coefs[s] * scale, w)
+
+
 def _no_preparation(k, w):
     return None
 
@@ -471,6 +504,8 @@ def _has_null_states(kernel_class) -> bool:
 _register_default(prepare_weights, _no_preparation, interface.NO_REFCOUNT)
 _register_default(node_sq_norm, _not_orthogonal, interface.NO_REFCOUNT)
 _register_default(node_scores, _each_node_score, interface.NO_REFCOUNT)
+_register_default(node_values, _each_node_value, interface.NO_REFCOUNT)
+_register_default(add_nodes, _each_add_node, interface.NO_REFCOUNT)
 _register_default(null_state, _no_null_state, interface.NO_REFCOUNT)
 _register_default(edge_between, _scan_edges, interface.NO_REFCOUNT)
 _register_default(best_inactive_edge, _scan_inactive_edges, interface.NO_REFCOUNT)

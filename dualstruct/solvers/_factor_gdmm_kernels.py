@@ -208,6 +208,8 @@ class Visit(NamedTuple):
     heavy_mass: np.ndarray  # lazy: (max_nodes,) the t-th heavy node's mass
     bundle: np.ndarray  # lazy: (S,) one node's bundle gains by state, without h
     bundle_count: np.ndarray  # lazy: (S,) the number of their positive terms
+    moved: np.ndarray  # (cap,) the states a node block moved
+    moved_by: np.ndarray  # (cap,) and by how much: −C Δq
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -418,6 +420,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros(lazy_nodes),
         np.zeros(S if layout.lazy else 0),
         np.zeros(S if layout.lazy else 0, dtype=np.int64),
+        np.zeros(cap, dtype=np.int64),
+        np.zeros(cap),
     )
     factors.prepare_weights(k, weights.w)
     # node features of different states orthogonal (the first node's norm says so): exact
@@ -580,10 +584,9 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
     """Node j of example i minimized exactly over its active states and the oracle's, where
     the model's node features of different states are orthogonal (``node_sq_norm``): the
     block's Hessian is then diagonal, ``d_s = C² σ ‖φ_j(a_s)‖² + ρ·(incident edges)``, and
-    its minimizer ``q_s = max(0, q_s − (g_s + τ) / d_s)``, τ setting the sum to 1 (the
-    breakpoints ``d_s q_s − g_s`` taken largest first; d_s only where a state has mass or
-    enters). Returns False where a norm is −1 (not orthogonal) or a curvature is not
-    positive (nothing moved)."""
+    its minimizer ``q_s = max(0, q_s − (g_s + τ) / d_s)``, τ setting the sum to 1. Returns
+    False where a norm is −1 (not orthogonal) or a curvature is not positive (nothing
+    moved)."""
     g = layout.node_offsets[i] + j
     C, rho, w = settings.C, settings.rho, weights.w
     mu, grad, curv, key = visit.mu_u, visit.smu_u, visit.smu_v, visit.mu_v
@@ -594,47 +597,58 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
         mu[sets.act[g, s]] = grad[s]
     b, gb = factors.node_oracle(k, i, w, j, C, sets.act[g], n, mu)
     counters[0] += 1
+    factors.node_values(k, i, w, j, sets.act[g], n, grad)  # the messages are in mu
     low = np.inf
     for s in range(n):
         a = sets.act[g, s]
-        if a == b:  # the oracle's own value at the same w: no second score
-            grad[s] = gb
-        else:
-            score = factors.node_score(k, i, w, j, a) + factors.node_loss(k, i, j, a)
-            grad[s] = -C * score - mu[a]
+        # the oracle's own value at the same w where it is an active state
+        grad[s] = gb if a == b else -C * grad[s] - mu[a]
         mu[a] = 0.0
         low = min(low, grad[s])
     if gb < low and low - gb > TIE * (abs(low) + abs(gb)):  # the oracle's state enters
         s = _slot(sets, g, b, counters)
         grad[s] = gb
         n += 1
-    ridge = rho * (p1 - p0)
+    # the breakpoints key_s = d_s q_s − g_s; a state is in the minimizer's support iff
+    # key_s > τ, and τ ≥ key_s − d_s for every s (no q ends above 1), so the states with
+    # mass bound τ from below and only the states above that bound need their d_s
+    ridge, floor = rho * (p1 - p0), -np.inf
     for s in range(n):
         curv[s] = -1.0
         key[s] = -grad[s]
         if sets.q[g, s] > 0.0:
-            norm = factors.node_sq_norm(k, i, j, sets.act[g, s])
-            curv[s] = C * C * settings.scale * norm + ridge
-            if norm < 0.0 or not curv[s] > 0.0:
+            if not _curvature(k, settings, visit, i, j, sets.act[g, s], ridge, s):
                 return _clear(key, n)
             key[s] += curv[s] * sets.q[g, s]
-    total, inverse, tau = 0.0, 0.0, 0.0
-    for count in range(n):
-        s = 0
-        for t in range(1, n):
-            if key[t] > key[s]:
-                s = t
-        if key[s] == -np.inf or (count > 0 and tau >= key[s]):
-            break
-        if curv[s] < 0.0:
-            norm = factors.node_sq_norm(k, i, j, sets.act[g, s])
-            curv[s] = C * C * settings.scale * norm + ridge
-            if norm < 0.0 or not curv[s] > 0.0:
+            floor = max(floor, key[s] - curv[s])
+    m, support = 0, visit.moved
+    for s in range(n):
+        if key[s] > floor:
+            a = sets.act[g, s]
+            if curv[s] < 0.0 and not _curvature(k, settings, visit, i, j, a, ridge, s):
                 return _clear(key, n)
-        total += sets.q[g, s] - grad[s] / curv[s]
-        inverse += 1.0 / curv[s]
+            support[m] = s
+            m += 1
+    # τ by Michelot's fixed point, weighted: the candidates' τ, drop those at or below it,
+    # until none drops (τ only rises and stays below the sort-based threshold it ends at)
+    while True:
+        total, inverse = 0.0, 0.0
+        for r in range(m):
+            s = support[r]
+            total += sets.q[g, s] - grad[s] / curv[s]
+            inverse += 1.0 / curv[s]
         tau = (total - 1.0) / inverse
-        key[s] = -np.inf  # in the minimizer's support
+        kept = 0
+        for r in range(m):
+            if key[support[r]] > tau:
+                support[kept] = support[r]
+                kept += 1
+        if kept == m or kept == 0:  # (0 only by rounding: keep the last set)
+            break
+        m = kept
+    for r in range(m):
+        key[support[r]] = -np.inf  # in the minimizer's support
+    moved = 0
     for s in range(n):
         new = max(0.0, sets.q[g, s] - (grad[s] + tau) / curv[s]) if key[s] == -np.inf else 0.0
         key[s] = 0.0  # dense messages elsewhere: zero again
@@ -642,11 +656,24 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
         if delta == 0.0 or (new > 0.0 and abs(delta) <= 1e-15):
             continue
         sets.q[g, s] = new
-        a, c = sets.act[g, s], -C * delta
-        factors.add_node(k, i, j, a, c * settings.scale, w)
-        if weights.avg_weight != 0.0:
-            factors.add_node(k, i, j, a, c * weights.avg_weight, weights.R)
+        visit.moved[moved] = sets.act[g, s]
+        visit.moved_by[moved] = -C * delta
+        moved += 1
+    factors.add_nodes(k, i, j, visit.moved, visit.moved_by, moved, settings.scale, w)
+    if weights.avg_weight != 0.0:
+        factors.add_nodes(
+            k, i, j, visit.moved, visit.moved_by, moved, weights.avg_weight, weights.R
+        )
     return True
+
+
+@njit(cache=CACHE, inline="always")
+def _curvature(k, settings, visit, i, j, a, ridge, s):
+    """``d_s = C² σ ‖φ_j(a)‖² + ridge`` into the node block's slot s; False where the norm is
+    −1 (not orthogonal) or d_s is not positive."""
+    norm = factors.node_sq_norm(k, i, j, a)
+    visit.smu_v[s] = settings.C * settings.C * settings.scale * norm + ridge
+    return norm >= 0.0 and visit.smu_v[s] > 0.0
 
 
 @njit(cache=CACHE, inline="always")

@@ -106,3 +106,50 @@ def test_edge_oracle_scan_and_search_agree_with_exhaustive_search(scan):
         table = -W_B + mu[:, None] + mu[None, :]
         assert g == pytest.approx(table.min(), rel=1e-12, abs=1e-12)
         assert table[a, b] == pytest.approx(g, rel=1e-12, abs=1e-12)
+
+
+@njit
+def _values_and_adds(k, i, w, j, states, coefs, scale, one_by_one):
+    """node_values and add_nodes, or node_score + node_loss and add_node state by state."""
+    n = len(states)
+    out = np.empty(n)
+    if one_by_one:
+        for s in range(n):
+            out[s] = factors.node_score(k, i, w, j, states[s])
+            out[s] += factors.node_loss(k, i, j, states[s])
+            factors.add_node(k, i, j, states[s], coefs[s] * scale, w)
+    else:
+        factors.node_values(k, i, w, j, states, n, out)
+        factors.add_nodes(k, i, j, states, coefs, n, scale, w)
+    return out
+
+
+@pytest.mark.parametrize("weights", ["dense", "observed", "thin"])
+def test_node_values_and_add_nodes_equal_one_state_at_a_time(weights):
+    # the batched functions GDMM's exact node blocks call: bit for bit the single ones, with
+    # and without the node oracle's cached scores, and the scores still exact afterwards
+    K = 40 if weights == "thin" else 12
+    X, Y, model, blocks = _problem(
+        3, K=K, d=4, n=8, sparse=weights == "observed", max_len=6, thin=weights == "thin"
+    )
+    k = blocks.kernel
+    rng = np.random.default_rng(7)
+    w0 = rng.normal(size=model.size) * (rng.random(model.size) < 0.5)
+    w0[model.n_unary : model.n_unary + K * K] = 0.0
+    for i in range(len(X)):
+        for j in (0, len(Y[i]) - 1):  # the start and the end weights too
+            states = rng.choice(K, 5, replace=False).astype(np.int64)
+            coefs = rng.normal(size=5)
+            cached = rng.random() < 0.7  # scores the node oracle left behind, or none
+            results = []
+            for one_by_one in (True, False):
+                w = w0.copy()
+                _prepare(k, w)
+                if cached:
+                    _oracle(k, i, w, j, 1.0, states[:2].astype(np.int32), np.zeros(K))
+                out = _values_and_adds(k, i, w, j, states, coefs, 0.5, one_by_one)
+                results.append((out, w, _scores(k, i, w, j, K)))
+                np.testing.assert_allclose(results[-1][2], _fresh(k, i, w, j, K), atol=1e-12)
+            for single, batch in zip(results[0][:2], results[1][:2], strict=True):
+                np.testing.assert_array_equal(single, batch)
+            assert np.any(results[1][1] != w0)

@@ -232,6 +232,34 @@ def test_user_kernel_model_registering_factor_functions():
     np.testing.assert_allclose(solver.weights(), w, atol=0.02 * np.abs(w).max())
 
 
+@njit(cache=False)
+def _batched_and_single(k, w, states, coefs):
+    """The default node_values and add_nodes, against node_score + node_loss and add_node."""
+    n = len(states)
+    values, single = np.empty(n), np.empty(n)
+    w_batch, w_single = w.copy(), w.copy()
+    factors.node_values(k, 0, w, 1, states, n, values)
+    factors.add_nodes(k, 0, 1, states, coefs, n, 0.5, w_batch)
+    for s in range(n):
+        a = states[s]
+        single[s] = factors.node_score(k, 0, w, 1, a) + factors.node_loss(k, 0, 1, a)
+        factors.add_node(k, 0, 1, states[s], coefs[s] * 0.5, w_single)
+    return values, single, w_batch, w_single
+
+
+def test_the_default_batched_node_functions_equal_the_single_ones():
+    user = PairModel(4, 3)
+    rng = np.random.default_rng(2)
+    k = user.block_data(rng.normal(size=(2, 2, 3)), [[0, 1], [2, 3]]).kernel
+    w = rng.normal(size=user.size)
+    values, single, w_batch, w_single = _batched_and_single(
+        k, w, np.array([3, 0, 1]), np.array([0.5, -1.0, 2.0])
+    )
+    np.testing.assert_array_equal(values, single)
+    np.testing.assert_array_equal(w_batch, w_single)
+    assert values[0] == pytest.approx(k.X[0, 1] @ w[3 : 3 * 4 : 4] + 1.0)  # state 3, not gold
+
+
 def test_a_user_kernel_is_kept_out_of_the_compiled_cache():
     """numba's on-disk index names the class of every signature compiled: a kernel class
     of a test module (or a script's __main__) in it would break loading the engine in
