@@ -82,13 +82,15 @@ def _node_scores(k, i, w, out):
     for l in range(L):
         out[l, 0] = 0.0
         out[l, 1] = 0.0
+    if not k.sparse:  # rows of a (features × labels) view: the label loop vectorizes
+        U = w[: k.n_unary].reshape((k.n_features, L))
+        for p in range(k.indptr[i], k.indptr[i + 1]):
+            v, f = k.values[p], k.indices[p]
+            for l in range(L):
+                out[l, 1] += v * U[f, l]
+        return
     for p in range(k.indptr[i], k.indptr[i + 1]):
         v = k.values[p]
-        if not k.sparse:
-            q0 = k.indices[p] * L
-            for l in range(L):
-                out[l, 1] += v * w[q0 + l]
-            continue
         q0, n = k.entry_start[p], k.entry_count[p]
         if n == L:
             for l in range(L):

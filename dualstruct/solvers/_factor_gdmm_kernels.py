@@ -59,9 +59,10 @@ an inactive edge stands at the table T: ``q_e(a, null) = q_u(a)``, ``q_e(null, b
 (a, b not null), ``q_e(null, null) = 1 − m_u − m_v``: consistent, a distribution while
 ``m_u + m_v <= 1``, and all its mass lies on pairs whose features are zero, so it adds
 nothing to w, to G or to the augmented Lagrangian. Example i's active edges are rows
-``start[i] … start[i] + count[i] − 1`` of a pool (``room[i]`` rows reserved; the solver
-moves a full room, doubled, to the end of the pool), and become active at T with λ = 0, so
-the point does not move:
+``start[i] … start[i] + count[i] − 1`` of a pool (``room[i]`` rows reserved; a full room
+moves, doubled, to the end of the pool: within the pass while the pool has the rows free
+past its last room, else the solver doubles the pool), and become active at T with λ = 0,
+so the point does not move:
 
 * a node step that would raise ``m_u`` over ``1 − m_v`` for an inactive edge stops at that
   bound and marks the node; at the example's next visit its inactive edges at the bound
@@ -208,6 +209,8 @@ class Visit(NamedTuple):
     heavy_mass: np.ndarray  # lazy: (max_nodes,) the t-th heavy node's mass
     bundle: np.ndarray  # lazy: (S,) one node's bundle gains by state, without h
     bundle_count: np.ndarray  # lazy: (S,) the number of their positive terms
+    heavy_gain: np.ndarray  # lazy: (max_nodes,) the t-th heavy node's best choice: its gain,
+    heavy_choice: np.ndarray  # (max_nodes, 2) and its state and edge (_node_candidates)
     moved: np.ndarray  # (cap,) the states a node block moved
     moved_by: np.ndarray  # (cap,) and by how much: −C Δq
 
@@ -392,10 +395,13 @@ def edge_curvature(k, layout):
 def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, counters):
     """Block steps on every factor of the examples ``order[first:]``, each followed by the
     example's multiplier step (and shrinking). Returns ``(position, need, rows)``: need ≠ 0
-    when the example at ``position`` needs more slots, pairs or rows (at least ``rows``)
-    than there is room for (nothing of it was done)."""
+    when the example at ``position`` needs more slots, or pairs, than there is room for, or
+    more rows (at least ``rows``) than its room holds and the pool has free past its last
+    room (:func:`_move_room`); nothing of it was done."""
     S, cap = layout.max_states, sets.act.shape[1]
     most = max(rows.room.max(), 1) if len(rows.room) else 1
+    if layout.lazy:  # rooms may grow within the call: an example's edges at most
+        most = max(most, layout.max_edges)
     lazy_nodes = layout.max_nodes if layout.lazy else 0
     visit = Visit(
         np.zeros(layout.max_nodes + 1, dtype=np.int64),
@@ -420,6 +426,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros(lazy_nodes),
         np.zeros(S if layout.lazy else 0),
         np.zeros(S if layout.lazy else 0, dtype=np.int64),
+        np.zeros(lazy_nodes),
+        np.zeros((lazy_nodes, 2), dtype=np.int64),
         np.zeros(cap, dtype=np.int64),
         np.zeros(cap),
     )
@@ -446,7 +454,9 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
             want = _rows_wanted(layout, rows, sets, visit, i)
             if want > rows.room[i]:
                 _forget_rows(layout, rows, visit, i)
-                return pos, NEED_ROWS, want
+                if not _move_room(rows, sets, pairs, i, want):
+                    return pos, NEED_ROWS, want
+                _adjacency(layout, rows, visit, i)
             if _activate_edges(k, layout, rows, weights, sets, pairs, settings, visit, i, counters):
                 _adjacency(layout, rows, visit, i)
         n0 = layout.node_offsets[i]
@@ -475,6 +485,33 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
             _deactivate(layout, rows, sets, pairs, visit, i)
         _forget_rows(layout, rows, visit, i)
     return len(order), 0, 0
+
+
+@njit(cache=CACHE, **NO_REFCOUNT)
+def _move_room(rows, sets, pairs, i, want):
+    """Example i's room moves to the end of the pool, ``max(2 room, want)`` rows, where the
+    pool has them free past its last room (the solver grows the pool otherwise): its rows
+    are copied, the rows it leaves stay behind unused. Returns whether it moved."""
+    end = 0
+    for x in range(len(rows.start)):
+        end = max(end, rows.start[x] + rows.room[x])
+    old = rows.room[i]
+    new = max(2 * old, want)
+    if end + new > len(rows.u):
+        return False
+    for t in range(old):
+        a, b = rows.start[i] + t, end + t
+        rows.u[b], rows.v[b], rows.edge[b] = rows.u[a], rows.v[a], rows.edge[a]
+        pairs.n_pair[b] = pairs.n_pair[a]
+        for p in range(pairs.q.shape[1]):
+            pairs.pair_a[b, p], pairs.pair_b[b, p] = pairs.pair_a[a, p], pairs.pair_b[a, p]
+            pairs.q[b, p] = pairs.q[a, p]
+        for side in range(2):
+            for s in range(sets.lam.shape[1]):
+                sets.lam[2 * b + side, s] = sets.lam[2 * a + side, s]
+                sets.msum[2 * b + side, s] = sets.msum[2 * a + side, s]
+    rows.start[i], rows.room[i] = end, new
+    return True
 
 
 @njit(cache=CACHE, inline="always")
@@ -528,7 +565,7 @@ def _room_needed(layout, rows, visit, sets, pairs, steps, i):
     cap, pcap = sets.act.shape[1], pairs.q.shape[1]
     n0 = layout.node_offsets[i]
     nodes = layout.node_offsets[i + 1] - n0
-    for j in range(nodes):
+    for j in range(nodes if cap < layout.max_states else 0):  # (else every state fits)
         g = n0 + j
         deg = visit.adj_ptr[j + 1] - visit.adj_ptr[j]
         if layout.lazy:  # an edge to every node may become active, and the null state
@@ -537,6 +574,8 @@ def _room_needed(layout, rows, visit, sets, pairs, steps, i):
             grow = sets.n_act[g] + steps * (1 + deg)
         if min(grow, layout.n_states[g]) > cap:
             need |= NEED_SLOTS
+    if pcap >= layout.max_states**2:  # every pair fits
+        return need
     for r in range(rows.start[i], rows.start[i] + rows.count[i]):
         most = layout.n_states[n0 + rows.u[r]] * layout.n_states[n0 + rows.v[r]]
         if min(pairs.n_pair[r] + steps, most) > pcap:
@@ -1009,7 +1048,8 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
     docstring, "Lazy edges"), into ``visit.pick``; returns their number (0: no gain): a
     node with its edges to nodes with mass, or one edge (the first best in node order).
 
-    The nodes with mass go first, for a floor: a node without mass gains at most
+    The nodes with mass go first, for a floor (their choices kept for the node loop): a
+    node without mass gains at most
     ``max_a h_j(a) + C B_j + max(0, max h_u)`` (B_j the model's ``edge_gain_bound``, u over
     the nodes with mass below their bound), and is skipped where that is below the floor
     (it cannot be the best)."""
@@ -1020,13 +1060,18 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
     floor, lift = best, 0.0
     for t in range(visit.n_heavy[0]):
         u = visit.heavy[t]
-        floor = max(floor, _node_candidates(k, layout, sets, settings, w, visit, i, u)[0])
+        gain, a, e = _node_candidates(k, layout, sets, settings, w, visit, i, u)
+        visit.heavy_gain[t], visit.heavy_choice[t, 0], visit.heavy_choice[t, 1] = gain, a, e
+        floor = max(floor, gain)
         if visit.heavy_mass[t] < 1.0 - AT_BOUND:
             for b in range(layout.n_states[n0 + u]):
                 if b != null[n0 + u]:
                     lift = max(lift, visit.gain[u, b])
     for j in range(layout.node_offsets[i + 1] - n0):
-        if not visit.is_heavy[j]:
+        if visit.is_heavy[j]:  # scored for the floor already
+            t = _heavy_index(visit, j)
+            gain, a, e = visit.heavy_gain[t], visit.heavy_choice[t, 0], visit.heavy_choice[t, 1]
+        else:
             bound = factors.edge_gain_bound(k, i, w, j)
             if bound < np.inf:
                 top = -np.inf
@@ -1036,7 +1081,7 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
                 high = top + C * bound + lift
                 if high + BOUND_SLACK * (abs(top) + C * bound + lift) < max(best, floor):
                     continue
-        gain, a, e = _node_candidates(k, layout, sets, settings, w, visit, i, j)
+            gain, a, e = _node_candidates(k, layout, sets, settings, w, visit, i, j)
         if gain > best:
             best, node, state, edge = gain, j if e < 0 else -1, a, e
     # an edge between two nodes without mass: the model's search (its answer checked)
@@ -1055,6 +1100,15 @@ def _best_inactive(k, layout, weights, sets, settings, visit, i):
         visit.pick[0] = edge
         return 1
     return 0
+
+
+@njit(cache=CACHE, inline="always")
+def _heavy_index(visit, j):
+    """The t with ``visit.heavy[t] == j`` (j a node with mass)."""
+    for t in range(visit.n_heavy[0]):
+        if visit.heavy[t] == j:
+            return t
+    return -1
 
 
 @njit(cache=CACHE, inline="always")

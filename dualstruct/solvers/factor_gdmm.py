@@ -371,7 +371,6 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         cap = int(min(self.layout.max_states, 4))
         self.row_start, self.row_count, self.row_room = rows.start, rows.count, rows.room
         self.row_u, self.row_v, self.row_edge = rows.u, rows.v, rows.edge
-        self.pool_used = E
         self._fresh_rows = None if self.lazy else rows
         self.blocked = np.zeros(N, dtype=np.int32)
         self.w = np.zeros(self.kernel_model_.size)
@@ -597,6 +596,17 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
     _fresh_rows = None
 
+    @property
+    def pool_used(self):
+        """The pool's rows up to the end of its last room (a room that grows moves to the
+        end of the pool, in the kernels or in :meth:`_grow_rows`)."""
+        ends = self.row_start + self.row_room
+        return int(ends.max()) if len(ends) else 0
+
+    @pool_used.setter
+    def pool_used(self, value):
+        """Nothing to set: a restored state's rooms imply its count."""
+
     # -- the pass -----------------------------------------------------------------------------
     def _sets(self):
         return kern.ActiveSets(
@@ -641,13 +651,14 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         """Room for ``rows`` active edges of example i: its rows move, into a room doubled
         (or more) at the end of the pool, which doubles when full."""
         old, new = int(self.row_room[i]), max(2 * int(self.row_room[i]), int(rows))
-        need = int(self.pool_used) + new
+        used = self.pool_used
+        need = used + new
         arrays = self._pool_arrays()
         if need > len(self.row_u):
             size = max(need, 2 * len(self.row_u))
             arrays = {name: _resized(a, size, name) for name, a in arrays.items()}
         src = np.arange(self.row_start[i], self.row_start[i] + old)
-        dst = np.arange(self.pool_used, self.pool_used + old)
+        dst = np.arange(used, used + old)
         for name, a in arrays.items():
             if name in ("lam", "msum"):
                 a[np.repeat(2 * dst, 2) + np.tile([0, 1], old)] = a[
@@ -656,9 +667,9 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             else:
                 a[dst] = a[src]
         start, room = self.row_start.copy(), self.row_room.copy()
-        start[i], room[i] = self.pool_used, new
+        start[i], room[i] = used, new
         # one update: an interrupt leaves the old pool or the new one
-        self.__dict__.update(arrays, row_start=start, row_room=room, pool_used=need)
+        self.__dict__.update(arrays, row_start=start, row_room=room)
 
     def _compact_pool(self):
         """Every example's room one after the other in a fresh pool, without the rows grown
@@ -681,7 +692,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             else:
                 new[dst] = a[src]
             arrays[name] = new
-        self.__dict__.update(arrays, row_start=start, pool_used=size)
+        self.__dict__.update(arrays, row_start=start)
 
     def _one_pass(self, order, chunks):
         calls_before = int(self.counters[:2].sum())

@@ -111,6 +111,39 @@ def test_a_grown_pool_is_compacted_without_moving_the_point():
     FactorGDMM(model, C=1.0).load_state(data, meta, arrays)  # w agrees with the marginals
 
 
+def test_a_room_moves_within_the_kernels_while_the_pool_has_rows_free():
+    """``_move_room`` copies an example's room, doubled, past the last room (its rows and
+    their two ends in lam and msum), and refuses when the pool lacks the rows."""
+    from dualstruct.solvers import _factor_gdmm_kernels as kern
+
+    R, cap = 12, 2
+    rows = kern.Rows(
+        np.array([0, 3]),
+        np.array([2, 1]),
+        np.array([3, 2]),
+        *(np.arange(R) + c for c in (0, 50, 100)),
+    )
+    lam = np.arange(2 * R * cap, dtype=float).reshape(2 * R, cap)
+    none = np.zeros((1, cap), dtype=np.int32)
+    sets = kern.ActiveSets(none, none[0], none * 0.0, none, lam.copy(), lam + 0.5, none[0])
+    pairs = kern.PairSupport(
+        *(np.arange(4 * R, dtype=np.int32).reshape(R, 4) + c for c in (0, 1)),
+        np.arange(4.0 * R).reshape(R, 4),
+        np.arange(R, dtype=np.int32),
+    )
+    before = [a.copy() for a in (*rows[3:], *pairs, sets.lam, sets.msum)]
+    assert kern._move_room(rows, sets, pairs, 0, 5)  # 6 rows from the end of the last room, 5
+    assert (rows.start[0], rows.room[0]) == (5, 6)
+    moved = np.arange(5, 8)
+    for old, new in zip(before, (*rows[3:], *pairs, sets.lam, sets.msum)):
+        if len(old) == 2 * R:  # two ends per row
+            np.testing.assert_array_equal(new[10:16], old[:6])
+        else:
+            np.testing.assert_array_equal(new[moved], old[:3])
+    assert not kern._move_room(rows, sets, pairs, 1, 3)  # 4 rows from row 11: too few
+    assert (rows.start[1], rows.room[1]) == (3, 2)
+
+
 def test_models_without_null_states_keep_every_edge():
     model, data = _sparse_labels(interactions="table")  # 2×2 tables: no null state
     solver = FactorGDMM(model, C=1.0, max_iter=2, random_state=0).fit(data)
