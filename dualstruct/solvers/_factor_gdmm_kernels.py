@@ -396,8 +396,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
     """Block steps on every factor of the examples ``order[first:]``, each followed by the
     example's multiplier step (and shrinking). Returns ``(position, need, rows)``: need ≠ 0
     when the example at ``position`` needs more slots, or pairs, than there is room for, or
-    more rows (at least ``rows``) than its room holds and the pool has free past its last
-    room (:func:`_move_room`); nothing of it was done."""
+    more rows (at least ``rows``) than its room holds and than the pool has free past its
+    last room (:func:`_move_room`); nothing of it was done."""
     S, cap = layout.max_states, sets.act.shape[1]
     most = max(rows.room.max(), 1) if len(rows.room) else 1
     if layout.lazy:  # rooms may grow within the call: an example's edges at most
@@ -662,14 +662,15 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
             floor = max(floor, key[s] - curv[s])
     m, support = 0, visit.moved
     for s in range(n):
-        if key[s] > floor:
+        if key[s] >= floor:  # (>=: the state setting the floor stays through rounding)
             a = sets.act[g, s]
             if curv[s] < 0.0 and not _curvature(k, settings, visit, i, j, a, ridge, s):
                 return _clear(key, n)
             support[m] = s
             m += 1
     # τ by Michelot's fixed point, weighted: the candidates' τ, drop those at or below it,
-    # until none drops (τ only rises and stays below the sort-based threshold it ends at)
+    # until none drops (a candidate set holding the support has τ_C ≤ τ*, equal once none
+    # drops)
     while True:
         total, inverse = 0.0, 0.0
         for r in range(m):
