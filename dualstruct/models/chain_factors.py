@@ -338,10 +338,11 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
                 q0 = k.entry_start[p]
                 for r in range(k.entry_count[p]):
                     score[k.support_labels[q0 + r]] += v * w[q0 + r]
-            else:
-                q0 = k.indices[p] * K
+            else:  # a row of the (features × labels) view: the label loop vectorizes
+                U = w[: k.n_unary].reshape((k.n_features, K))
+                f = k.indices[p]
                 for a in range(K):
-                    score[a] += v * w[q0 + a]
+                    score[a] += v * U[f, a]
         b0 = k.n_unary + K * K
         if at_start:
             for a in range(K):
