@@ -301,6 +301,17 @@ def _node_sq_norm(k, i, j, a):
     return s + at_start + at_end
 
 
+@factors.implements(factors.node_sq_norms, ChainKernel)
+def _node_sq_norms(k, i, j, states, n, out):
+    if not k.sparse:  # dense: ‖x_t‖² (+ the ends) for every label
+        norm = factors.node_sq_norm(k, i, j, 0)
+        for s in range(n):
+            out[s] = norm
+        return
+    for s in range(n):
+        out[s] = factors.node_sq_norm(k, i, j, states[s])
+
+
 @factors.implements(factors.edge_sq_distance, ChainKernel)
 def _edge_sq_distance(k, i, e, a, b, c, d):
     return 0.0 if a == c and b == d else 2.0

@@ -74,6 +74,9 @@ A model whose node features of different states are orthogonal (label blocks, as
 chain's) registers
 
     node_sq_norm(k, i, j, a)             ‖φ_j(a)‖² (default −1: not orthogonal)
+    node_sq_norms(k, i, j, states, n, out)
+                                         out[s] = ‖φ_j(states[s])‖², s < n (default:
+                                         node_sq_norm for each)
 
 and GDMM minimizes each node factor exactly over its active states and the oracle's (the
 block's Hessian is then diagonal) instead of taking pairwise steps.
@@ -226,6 +229,11 @@ def node_sq_norm(k, i, j, a):
     raise NotImplementedError
 
 
+def node_sq_norms(k, i, j, states, n, out):
+    """``out[s] = ‖φ_j(a)‖²`` for ``a = states[s]``, ``s < n``, as ``node_sq_norm``."""
+    raise NotImplementedError
+
+
 def prepare_weights(k, w):
     """Called before a run of factor steps on ``w``, which may have changed since (a model
     that keeps structures over w, as the chain's transition search, rebuilds them)."""
@@ -265,7 +273,7 @@ FACTOR_FUNCTIONS = (
     NODE_FUNCTIONS
     + EDGE_FUNCTIONS
     + ORACLES
-    + (prepare_weights, node_sq_norm, node_scores, node_values, add_nodes)
+    + (prepare_weights, node_sq_norm, node_sq_norms, node_scores, node_values, add_nodes)
     + LAZY_FUNCTIONS
 )
 
@@ -456,6 +464,11 @@ def _each_add_node(k, i, j, states, coefs, n, scale, w):
         add_node(k, i, j, states[s], coefs[s] * scale, w)
 
 
+def _each_node_sq_norm(k, i, j, states, n, out):
+    for s in range(n):
+        out[s] = node_sq_norm(k, i, j, states[s])
+
+
 def _no_preparation(k, w):
     return None
 
@@ -503,6 +516,7 @@ def _has_null_states(kernel_class) -> bool:
 
 _register_default(prepare_weights, _no_preparation, interface.NO_REFCOUNT)
 _register_default(node_sq_norm, _not_orthogonal, interface.NO_REFCOUNT)
+_register_default(node_sq_norms, _each_node_sq_norm, interface.NO_REFCOUNT)
 _register_default(node_scores, _each_node_score, interface.NO_REFCOUNT)
 _register_default(node_values, _each_node_value, interface.NO_REFCOUNT)
 _register_default(add_nodes, _each_add_node, interface.NO_REFCOUNT)

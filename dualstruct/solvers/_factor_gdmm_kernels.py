@@ -213,6 +213,8 @@ class Visit(NamedTuple):
     heavy_choice: np.ndarray  # (max_nodes, 2) and its state and edge (_node_candidates)
     moved: np.ndarray  # (cap,) the states a node block moved
     moved_by: np.ndarray  # (cap,) and by how much: −C Δq
+    slots: np.ndarray  # (cap,) an exact node block's slots whose d_s it needs
+    packed: np.ndarray  # (4, cap) its candidates: key, q − g/d, 1/d; and the norms
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -430,6 +432,8 @@ def factor_pass(k, layout, rows, weights, sets, pairs, settings, order, first, c
         np.zeros((lazy_nodes, 2), dtype=np.int64),
         np.zeros(cap, dtype=np.int64),
         np.zeros(cap),
+        np.zeros(cap, dtype=np.int64),
+        np.zeros((4, cap)),
     )
     factors.prepare_weights(k, weights.w)
     # node features of different states orthogonal (the first node's norm says so): exact
@@ -652,36 +656,51 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
     # key_s > τ, and τ ≥ key_s − d_s for every s (no q ends above 1), so the states with
     # mass bound τ from below and only the states above that bound need their d_s
     ridge, floor = rho * (p1 - p0), -np.inf
+    listed = 0
     for s in range(n):
         curv[s] = -1.0
         key[s] = -grad[s]
         if sets.q[g, s] > 0.0:
-            if not _curvature(k, settings, visit, i, j, sets.act[g, s], ridge, s):
-                return _clear(key, n)
-            key[s] += curv[s] * sets.q[g, s]
-            floor = max(floor, key[s] - curv[s])
-    m, support = 0, visit.moved
+            visit.slots[listed] = s
+            listed += 1
+    if not _curvatures(k, settings, sets, visit, i, j, g, ridge, listed):
+        return _clear(key, n)
+    for r in range(listed):
+        s = visit.slots[r]
+        key[s] += curv[s] * sets.q[g, s]
+        floor = max(floor, key[s] - curv[s])
+    listed = 0
+    for s in range(n):  # (>=: the state setting the floor stays through rounding)
+        if key[s] >= floor and curv[s] < 0.0:
+            visit.slots[listed] = s
+            listed += 1
+    if not _curvatures(k, settings, sets, visit, i, j, g, ridge, listed):
+        return _clear(key, n)
+    # the candidates, packed: key, q − g/d and 1/d
+    m, support, packed = 0, visit.moved, visit.packed
     for s in range(n):
-        if key[s] >= floor:  # (>=: the state setting the floor stays through rounding)
-            a = sets.act[g, s]
-            if curv[s] < 0.0 and not _curvature(k, settings, visit, i, j, a, ridge, s):
-                return _clear(key, n)
+        if key[s] >= floor:
             support[m] = s
+            packed[0, m] = key[s]
+            packed[1, m] = sets.q[g, s] - grad[s] / curv[s]
+            packed[2, m] = 1.0 / curv[s]
             m += 1
-    # τ by Michelot's fixed point, weighted: the candidates' τ, drop those at or below it,
-    # until none drops (a candidate set holding the support has τ_C ≤ τ*, equal once none
-    # drops)
+    # τ by Michelot's fixed point, weighted: the candidates' τ = (Σ (q − g/d) − 1) / Σ 1/d,
+    # drop those at or below it, until none drops (a candidate set holding the support has
+    # τ_C ≤ τ*, equal once none drops)
     while True:
         total, inverse = 0.0, 0.0
         for r in range(m):
-            s = support[r]
-            total += sets.q[g, s] - grad[s] / curv[s]
-            inverse += 1.0 / curv[s]
+            total += packed[1, r]
+            inverse += packed[2, r]
         tau = (total - 1.0) / inverse
         kept = 0
         for r in range(m):
-            if key[support[r]] > tau:
+            if packed[0, r] > tau:
                 support[kept] = support[r]
+                packed[0, kept] = packed[0, r]
+                packed[1, kept] = packed[1, r]
+                packed[2, kept] = packed[2, r]
                 kept += 1
         if kept == m or kept == 0:  # (0 only by rounding: keep the last set)
             break
@@ -708,12 +727,21 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
 
 
 @njit(cache=CACHE, inline="always")
-def _curvature(k, settings, visit, i, j, a, ridge, s):
-    """``d_s = C² σ ‖φ_j(a)‖² + ridge`` into the node block's slot s; False where the norm is
-    −1 (not orthogonal) or d_s is not positive."""
-    norm = factors.node_sq_norm(k, i, j, a)
-    visit.smu_v[s] = settings.C * settings.C * settings.scale * norm + ridge
-    return norm >= 0.0 and visit.smu_v[s] > 0.0
+def _curvatures(k, settings, sets, visit, i, j, g, ridge, n):
+    """``d_s = C² σ ‖φ_j(a_s)‖² + ridge`` into the node block's slots ``visit.slots[:n]``;
+    False where a norm is −1 (not orthogonal) or a d_s is not positive."""
+    if n == 0:
+        return True
+    states, norms = visit.moved, visit.packed[3]
+    for r in range(n):
+        states[r] = sets.act[g, visit.slots[r]]
+    factors.node_sq_norms(k, i, j, states, n, norms)
+    for r in range(n):
+        s = visit.slots[r]
+        visit.smu_v[s] = settings.C * settings.C * settings.scale * norms[r] + ridge
+        if not (norms[r] >= 0.0 and visit.smu_v[s] > 0.0):
+            return False
+    return True
 
 
 @njit(cache=CACHE, inline="always")

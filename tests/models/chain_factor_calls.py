@@ -77,3 +77,10 @@ def add_node(k, i, j, a, out):
 @njit(cache=True)
 def node_sq_norm(k, i, j, a):
     return factors.node_sq_norm(k, i, j, a)
+
+
+@njit(cache=True)
+def node_sq_norms(k, i, j, states):
+    out = np.full(len(states), np.nan)
+    factors.node_sq_norms(k, i, j, states, len(states), out)
+    return out

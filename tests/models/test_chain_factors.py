@@ -75,6 +75,10 @@ def test_node_features_are_orthogonal_with_the_norms_node_sq_norm_gives(weights)
             np.testing.assert_allclose(gram, np.diag(np.diag(gram)), atol=1e-12)
             norms = [calls.node_sq_norm(k, i, j, a) for a in range(K)]
             np.testing.assert_allclose(norms, np.diag(gram), atol=1e-12)
+            states = np.array([4, 0, 5, 2], dtype=np.int64)  # node_sq_norms: the same
+            np.testing.assert_array_equal(
+                calls.node_sq_norms(k, i, j, states), np.asarray(norms)[states]
+            )
 
 
 def _messages(rng, K, n_act, scale):

@@ -234,12 +234,18 @@ def test_user_kernel_model_registering_factor_functions():
 
 @njit(cache=False)
 def _batched_and_single(k, w, states, coefs):
-    """The default node_values and add_nodes, against node_score + node_loss and add_node."""
+    """The default node_values, add_nodes and node_sq_norms, against node_score + node_loss,
+    add_node and node_sq_norm."""
     n = len(states)
     values, single = np.empty(n), np.empty(n)
     w_batch, w_single = w.copy(), w.copy()
     factors.node_values(k, 0, w, 1, states, n, values)
     factors.add_nodes(k, 0, 1, states, coefs, n, 0.5, w_batch)
+    norms = np.empty(n)
+    factors.node_sq_norms(k, 0, 1, states, n, norms)
+    for s in range(n):
+        if norms[s] != factors.node_sq_norm(k, 0, 1, states[s]):
+            raise AssertionError("node_sq_norms differs from node_sq_norm")
     for s in range(n):
         a = states[s]
         single[s] = factors.node_score(k, 0, w, 1, a) + factors.node_loss(k, 0, 1, a)
