@@ -230,7 +230,8 @@ def node_sq_norm(k, i, j, a):
 
 
 def node_sq_norms(k, i, j, states, n, out):
-    """``out[s] = ‖φ_j(a)‖²`` for ``a = states[s]``, ``s < n``, as ``node_sq_norm``."""
+    """``out[s] = ‖φ_j(a)‖²`` for ``a = states[s]``, ``s < n``: exactly ``node_sq_norm``'s
+    values (−1 included), read only where the model registers ``node_sq_norm``."""
     raise NotImplementedError
 
 

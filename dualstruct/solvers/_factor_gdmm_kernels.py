@@ -211,7 +211,7 @@ class Visit(NamedTuple):
     bundle_count: np.ndarray  # lazy: (S,) the number of their positive terms
     heavy_gain: np.ndarray  # lazy: (max_nodes,) the t-th heavy node's best choice: its gain,
     heavy_choice: np.ndarray  # (max_nodes, 2) and its state and edge (_node_candidates)
-    moved: np.ndarray  # (cap,) the states a node block moved
+    moved: np.ndarray  # (cap,) the states a node block moved (before: its scratch)
     moved_by: np.ndarray  # (cap,) and by how much: −C Δq
     slots: np.ndarray  # (cap,) an exact node block's slots whose d_s it needs
     packed: np.ndarray  # (4, cap) its candidates: key, q − g/d, 1/d; and the norms
@@ -729,7 +729,8 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
 @njit(cache=CACHE, inline="always")
 def _curvatures(k, settings, sets, visit, i, j, g, ridge, n):
     """``d_s = C² σ ‖φ_j(a_s)‖² + ridge`` into the node block's slots ``visit.slots[:n]``;
-    False where a norm is −1 (not orthogonal) or a d_s is not positive."""
+    False where a norm is −1 (not orthogonal) or a d_s is not positive. Overwrites
+    ``visit.moved[:n]`` and ``visit.packed[3, :n]``."""
     if n == 0:
         return True
     states, norms = visit.moved, visit.packed[3]

@@ -52,7 +52,7 @@ def test_certified_dual_never_exceeds_the_optimum(problem, C, proximal):
     solves to a 1e-8 gap, from the first passes (large consistency residuals) on."""
     model, data = problem()
     primal, dual = _optimum(model, data, C)
-    assert primal - dual <= 1e-7 * primal
+    assert primal - dual <= 1e-6 * primal
     duals = []
 
     def record(rec):
