@@ -3,25 +3,12 @@ and without the proximal outer loop."""
 
 import numpy as np
 import pytest
+from test_factor_gdmm_proximal import _forest
 
-from dualstruct.models import ChainModel, GraphCRF
+from dualstruct.models import ChainModel
 from dualstruct.sequences import pack_sequences
 from dualstruct.solvers import BCFW, FactorGDMM
 from dualstruct.solvers.objective import GAP_ROUNDING
-
-
-def _forest(n=6, K=3, d=4, seed=0):
-    rng = np.random.default_rng(seed)
-    X, Y = [], []
-    for _ in range(n):
-        m = int(rng.integers(4, 8))
-        y = rng.integers(0, K, m)
-        feats = rng.normal(size=(m, d))
-        feats[np.arange(m), y % d] += 1.0
-        X.append((feats, np.array([(int(rng.integers(0, t)), t) for t in range(1, m)])))
-        Y.append(y)
-    model = GraphCRF(K, d)
-    return model, model.block_data(X, Y)
 
 
 def _chain(n=8, K=4, d=5, seed=1):
