@@ -343,14 +343,16 @@ def _node_oracle(k, i, w, j, C, act, n_act, mu):
     if sweep or 16 * walk > K * (k.indptr[row + 1] - k.indptr[row]):  # score every label
         for a in range(K):
             score[a] = 0.0
-        for p in range(k.indptr[row], k.indptr[row + 1]):
-            v = k.values[p]
-            if k.sparse:
+        if k.sparse:
+            for p in range(k.indptr[row], k.indptr[row + 1]):
+                v = k.values[p]
                 q0 = k.entry_start[p]
                 for r in range(k.entry_count[p]):
                     score[k.support_labels[q0 + r]] += v * w[q0 + r]
-            else:  # a row of the (features × labels) view: the label loop vectorizes
-                U = w[: k.n_unary].reshape((k.n_features, K))
+        else:  # rows of the (features × labels) view: the label loop vectorizes
+            U = w[: k.n_unary].reshape((k.n_features, K))
+            for p in range(k.indptr[row], k.indptr[row + 1]):
+                v = k.values[p]
                 f = k.indices[p]
                 for a in range(K):
                     score[a] += v * U[f, a]

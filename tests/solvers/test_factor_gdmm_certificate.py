@@ -3,6 +3,7 @@ and without the proximal outer loop."""
 
 import numpy as np
 import pytest
+from conftest import random_chain_problem
 from test_factor_gdmm_proximal import _forest
 
 from dualstruct.models import ChainModel
@@ -12,17 +13,9 @@ from dualstruct.solvers.objective import GAP_ROUNDING
 
 
 def _chain(n=8, K=4, d=5, seed=1):
-    rng = np.random.default_rng(seed)
-    Xs, Ys = [], []
-    for _ in range(n):
-        m = int(rng.integers(3, 7))
-        y = rng.integers(0, K, m)
-        x = rng.normal(size=(m, d))
-        x[np.arange(m), y % d] += 1.5
-        Xs.append(x)
-        Ys.append(y)
+    X, Y = random_chain_problem(np.random.default_rng(seed), n, K, d, max_len=6)
     model = ChainModel(K, d)
-    return model, model.block_data(pack_sequences(Xs, Ys))
+    return model, model.block_data(pack_sequences(X, Y))
 
 
 def _optimum(model, data, C):
