@@ -20,7 +20,15 @@ recovered after each pass (the lazy average ``R`` follows the unscaled changes, 
 **The penalty.** Written at C, G_κ is ``1/σ`` times the plain dual at ``σ C`` (up to the
 linear term of z): its curvature is σ times the plain one and its linear term unchanged.
 The penalty unit of :class:`~._gdmm_common.ScaleFreePenalty`, the geometric mean of the
-two, therefore scales by ``√σ``, and so do ρ and η.
+two, would scale by ``√σ``. The certified dual does not follow that unit: it loses to the
+rounding in proportion to the consistency residual, which a smaller penalty leaves larger.
+ρ and η are the plain ones times ``σ^p``, with p by the factor graphs' mean degree d̄
+(measured, BENCHMARKS.md, "GDMM's proximal outer loop"): on sparse graphs (d̄ ≤
+``SPARSE_DEGREE``: chains, trees, grids) p = −½, a penalty that grows with κ (with √σ
+OCR-600's chain kept several times the plain GDMM's residual, and its certified dual
+lagged the primal; p = 0 and p = −1 certified less); on dense label graphs p = ½ (a
+larger penalty there makes the node steps short against their many edges, and yeast's
+full graph stalled at a large C).
 
 **Certificate.** The marginals stay feasible for the original dual, so the certified dual
 (the transport rounding of the edge marginals) is a lower bound of the ORIGINAL problem at
@@ -86,6 +94,9 @@ PROXIMAL_PATIENCE = 30
 KAPPA_SCALE = 2.3
 #: ``proximal="auto"``: the pair factors' share of ``c₀`` (module docstring)
 EDGE_WEIGHT = 0.25
+#: ρ and η of the subproblem are the plain ones times ``σ^p``: p = −½ on factor graphs of
+#: mean degree up to this, ½ on denser ones (module docstring, "The penalty")
+SPARSE_DEGREE = 8.0
 
 
 class ProximalGDMM(ProximalKappa):
@@ -97,6 +108,8 @@ class ProximalGDMM(ProximalKappa):
     average_ends_scheme = False
     kappa_scale = KAPPA_SCALE
     edge_weight = EDGE_WEIGHT
+    #: p of the penalty's ``σ^p``; None: by the mean degree (:meth:`_penalty_power`)
+    penalty_power = None
 
     _x_primal = None
     _inner_gap_value = np.nan
@@ -148,11 +161,18 @@ class ProximalGDMM(ProximalKappa):
         """σ for the kernels' ``Settings.scale`` (1.0 without the scheme)."""
         return self._sigma if self._proximal_on else 1.0
 
+    def _penalty_power(self):
+        """p of the subproblem's penalty ``σ^p`` times the plain one: −½ up to mean degree
+        ``SPARSE_DEGREE``, ½ beyond (module docstring, "The penalty")."""
+        if self.penalty_power is not None:
+            return float(self.penalty_power)
+        return -0.5 if getattr(self, "mean_degree", 0.0) <= SPARSE_DEGREE else 0.5
+
     def _set_penalties(self):
-        """ρ and η scale with √σ (the module docstring's penalty)."""
+        """ρ and η times ``σ^p`` (:meth:`_penalty_power`)."""
         super()._set_penalties()
         if self._proximal_on:
-            f = float(np.sqrt(self._sigma))
+            f = float(self._sigma ** self._penalty_power())
             self.rho *= f
             self.eta *= f
 
