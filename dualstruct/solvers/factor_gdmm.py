@@ -523,7 +523,6 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             or (start < 0).any()
             or (count < 0).any()
             or (count > room).any()
-            or (ends > int(self.pool_used)).any()
             or (start[order][1:] < ends[:-1]).any()
             or ((self.blocked != 0) & (self.blocked != 1)).any()
         ):
@@ -648,26 +647,24 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         return {name: getattr(self, name) for name in ROW_ARRAYS + PAIR_ARRAYS + ("lam", "msum")}
 
     def _grow_rows(self, i, rows):
-        """Room for ``rows`` active edges of example i: its rows move, into a room doubled
-        (or more) at the end of the pool, which doubles when full."""
-        old, new = int(self.row_room[i]), max(2 * int(self.row_room[i]), int(rows))
-        used = self.pool_used
-        need = used + new
+        """Room for ``rows`` active edges of example i: the pool doubles (or more) when it
+        lacks the rows, then the room moves to its end (the kernels' ``_move_room``)."""
+        new = max(2 * int(self.row_room[i]), int(rows))
         arrays = self._pool_arrays()
-        if need > len(self.row_u):
-            size = max(need, 2 * len(self.row_u))
+        if self.pool_used + new > len(self.row_u):
+            size = max(self.pool_used + new, 2 * len(self.row_u))
             arrays = {name: _resized(a, size, name) for name, a in arrays.items()}
-        src = np.arange(self.row_start[i], self.row_start[i] + old)
-        dst = np.arange(used, used + old)
-        for name, a in arrays.items():
-            if name in ("lam", "msum"):
-                a[np.repeat(2 * dst, 2) + np.tile([0, 1], old)] = a[
-                    np.repeat(2 * src, 2) + np.tile([0, 1], old)
-                ]
-            else:
-                a[dst] = a[src]
         start, room = self.row_start.copy(), self.row_room.copy()
-        start[i], room[i] = used, new
+        moved = self._kern._move_room(
+            kern.Rows(start, self.row_count, room, *(arrays[n] for n in ROW_ARRAYS[:3])),
+            kern.ActiveSets(
+                self.act, self.n_act, self.q, self.idle, arrays["lam"], arrays["msum"], self.blocked
+            ),
+            kern.PairSupport(*(arrays[n] for n in PAIR_ARRAYS), arrays["n_pair"]),
+            i,
+            new,
+        )
+        assert moved
         # one update: an interrupt leaves the old pool or the new one
         self.__dict__.update(arrays, row_start=start, row_room=room)
 

@@ -102,6 +102,12 @@ def test_a_grown_pool_is_compacted_without_moving_the_point():
     model, data = _sparse_labels(seed=2)
     solver = FactorGDMM(model, C=1.0, max_iter=6, check_every=3, random_state=0).fit(data)
     before = solver.certified_dual(), solver.w.copy(), solver.row_count.copy()
+    pool, used = len(solver.row_u), solver.pool_used
+    solver._grow_rows(0, pool)  # the pool lacks the rows: it grows, then the room moves
+    assert len(solver.row_u) >= used + pool and solver.row_start[0] == used
+    solver._grow_rows(1, 1)  # the grown pool has the rows free: the room moves in place
+    assert solver.row_start[1] == used + pool
+    assert solver.certified_dual() == pytest.approx(before[0], rel=1e-12)
     solver._compact_pool()
     assert solver.pool_used == solver.row_room.sum()
     assert solver.certified_dual() == pytest.approx(before[0], rel=1e-12)
