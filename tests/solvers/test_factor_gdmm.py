@@ -179,6 +179,15 @@ def _node_distance(k, i, j, a, b):
     return 0.0 if a == b else 2.0 * s
 
 
+@factors.implements(factors.node_sq_norm, PairKernel)
+def _node_norm(k, i, j, a):
+    """Each state's features in their own block: orthogonal, so nodes take exact steps."""
+    s = 0.0
+    for f in range(k.X.shape[2]):
+        s += k.X[i, j, f] * k.X[i, j, f]
+    return s
+
+
 @factors.implements(factors.edge_sq_distance, PairKernel)
 def _edge_distance(k, i, e, a, b, c, d):
     return 0.0 if a == c and b == d else 2.0
@@ -244,7 +253,7 @@ def _batched_and_single(k, w, states, coefs):
     norms = np.empty(n)
     factors.node_sq_norms(k, 0, 1, states, n, norms)
     for s in range(n):
-        if norms[s] != factors.node_sq_norm(k, 0, 1, states[s]):
+        if norms[s] != factors.node_sq_norm(k, 0, 1, states[s]) or norms[s] <= 0.0:
             raise AssertionError("node_sq_norms differs from node_sq_norm")
     for s in range(n):
         a = states[s]
