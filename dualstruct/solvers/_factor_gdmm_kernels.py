@@ -89,7 +89,9 @@ join one at a time, by the greedy choice (an edge of theirs, or the node alone w
 own gain ``h`` is the largest).
 
 **Averaging.** Lazy: every change Δ of w in pass m also goes into R
-scaled by ``A_{m−1}``, and ``w̄_m = w − R / A_m``.
+scaled by ``A_{m−1}``, and ``w̄_m = w − R / A_m``. With ``Weights.avg_weight`` 0 the kernels
+leave R alone: the solver adds the pass's net change of u instead, when w is small
+(:meth:`~.factor_gdmm.FactorGDMM._pass_level_average`).
 """
 
 from typing import NamedTuple
@@ -150,7 +152,7 @@ class Rows(NamedTuple):
 class Weights(NamedTuple):
     w: np.ndarray
     R: np.ndarray  # the lazy average's accumulator
-    avg_weight: float  # A_{m−1}; 0: no averaging
+    avg_weight: float  # A_{m−1}; 0: R untouched (no averaging, or R once per pass)
 
 
 class ActiveSets(NamedTuple):

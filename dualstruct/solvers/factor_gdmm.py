@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from scipy.sparse.csgraph import connected_components
 
 from ..data import BlockData
@@ -48,6 +49,12 @@ def default_rho(mean_degree):
         return DEFAULT_RHO
     return max(MIN_DEFAULT_RHO, min(DEFAULT_RHO, 4.0 / mean_degree))
 
+
+#: the lazy average's R follows a pass's net change of u (two axpys over w per pass, the
+#: kernels' ``Weights.avg_weight`` 0) when w has at most this many entries per node factor
+#: of the training data; beyond it R takes every change of u within the kernels, which
+#: doubles their additions to w (:meth:`FactorGDMM._pass_level_average`)
+PASS_AVERAGE_WEIGHTS_PER_NODE = 1.0
 
 #: node-slot arrays (one column per active state), edge-pair arrays and the other arrays
 #: of the pool of active edges (one row per edge, two per edge end in lam and msum)
@@ -697,37 +704,14 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         self._centre()  # the proximal scheme's centre moves to the last iterate
         self._set_penalties()
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
-        settings = kern.Settings(
-            float(self.C),
-            float(self.rho),
-            float(self.eta),
-            self.steps,
-            self.sweeps,
-            self.shrink_after,
-            self._proximal_scale(),
-            seed,
-        )
-        k = self.blocks.kernel
-        for part in self._pass_parts(order, chunks):
-            pos = 0
-            while pos < len(part):
-                weights = kern.Weights(self._scoring_point(), self.R, float(avg_weight))
-                pos, need, rows = self._kern.factor_pass(
-                    k,
-                    self.layout,
-                    self._rows(),
-                    weights,
-                    self._sets(),
-                    self._pairs(),
-                    settings,
-                    part,
-                    pos,
-                    self.counters,
-                )
-                if need & self._kern.NEED_ROWS:
-                    self._grow_rows(int(part[pos]), rows)
-                elif need:
-                    self._grow(need)
+        per_pass = avg_weight != 0.0 and self._pass_level_average()
+        if per_pass:  # R − A u now, + A u after the pass: R + A Δu (u = self.w)
+            _add_scaled(self.R, -avg_weight, self.w)
+        try:
+            self._pass_calls(order, chunks, seed, 0.0 if per_pass else avg_weight)
+        finally:  # also after a Ctrl-C part-way: R holds what the pass changed
+            if per_pass:
+                _add_scaled(self.R, avg_weight, self.w)
         if int(self.pool_used) > 2 * int(self.row_room.sum()):
             self._compact_pool()
         self.blocks.raise_status()
@@ -742,6 +726,59 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             **self._penalty_figures(),
         }
         return int(self.counters[:2].sum()) - calls_before
+
+    #: the lazy average once per pass: None by the size of w
+    #: (``PASS_AVERAGE_WEIGHTS_PER_NODE``), True or False always
+    pass_level_average = None
+
+    def _pass_level_average(self):
+        """Whether R follows the pass's net change of u, ``R += A_{m−1} (u_end − u_start)``
+        (A_{m−1} is the same for the whole pass: the kernels' ``R += A_{m−1} Δu`` at every
+        step sums to it, up to rounding), rather than every change within the kernels: when
+        ``w.size ≤ PASS_AVERAGE_WEIGHTS_PER_NODE · N`` for the N node factors of the data."""
+        if self.pass_level_average is not None:
+            return bool(self.pass_level_average)
+        nodes = int(self.layout.node_offsets[-1])
+        return self.w.size <= PASS_AVERAGE_WEIGHTS_PER_NODE * nodes
+
+    def _pass_calls(self, order, chunks, seed, avg_weight):
+        """The kernel calls of a pass (``avg_weight``: the kernels' ``Weights.avg_weight``);
+        u = self.w again once they are done or stopped (the proximal scheme recovers it)."""
+        settings = kern.Settings(
+            float(self.C),
+            float(self.rho),
+            float(self.eta),
+            self.steps,
+            self.sweeps,
+            self.shrink_after,
+            self._proximal_scale(),
+            seed,
+        )
+        k = self.blocks.kernel
+        parts = self._pass_parts(order, chunks)
+        try:
+            for part in parts:
+                pos = 0
+                while pos < len(part):
+                    weights = kern.Weights(self._scoring_point(), self.R, float(avg_weight))
+                    pos, need, rows = self._kern.factor_pass(
+                        k,
+                        self.layout,
+                        self._rows(),
+                        weights,
+                        self._sets(),
+                        self._pairs(),
+                        settings,
+                        part,
+                        pos,
+                        self.counters,
+                    )
+                    if need & self._kern.NEED_ROWS:
+                        self._grow_rows(int(part[pos]), rows)
+                    elif need:
+                        self._grow(need)
+        finally:
+            parts.close()  # the proximal scheme's u follows x here (_pass_parts)
 
     # -- a new C --------------------------------------------------------------------------------
     carries_dual = True
@@ -836,6 +873,13 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         return [self.averaged_weights(), self.w] if self.averaging else [self.w]
 
     _avg_cache = None
+
+
+@njit(cache=True)
+def _add_scaled(y, a, x):
+    """``y ← y + a x`` in place."""
+    for t in range(y.size):
+        y[t] += a * x[t]
 
 
 def _rooms_for(counts):

@@ -266,3 +266,107 @@ def test_the_edge_gain_bound_stays_above_the_positive_weights():
         assert np.all(out >= exact - 1e-12)
         if trial == 0:
             np.testing.assert_allclose(out, exact, rtol=1e-12, atol=1e-12)
+
+
+class _Watched(FactorGDMM):
+    """FactorGDMM that counts its capacity growths (the kernel loop returned a NEED_* code
+    and resumed) and, once, raises KeyboardInterrupt (a second Ctrl-C) right after the
+    first kernel call of pass ``stop_at`` (0-based; None: never)."""
+
+    stop_at = None
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.grown, self.stopped = 0, False
+
+    def _grow(self, need):
+        self.grown += 1
+        super()._grow(need)
+
+    def _grow_rows(self, i, rows):
+        self.grown += 1
+        super()._grow_rows(i, rows)
+
+    @property
+    def _kern(self):
+        real, solver = FactorGDMM._kern.fget(self), self
+
+        class Calls:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def factor_pass(self, *args):
+                out = real.factor_pass(*args)
+                if solver.passes == solver.stop_at and not solver.stopped:
+                    solver.stopped = True
+                    raise KeyboardInterrupt
+                return out
+
+        return Calls()
+
+
+def _both_averages(data, model, stop_at=None, **kw):
+    """The same fit with R once per pass and with R in the kernels (``pass_level_average``
+    True / False); with ``stop_at``, interrupted there and then resumed for 3 passes."""
+    runs = []
+    for per_pass in (True, False):
+        solver = _Watched(model, C=1.0, check_every=2, random_state=0, **kw)
+        solver.pass_level_average, solver.stop_at = per_pass, stop_at
+        solver.fit(data)
+        assert solver._pass_level_average() is per_pass
+        if stop_at is not None:
+            assert solver.history.stop_reason == "interrupted" and solver.passes == stop_at
+            runs.append(solver.R.copy())
+            solver.fit(data, max_iter=3)
+        runs.append(solver)
+    return runs
+
+
+def _assert_same_average(a, b):
+    np.testing.assert_array_equal(a.w, b.w)  # R does not move the iterates
+    scale = np.abs(b.averaged_weights()).max()
+    np.testing.assert_allclose(
+        a.averaged_weights(), b.averaged_weights(), rtol=1e-10, atol=1e-14 * scale
+    )
+
+
+@pytest.mark.parametrize("proximal", [0.0, "auto"])
+def test_the_average_once_per_pass_equals_the_kernels(proximal):
+    """R += A_{m−1} (u_end − u_start) once per pass is the kernels' R += A_{m−1} Δu at every
+    step, up to rounding: the same averaged weights, with the proximal scheme too (R follows
+    u, recovered after the pass), across the kernel loop's returns to grow capacity."""
+    model, data = _sparse_labels(seed=4)
+    per_pass, in_kernels = _both_averages(data, model, proximal=proximal, max_iter=8)
+    assert per_pass.grown > 0 and in_kernels.grown == per_pass.grown
+    assert per_pass.passes == 8 and per_pass._proximal_on == (proximal == "auto")
+    _assert_same_average(per_pass, in_kernels)
+
+
+@pytest.mark.parametrize("proximal", [0.0, "auto"])
+def test_the_average_once_per_pass_holds_through_an_interrupt(monkeypatch, proximal):
+    """A KeyboardInterrupt part-way through a pass (after one kernel call of one example):
+    R holds the changes the pass made, as the kernels' R does, and resuming keeps them."""
+    from dualstruct.solvers import base as solver_base
+
+    monkeypatch.setattr(solver_base, "FIRST_CHUNK_COST", 1.0)  # kernel calls of one example
+    monkeypatch.setattr(solver_base, "CHUNK_SECONDS", 0.0)
+    model, data = _sparse_labels(seed=4)
+    R_pass, per_pass, R_kernels, in_kernels = _both_averages(
+        data, model, stop_at=3, proximal=proximal, max_iter=6
+    )
+    scale = np.abs(R_kernels).max()
+    np.testing.assert_allclose(R_pass, R_kernels, rtol=1e-10, atol=1e-14 * scale)
+    assert per_pass.passes == 6
+    _assert_same_average(per_pass, in_kernels)
+
+
+def test_the_average_once_per_pass_by_the_size_of_w(monkeypatch):
+    """By default R is kept once per pass when w has at most PASS_AVERAGE_WEIGHTS_PER_NODE
+    entries per node factor, else in the kernels."""
+    from dualstruct.solvers import factor_gdmm
+
+    model, data = _sparse_labels()  # 51 weights, 180 nodes
+    solver = FactorGDMM(model, C=1.0, max_iter=1, random_state=0).fit(data)
+    assert solver.w.size <= len(solver.gold) and solver._pass_level_average()
+    monkeypatch.setattr(factor_gdmm, "PASS_AVERAGE_WEIGHTS_PER_NODE", 0.1)
+    assert not solver._pass_level_average()
