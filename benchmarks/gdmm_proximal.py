@@ -5,8 +5,13 @@ OCR-600 (the chain model on the first 600 OCR training words, as ``c_sweep.py``'
     DUALSTRUCT_DATA=../shared/data python benchmarks/gdmm_proximal.py \\
         --problems digits,yeast,ocr600 --Cs 0.01,0.1,1,10,100 --proximal 0,auto
 
-Each line also gives κ at the end and the first κ of ``proximal="auto"`` (from the problem's
-scale, :mod:`dualstruct.solvers._gdmm_proximal`).
+Each line also gives κ at the end, the first κ of ``proximal="auto"`` (from the problem's
+scale, :mod:`dualstruct.solvers._gdmm_proximal`) and the power p of the subproblem's penalty
+``σ^p`` (None without the scheme). ``--penalty-power`` forces p (a comma list: one run each)
+on the solver instance instead of the rule by mean degree:
+
+    python benchmarks/gdmm_proximal.py --problems ocr600 --Cs 1,10,100 --proximal auto \
+        --penalty-power 0.5,0,-0.5,-1
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ def load(name):
     raise ValueError(f"unknown problem {name!r}")
 
 
-def run(model, data, C, proximal, args):
+def run(model, data, C, proximal, args, power=None):
     solver = FactorGDMM(
         model,
         C=C,
@@ -67,6 +72,8 @@ def run(model, data, C, proximal, args):
         check_every=args.check_every,
         random_state=0,
     )
+    if power is not None:
+        solver.penalty_power = power  # the instance's p over the class's rule
     t0 = time.perf_counter()
     solver.fit(data)
     wall = time.perf_counter() - t0
@@ -79,6 +86,7 @@ def run(model, data, C, proximal, args):
         "wall": wall,
         "kappa": solver.kappa,
         "kappa_start": solver._kappa_start() if proximal == "auto" else float(proximal),
+        "penalty_power": solver._penalty_power() if solver._proximal_on else None,
         "active_states": solver.history.last.extra["active_states"],
         "active_pairs": solver.history.last.extra["active_pairs"],
     }
@@ -94,19 +102,29 @@ def main(argv=None):
     ap.add_argument("--tol", type=float, default=0.01)
     ap.add_argument("--check-every", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument(
+        "--penalty-power",
+        default=None,
+        help="p of the proximal penalty's σ^p, a comma list (default: the solver's rule)",
+    )
     args = ap.parse_args(argv)
     proximals = [p if p == "auto" else float(p) for p in args.proximal.split(",")]
+    powers = (
+        [None] if args.penalty_power is None else [float(p) for p in args.penalty_power.split(",")]
+    )
+    # without the scheme σ^p = 1: one run whatever the powers
+    settings = [(p, q) for p in proximals for q in (powers if p != 0 else [None])]
     for name in args.problems.split(","):
         model, data = load(name)
         FactorGDMM(model, max_iter=1).fit(data)  # compile
         for C in (float(c) for c in args.Cs.split(",")):
-            runs = {p: [] for p in proximals}
+            runs = {s: [] for s in settings}
             for _ in range(args.repeats):  # alternating runs
-                for p in proximals:
-                    runs[p].append(run(model, data, C, p, args))
-            for p in proximals:
-                last = runs[p][-1]
-                last["train_time"] = float(np.median([r["train_time"] for r in runs[p]]))
+                for p, q in settings:
+                    runs[p, q].append(run(model, data, C, p, args, q))
+            for p, q in settings:
+                last = runs[p, q][-1]
+                last["train_time"] = float(np.median([r["train_time"] for r in runs[p, q]]))
                 print(json.dumps({"problem": name, "C": C, "proximal": p, **last}), flush=True)
 
 

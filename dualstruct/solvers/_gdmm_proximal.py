@@ -69,7 +69,9 @@ C ≤ 1; ψ̄²_E as a factor ``1 + 0.2 C ψ̄²_E / δ̄`` of the node scale ce
 OCR-600's chain 4 points of gap at C = 10 (30% → 35% after 300 passes). With the square
 (1 + κ = 49 at C = 100, 3.5 at C = 1 against 3.2) yeast certifies 1% at every C; OCR-600
 (16.5 against 15.3 at C = 10, 50 against 33 at C = 100) ends at 31% and 75% after 300
-passes against 30% and 66% (plain GDMM: 37% and 86%; BENCHMARKS.md, "Training across C").
+passes against 30% and 66% (plain GDMM: 37% and 86%; BENCHMARKS.md, "Training across C"),
+figures measured with ρ, η ∝ √σ, before the penalty's power by degree (with it OCR-600 ends
+at 3.1% and 28%, BENCHMARKS.md, "GDMM's proximal outer loop").
 
 The rule's proximal term is ``½ ‖u − x‖²``: the original gap less the subproblem's is that
 term at the rounded ũ, which on graphs also holds the rounding's distance (it halved κ from
@@ -108,7 +110,9 @@ class ProximalGDMM(ProximalKappa):
     average_ends_scheme = False
     kappa_scale = KAPPA_SCALE
     edge_weight = EDGE_WEIGHT
-    #: p of the penalty's ``σ^p``; None: by the mean degree (:meth:`_penalty_power`)
+    #: p of the penalty's ``σ^p``; None: by the mean degree (:meth:`_penalty_power`). A
+    #: benchmark and diagnostic override (``benchmarks/gdmm_proximal.py --penalty-power``),
+    #: not API: no constructor parameter, not in the saved state
     penalty_power = None
 
     _x_primal = None
@@ -166,13 +170,18 @@ class ProximalGDMM(ProximalKappa):
         ``SPARSE_DEGREE``, ½ beyond (module docstring, "The penalty")."""
         if self.penalty_power is not None:
             return float(self.penalty_power)
-        return -0.5 if getattr(self, "mean_degree", 0.0) <= SPARSE_DEGREE else 0.5
+        return -0.5 if self.mean_degree <= SPARSE_DEGREE else 0.5
+
+    def _penalty_factor(self):
+        """``σ^p``, the factor of the plain ρ and η (1.0 without the scheme): a record's
+        ``rho`` and ``eta`` (in units of the penalty scale) leave it out."""
+        return float(self._sigma ** self._penalty_power()) if self._proximal_on else 1.0
 
     def _set_penalties(self):
-        """ρ and η times ``σ^p`` (:meth:`_penalty_power`)."""
+        """ρ and η times ``σ^p`` (:meth:`_penalty_factor`)."""
         super()._set_penalties()
         if self._proximal_on:
-            f = float(self._sigma ** self._penalty_power())
+            f = self._penalty_factor()
             self.rho *= f
             self.eta *= f
 
@@ -208,6 +217,7 @@ class ProximalGDMM(ProximalKappa):
             return {}
         return {
             "prox_kappa": self.kappa,
+            "penalty_factor": self._penalty_factor(),
             "proximal_term": self._proximal_term(),
             "inner_gap": self._inner_gap_value,
         }

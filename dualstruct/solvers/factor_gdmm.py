@@ -349,6 +349,9 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
     _estimated = None
     _transient = PassSolver._transient + ("_estimated", "_fresh_rows")
+    #: the factor graphs' mean degree 2E/N, all examples pooled (:meth:`_build_layout`, before
+    #: every use: the default ρ and the proximal penalty's power); 0.0 before a fit
+    mean_degree = 0.0
 
     # -- set-up ---------------------------------------------------------------------------------
     def _init_state(self):
@@ -671,7 +674,8 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             i,
             new,
         )
-        assert moved
+        if not moved:
+            raise RuntimeError("FactorGDMM: _move_room refused a pool sized for it")
         # one update: an interrupt leaves the old pool or the new one
         self.__dict__.update(arrays, row_start=start, row_room=room)
 

@@ -6,6 +6,7 @@ import functools
 import numpy as np
 import pytest
 from conftest import random_chain_problem
+from test_factor_gdmm_lazy_edges import _sparse_labels
 from test_factor_gdmm_proximal import _forest
 
 from dualstruct.models import ChainModel
@@ -23,7 +24,8 @@ def _chain(n=8, K=4, d=5, seed=1):
 
 @functools.cache
 def _optimum(problem, C):
-    """(P*, D*) of a problem at C, by BCFW (shared by the proximal settings)."""
+    """(P*, D*) of a problem at C, by BCFW (shared by the proximal settings; the cache keys
+    on the function, so problems must be deterministic)."""
     model, data = problem()
     bcfw = BCFW(model, C=C, max_iter=5000, tol=1e-8, check_every=10, random_state=0).fit(data)
     r = bcfw.history.last_checked()
@@ -63,21 +65,47 @@ def test_certified_dual_never_exceeds_the_optimum(problem, C, proximal):
     assert duals[-1][1] > 0.5 * dual  # and the bound is not vacuous
 
 
-@pytest.mark.parametrize("kappa", [0.0, 3.0])
-def test_proximal_penalty_is_the_plain_one_times_a_power_of_sigma(kappa):
-    """ρ and η are the plain ones times σ^p: p = −½ on the chain (sparse), ½ where the
-    factor graphs' mean degree exceeds SPARSE_DEGREE, and σ^p = 1 without the scheme."""
-    model, data = _chain()
-    solver = FactorGDMM(model, C=10.0, proximal=kappa, max_iter=2, tol=0.0, random_state=0)
-    solver.fit(data)
-    assert 0 < solver.mean_degree <= SPARSE_DEGREE
-    sigma = 1.0 / (1.0 + solver.kappa)
-    assert (solver.kappa > 0) == (kappa > 0)
-    for degree, power in ((solver.mean_degree, -0.5), (SPARSE_DEGREE + 1.0, 0.5)):
+def _dense_labels():
+    """The multi-label model on the full graph of 10 labels: mean degree 9 (every potential
+    edge counted, with lazy edges too)."""
+    return _sparse_labels(n=20, L=10, d=10)
+
+
+def _assert_penalties(solver, kappa, power):
+    """ρ and η are the given 0.5 and 0.2 in units of the penalty scale, times σ^p under the
+    loop (σ = 1/(1 + κ) at the current κ) and unscaled without it."""
+    assert solver.kappa > 0 if kappa == "auto" else solver.kappa == kappa
+    factor = (1.0 / (1.0 + solver.kappa)) ** power if kappa else 1.0
+    assert solver.rho == pytest.approx(solver.penalty_scale * 0.5 * factor, rel=1e-12)
+    assert solver.eta == pytest.approx(solver.penalty_scale * 0.2 * factor, rel=1e-12)
+
+
+@pytest.mark.parametrize("kappa", [0.0, 3.0, "auto"])
+@pytest.mark.parametrize("problem, power", [(_chain, -0.5), (_dense_labels, 0.5)])
+def test_proximal_penalty_is_the_plain_one_times_a_power_of_sigma(problem, power, kappa):
+    """ρ and η are the plain ones times σ^p: p = −½ where the factor graphs' mean degree is
+    at most SPARSE_DEGREE (the chain), ½ beyond (a full label graph), σ^p = 1 without the
+    scheme; after a fit, a new C and a restored state alike."""
+    model, data = problem()
+    kw = dict(rho=0.5, eta=0.2, proximal=kappa, tol=0.0, random_state=0)
+    solver = FactorGDMM(model, C=10.0, max_iter=2, **kw).fit(data)
+    assert (solver.mean_degree <= SPARSE_DEGREE) == (power < 0)
+    if problem is _dense_labels:
+        assert solver.lazy and solver.mean_degree == 9.0
+    _assert_penalties(solver, kappa, power)
+    extra = solver.history.last.extra  # the record's σ^p, at the pass's κ (none without it)
+    sigma = 1.0 / (1.0 + extra.get("prox_kappa", 0.0))
+    assert extra.get("penalty_factor", 1.0) == pytest.approx(sigma**power, rel=1e-12)
+    assert ("penalty_factor" in extra) == bool(kappa)
+    scale = solver.penalty_scale
+    solver.set_C(5.0)
+    assert solver.penalty_scale != scale
+    _assert_penalties(solver, kappa, power)
+    restored = FactorGDMM(model, C=5.0, **kw)
+    restored.load_state(data, *solver.state_dict())
+    assert restored.penalty_scale == solver.penalty_scale
+    _assert_penalties(restored, kappa, power)
+    for degree, forced in ((1.0, -0.5), (SPARSE_DEGREE, -0.5), (SPARSE_DEGREE + 1.0, 0.5)):
         solver.mean_degree = degree
         solver._set_penalties()
-        plain = solver.penalty_scale * solver.rho_relative
-        assert solver.rho == pytest.approx(plain * sigma**power if kappa else plain)
-        assert solver.eta == pytest.approx(
-            solver.penalty_scale * solver.eta_relative * (sigma**power if kappa else 1.0)
-        )
+        _assert_penalties(solver, kappa, forced)

@@ -2,6 +2,8 @@
 that carry information are stored, the optimum is BCFW's, the certified dual a lower bound,
 resuming exact, and models without null states keep every edge."""
 
+import copy
+
 import numpy as np
 import pytest
 from numba import njit
@@ -98,23 +100,54 @@ def test_lazy_resume_equals_uninterrupted():
         FactorGDMM(model, **kw).load_state(data, meta, bad)
 
 
+def _pool_rows(solver):
+    """The pool's used rows in example order: every row array's, lam's and msum's two ends."""
+    rows = solver._used_rows()
+    ends = np.column_stack([2 * rows, 2 * rows + 1]).ravel()
+    names = ("row_u", "row_v", "row_edge", "n_pair", "pair_a", "pair_b", "q_e")
+    out = {name: getattr(solver, name)[rows].copy() for name in names}
+    out.update({name: getattr(solver, name)[ends].copy() for name in ("lam", "msum")})
+    return out
+
+
+def _assert_same_rows(solver, before):
+    after = _pool_rows(solver)
+    for name, old in before.items():
+        np.testing.assert_array_equal(after[name], old, err_msg=name)
+
+
 def test_a_grown_pool_is_compacted_without_moving_the_point():
+    """A room that outgrows the pool moves after the pool is resized, one that fits moves
+    within it, and compaction closes the gaps: the used rows, the certified dual and the
+    next pass stay those of the solver whose rooms never moved."""
     model, data = _sparse_labels(seed=2)
     solver = FactorGDMM(model, C=1.0, max_iter=6, check_every=3, random_state=0).fit(data)
+    twin = copy.deepcopy(solver, {id(data): data})  # the rooms left where they are
     before = solver.certified_dual(), solver.w.copy(), solver.row_count.copy()
+    rows = _pool_rows(solver)
     pool, used = len(solver.row_u), solver.pool_used
     solver._grow_rows(0, pool)  # the pool lacks the rows: it grows, then the room moves
     assert len(solver.row_u) >= used + pool and solver.row_start[0] == used
-    solver._grow_rows(1, 1)  # the grown pool has the rows free: the room moves in place
+    _assert_same_rows(solver, rows)
+    size, row_u = len(solver.row_u), solver.row_u
+    assert solver.pool_used + 2 * solver.row_room[1] <= size  # rows free past the last room
+    solver._grow_rows(1, 1)  # so the room moves in place
+    assert solver.row_u is row_u and len(solver.row_u) == size
     assert solver.row_start[1] == used + pool
+    _assert_same_rows(solver, rows)
     assert solver.certified_dual() == pytest.approx(before[0], rel=1e-12)
     solver._compact_pool()
     assert solver.pool_used == solver.row_room.sum()
+    _assert_same_rows(solver, rows)
     assert solver.certified_dual() == pytest.approx(before[0], rel=1e-12)
     np.testing.assert_array_equal(solver.w, before[1])
     np.testing.assert_array_equal(solver.row_count, before[2])
     meta, arrays = solver.state_dict()
     FactorGDMM(model, C=1.0).load_state(data, meta, arrays)  # w agrees with the marginals
+    solver.fit(data, max_iter=1)
+    twin.fit(data, max_iter=1)
+    np.testing.assert_array_equal(solver.w, twin.w)
+    assert solver.certified_dual() == twin.certified_dual()
 
 
 def test_a_room_moves_within_the_kernels_while_the_pool_has_rows_free():
