@@ -376,6 +376,20 @@ def test_slack_searches_as_training_oracles(search):
         assert bc.history.last.primal == pytest.approx(p, rel=0.05)
 
 
+@pytest.fixture(autouse=True)
+def _python_sigint_handler():
+    """Python's own SIGINT handler during each test, whatever an earlier test of the process
+    (a test runner's worker runs many files) left installed: the interruption tests send
+    SIGINT to their own process."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _sigint_during_pass(solver, at_pass, times=1, signame="SIGINT"):
     """Make ``solver`` receive ``times`` SIGINTs (or ``signame``) in the middle of pass
     ``at_pass``."""
