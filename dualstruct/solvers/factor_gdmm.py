@@ -50,8 +50,8 @@ def default_rho(mean_degree):
     return max(MIN_DEFAULT_RHO, min(DEFAULT_RHO, 4.0 / mean_degree))
 
 
-#: the lazy average's R follows a pass's net change of u (two axpys over w per pass, the
-#: kernels' ``Weights.avg_weight`` 0) when w has at most this many entries per node factor
+#: the lazy average's R follows a pass's net change of u (a copy of w and one axpy per pass,
+#: the kernels' ``Weights.avg_weight`` 0) when w has at most this many entries per node factor
 #: of the training data; beyond it R takes every change of u within the kernels, which
 #: doubles their additions to w (:meth:`FactorGDMM._pass_level_average`)
 PASS_AVERAGE_WEIGHTS_PER_NODE = 1.0
@@ -709,13 +709,12 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         self._set_penalties()
         avg_weight = 0.5 * self.passes * (self.passes + 1.0) if self.averaging else 0.0
         per_pass = avg_weight != 0.0 and self._pass_level_average()
-        if per_pass:  # R − A u now, + A u after the pass: R + A Δu (u = self.w)
-            _add_scaled(self.R, -avg_weight, self.w)
+        start = self.w.copy() if per_pass else None  # u at the start (w is small here)
         try:
             self._pass_calls(order, chunks, seed, 0.0 if per_pass else avg_weight)
-        finally:  # also after a Ctrl-C part-way: R holds what the pass changed
+        finally:  # also after a Ctrl-C part-way: R + A Δu, one compiled call (u = self.w)
             if per_pass:
-                _add_scaled(self.R, avg_weight, self.w)
+                _add_change(self.R, avg_weight, self.w, start)
         if int(self.pool_used) > 2 * int(self.row_room.sum()):
             self._compact_pool()
         self.blocks.raise_status()
@@ -880,10 +879,10 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
 
 
 @njit(cache=True)
-def _add_scaled(y, a, x):
-    """``y ← y + a x`` in place."""
+def _add_change(y, a, x, x0):
+    """``y ← y + a (x − x0)`` in place (one call: a signal lands before or after it)."""
     for t in range(y.size):
-        y[t] += a * x[t]
+        y[t] += a * (x[t] - x0[t])
 
 
 def _rooms_for(counts):
