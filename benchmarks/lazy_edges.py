@@ -49,6 +49,8 @@ def main():
         key, _, value = item.partition("=")
         options[key] = value if value in ("auto", "True", "False") else float(value)
         options[key] = {"True": True, "False": False}.get(value, options[key])
+        if value.lstrip("-").isdigit():  # steps, sweeps, shrink_after
+            options[key] = int(value)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     est = MultiLabelSVM(
         edges="full",

@@ -10,6 +10,11 @@ old. Run it in each checkout (``PYTHONPATH=<checkout>``) and compare. Needs ``pe
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py ocr-bcfw
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py yeast-full
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py chunk-observed
+    DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py bibtex-full-engine
+
+``bibtex-full`` trains the multi-label model's full label graph with its own GDMM,
+``bibtex-full-engine`` with GDMM over factors, both sampled after 20 passes (``--warmup``
+sets the passes before sampling).
 """
 
 from __future__ import annotations
@@ -53,6 +58,18 @@ est.fit(D, y)
 """,
 }
 WORKLOADS["chunk-observed"] = WORKLOADS["chunk-dense"].replace('"dense"', '"observed"')
+WORKLOADS["bibtex-full"] = """
+from dualstruct import MultiLabelSVM, solvers
+from dualstruct.datasets import fetch_multilabel
+X, Y = fetch_multilabel("bibtex", "train")
+est = MultiLabelSVM(edges="full", inference="lp", solver="gdmm", max_iter=20,
+                    check_every=10**6, warm_start=True, tol=0, random_state=0)
+est.fit(X, Y)
+"""
+#: the same with GDMM over factors (the multi-label model's own GDMM above)
+WORKLOADS["bibtex-full-engine"] = WORKLOADS["bibtex-full"].replace(
+    "est = ", "solvers.SOLVERS['gdmm'] = lambda model: solvers.FactorGDMM\nest = "
+)
 #: after the warm-up fit (compilation, first pass), the workload trains for a long time
 TRAIN_ON = """
 import os, warnings
@@ -74,14 +91,20 @@ def main(argv=None):
         help="the hottest sampled addresses resolved (they cover most samples)",
     )
     ap.add_argument("--top", type=int, default=16)
+    ap.add_argument(
+        "--warmup", type=int, default=None, help="passes before sampling (default: the workload's)"
+    )
     args = ap.parse_args(argv)
 
     folder = tempfile.mkdtemp()
     ready = os.path.join(folder, "ready")
-    fit_args = {"ocr-bcfw": "[X[i] for i in tr], [y[i] for i in tr]", "yeast-full": "X, Y"}.get(
-        args.workload, "D, y"
-    )
-    code = WORKLOADS[args.workload] + TRAIN_ON.format(ready=ready, args=fit_args)
+    fit_args = "[X[i] for i in tr], [y[i] for i in tr]" if args.workload == "ocr-bcfw" else "D, y"
+    if args.workload.startswith(("yeast", "bibtex")):
+        fit_args = "X, Y"
+    code = WORKLOADS[args.workload]
+    if args.warmup is not None:
+        code = re.sub(r"max_iter=\d+", f"max_iter={args.warmup}", code, count=1)
+    code += TRAIN_ON.format(ready=ready, args=fit_args)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
     try:
         while not os.path.exists(ready):
