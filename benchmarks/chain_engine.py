@@ -1,27 +1,32 @@
 """GDMM on chains: this checkout's GDMM (the factor engine over the chain's factor functions)
 against the chain's former GDMM from another checkout (``--old-checkout``), in time to
 certainly within 1% (a primal at most 1.01 × the lower end of the certified bracket of
-``large_labels.REFERENCES``), or in seconds per pass (``--per-pass N``: N passes, no check),
-with the data, C and tuning of ``benchmarks/large_labels.py``.
+``large_labels.REFERENCES``; a certified relative gap of 1% on problems without one), or in
+seconds per pass (``--per-pass N``: N passes, no check), with the data, C and tuning of this
+checkout's ``benchmarks/large_labels.py``.
 
     python benchmarks/chain_engine.py --problems ocr,chain1000 --solvers old,engine \\
         --old-checkout ../old --repeats 3
     python benchmarks/chain_engine.py --problems ocr --per-pass 20 --old-checkout ../old
 
 Every run is its own process (``PYTHONPATH`` the checkout: this one for ``engine``,
-``--old-checkout`` for ``old``, with its own numba cache); without ``--old-checkout``,
-``old`` is this checkout's former GDMM while it has one (``solvers.FactorGDMM`` beside
-``solvers.GDMM``). Prints one row per run: problem, solver, passes and training seconds to
+``--old-checkout`` for ``old``, with its own numba cache; ``old`` needs a checkout that has
+the chain's former GDMM, ``dualstruct/solvers/gdmm.py``, where ``engine`` means its
+``FactorGDMM``). Prints one row per run: problem, solver, passes and training seconds to
 1% (wall, and the process's CPU seconds, steadier on a shared machine), seconds per pass
 (the training time over the passes; CPU: the median of the passes without a check), active
 states per node at the end, test accuracy. Runs alternate between the solvers (old, new,
 new, old, …) so that a shared machine slows both alike; ``--option name=value`` passes an
-option to the engine (``steps=1``, ``shrink_after=5``…).
+option to the engine (``steps=1``, ``shrink_after=5``…), ``--old-option`` one to the former
+GDMM (its own ρ schedule on chain1000:
+``--old-option 'rho=[[0,0.25],[100,0.25],[250,2.5],[350,7.5]]'
+--old-option 'eta=[[0,0.025],[100,0.025],[250,0.075]]'``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -70,8 +75,9 @@ def run(ds, solver, options, max_iter, check_every, budget):
     )
     tuning = dict(large_labels.GDMM_TUNING[ds["name"]])
     averaging = bool(tuning.pop("averaging", True))
-    extra = dict(options) if solver == "engine" else {}
-    both = hasattr(solvers, "FactorGDMM")  # a checkout with the former GDMM beside the engine
+    extra = dict(options[solver])
+    # a checkout with the chain's former GDMM (solvers/gdmm.py) beside the engine
+    both = importlib.util.find_spec("dualstruct.solvers.gdmm") is not None
     if solver == "old" and not both:
         raise ValueError("this checkout has no former chain GDMM: pass --old-checkout")
     reached = {}
@@ -91,7 +97,8 @@ def run(ds, solver, options, max_iter, check_every, budget):
             window = cpu["window"] or [delta]
             cpu["total"] += sum(window) / len(window)
             cpu["window"] = []
-        if not math.isnan(record.primal) and record.primal <= line and not reached:
+        reached_line = record.primal <= line if math.isfinite(line) else record.relative_gap <= 0.01
+        if not math.isnan(record.primal) and reached_line and not reached:
             reached.update(passes=record.passes, time=record.time, cpu=cpu["total"])
             return True
         return record.time > budget
@@ -193,15 +200,17 @@ def main(argv=None):
         help="NUMBA_CACHE_DIR of the old checkout's runs (default: its own)",
     )
     ap.add_argument("--option", action="append", default=[], help="engine option name=value")
+    ap.add_argument("--old-option", action="append", default=[], help="old GDMM's option")
     ap.add_argument("--plot", default=None, help="a figure of seconds to 1%% per run")
     ap.add_argument("--job", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.job:
         return job(args.job)
-    options = {}
-    for item in args.option:
-        name, _, value = item.partition("=")
-        options[name] = parse_value(value)
+    options = {"engine": {}, "old": {}}
+    for key, items in (("engine", args.option), ("old", args.old_option)):
+        for item in items:
+            name, _, value = item.partition("=")
+            options[key][name] = parse_value(value)
     names = [s for s in args.solvers.split(",") if s]
     here = os.path.dirname(HERE)
     old = args.old_checkout or here
@@ -214,7 +223,7 @@ def main(argv=None):
         max_iter, check_every = args.per_pass, args.per_pass + 1
     else:
         max_iter, check_every = args.max_iter, args.check_every
-    print(f"engine options: {options or 'defaults'}; old: {os.path.abspath(old)}")
+    print(f"options: {options}; old: {os.path.abspath(old)}")
     print(
         "| problem | solver | passes to 1% | s to 1% | CPU s to 1% | s per pass | CPU s per pass "
         "| active states | test acc. |"

@@ -1,9 +1,9 @@
 """Large label sets: seconds per pass against the number of labels K.
 
-GDMM with the sublinear factorwise oracles (method ``gdmm``: the default unigram oracle, which
-walks label lists until they stream nearly every row and then scans, and the sorted bigram
-oracle; ``gdmm-lists`` keeps the lists) should cost per pass sublinearly in K; GDMM with
-brute-force oracles and BCFW (Viterbi, O(T K²) per sequence) should not. Datasets, smallest K first:
+GDMM (the chain's factor functions: the node oracle walks the support's rows with observed
+weights, the edge oracle searches a max-tree of the training transitions above 64 labels)
+should cost per pass sublinearly in K in its edge factors; BCFW (Viterbi, O(T K²) per
+sequence) should not. Datasets, smallest K first:
 
 * OCR (K = 26; folds 1-9 train, fold 0 test), selected by the size 26;
 * synthetic chains (``make_chain``, K from ``--sizes``; 2 × 600 sequences of about 13 tokens
@@ -31,7 +31,7 @@ recorded bracket it is 1.01 × the lowest primal found, an estimate. Under the t
 slope of log(s/pass) against log(K) per method, fitted over the OCR and synthetic points.
 
     DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --plot large_labels.png \\
-        --json large_labels.json --timing-only gdmm-brute:1000,bcfw:3000
+        --json large_labels.json --timing-only bcfw:3000
     DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --sizes 26,100 \\
         --no-czech --methods bcfw --budget 20
     DUALSTRUCT_DATA=../shared/data python benchmarks/large_labels.py --sizes "" --czech \\
@@ -57,17 +57,7 @@ import numpy as np
 from dualstruct import StructuredSVM
 
 METHODS = {
-    # the unigram oracle's default: label lists until they stream nearly every row, then
-    # brute force (brute force from the start up to 64 labels)
-    "gdmm": dict(
-        solver="gdmm", solver_options={"unigram_oracle": "auto", "bigram_oracle": "sorted"}
-    ),
-    "gdmm-lists": dict(
-        solver="gdmm", solver_options={"unigram_oracle": "sparse", "bigram_oracle": "sorted"}
-    ),
-    "gdmm-brute": dict(
-        solver="gdmm", solver_options={"unigram_oracle": "brute", "bigram_oracle": "brute"}
-    ),
+    "gdmm": dict(solver="gdmm", solver_options={}),
     "bcfw": dict(solver="bcfw"),  # proximal, three atom steps (the default)
     "bcfw-plain": dict(solver="bcfw", solver_options={"proximal": 0, "atom_steps": 0}),
     # sklearn-crfsuite (L-BFGS, L2 = --crf-c2) on the same token features, Czech only
@@ -79,8 +69,8 @@ C_DEFAULT = {"ocr": 1.0, "chain": 1.0, "czech": 0.1}
 #: problem (``GDMM.penalty_scale``: 5.42 on OCR, 4.02 on the synthetic chains, 0.132 on Czech,
 #: 0.265 on pooled Czech), the best of the settings tried in BENCHMARKS.md: the best ρ falls as
 #: K grows, and the best η is ρ/10 on the larger synthetic chains but ρ itself on Czech.
-#: On chain1000 the penalty grows tenfold over passes 100-250 and threefold more up to pass
-#: 350 (eta threefold up to pass 250), which cuts the slow tail where consistency is what is
+#: On chain1000 the penalty grows tenfold over passes 40-150 and threefold more up to pass
+#: 250 (eta threefold up to pass 150), which cuts the slow tail where consistency is what is
 #: left; there and on Czech the averaged iterate never beat the last one, so GDMM runs
 #: without averaging, which saves the accumulator's writes (14% of a late pass at K = 954;
 #: BENCHMARKS.md)
@@ -89,8 +79,8 @@ GDMM_TUNING = {
     "chain100": {"rho": 0.75, "eta": 0.25},
     "chain300": {"rho": 0.25, "eta": 0.025},
     "chain1000": {
-        "rho": [(0, 0.25), (100, 0.25), (250, 2.5), (350, 7.5)],
-        "eta": [(0, 0.025), (100, 0.025), (250, 0.075)],
+        "rho": [(0, 0.25), (40, 0.25), (150, 2.5), (250, 7.5)],
+        "eta": [(0, 0.025), (40, 0.025), (150, 0.075)],
         "averaging": False,
     },
     "chain3000": {"rho": 0.025, "eta": 0.0025},
@@ -647,9 +637,9 @@ def active_sets(run):
     """(passes, active labels per token, labels with mass per token, pairs per edge) at the
     checks of a GDMM run."""
     return [
-        (r["passes"], e["active_labels"], e["labels_with_mass"], e["active_pairs"])
+        (r["passes"], e["active_states"], e["states_with_mass"], e["active_pairs"])
         for r in run["history"]
-        if "labels_with_mass" in (e := r.get("extra", {}))
+        if "states_with_mass" in (e := r.get("extra", {}))
     ]
 
 
@@ -735,7 +725,7 @@ def main(argv=None):
         default=True,
         help="the Czech XPOS dataset (default on)",
     )
-    ap.add_argument("--methods", default=",".join(m for m in METHODS if m != "gdmm-lists"))
+    ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument(
         "--budget", type=float, default=600.0, help="training seconds per run (monitoring excluded)"
     )

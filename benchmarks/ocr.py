@@ -48,8 +48,6 @@ def warm_up():
         est = make(name, max_iter=1, check_every=1)
         est.fit(X, y, validation_data=(X, y))
     seconds = time.perf_counter() - t0
-    from dualstruct.solvers import _gdmm_kernels as gk
-
     kernels = [
         loops.decode_range,
         loops.hinge_range,
@@ -57,7 +55,6 @@ def warm_up():
         kern.classic_bcfw_pass,
         kern.ssg_pass,
         inf.sequence_grams,
-        gk.gdmm_pass,
     ]
     hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)

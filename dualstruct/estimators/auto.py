@@ -1,8 +1,9 @@
 """``solver="auto"``: GDMM or BCFW for the problem at hand, by a rule measured on the benchmark
 problems (BENCHMARKS.md, "Choosing the solver"; docs/user_guide/solvers.rst).
 
-* A model or setting GDMM does not train (graph CRFs, the multi-class and user models, slack
-  rescaling, 2×2 interaction tables, exact inference on a loopy label graph, Spark) gets BCFW.
+* A setting GDMM does not train (slack rescaling, 2×2 interaction tables, exact inference on
+  a loopy label graph, Spark, a model without factor functions) gets BCFW, and so do graph
+  CRFs, the multi-class and user models, where no benchmark shows GDMM certifying sooner.
 * Solver options that only one of the two takes choose that one.
 * Chains: GDMM from ``CHAIN_GDMM_MIN_LABELS`` labels on.
 * Multi-label models: GDMM where BCFW's classic step (the step it takes on the LP relaxation)

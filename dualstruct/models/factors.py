@@ -40,8 +40,8 @@ Their defaults search every state (pair) with ``node_score`` (``edge_score``): r
 dense weights and small tables. ``act[:n_act]`` lists the states whose message may be
 non-zero, so an oracle only has to settle the active states and the best inactive one —
 which is where the chain's and the multi-label model's sublinear oracles plug in: the
-chain's per-feature label lists and the walk over a sparse support's rows answer "the best
-inactive state of a unigram factor" as ``node_oracle``, its four-case search over max-trees
+chain's walk over a sparse support's rows answers "the best inactive state of a unigram
+factor" as ``node_oracle``, its four-case search over max-trees
 of the transition table (and the multi-label model's ordered map of the (1, 1) scores) is
 an ``edge_oracle``, with the trees kept in the kernel and brought up to date by
 ``add_edge``. A model that keeps such structures over w registers

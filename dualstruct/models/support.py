@@ -143,8 +143,8 @@ def _row_position(labels, lo, hi, K, a):
 @njit(cache=True, inline="always")
 def support_position(support_indptr, support_labels, K, f, a):
     """The position of the pair (f, a) in the support, or −1 (binary search in f's row;
-    direct for a row of all K labels). Any sorted CSR structure: GDMM's label lists, whose
-    rows are the support's, and its listed transitions (``K = −1``: no shortcut)."""
+    direct for a row of all K labels). Any sorted CSR structure: the support itself, and
+    the chain's listed transitions for GDMM (``K = −1``: no shortcut)."""
     return _row_position(support_labels, support_indptr[f], support_indptr[f + 1], K, a)
 
 

@@ -2,18 +2,16 @@
 
 BCFW, SSG and the cutting plane are written once over the model-kernel interface of
 :mod:`dualstruct.models.base` and train every model. GDMM trains every model that registers
-the factor functions of :mod:`dualstruct.models.factors` (:class:`FactorGDMM`: the
-multi-class model, the graph CRFs, users' kernel models, and the multi-label model when
-asked for by class); the chain and multi-label models have GDMMs of their own
-(:class:`GDMM`, :class:`MultiLabelGDMM`), which ``solver="gdmm"`` chooses for them.
+the factor functions of :mod:`dualstruct.models.factors` (:class:`GDMM`, also named
+``FactorGDMM``: the chain and multi-class models, the graph CRFs, users' kernel models,
+and the multi-label model when asked for by class); the multi-label model's
+``solver="gdmm"`` is still its own :class:`MultiLabelGDMM`.
 """
 
-from ..models.chain import ChainModel
 from ..models.multilabel import MultiLabelModel
 from .block import BlockBCFW, BlockSSG
 from .cutting_plane import CuttingPlane
-from .factor_gdmm import FactorGDMM, check_factor_model
-from .gdmm import GDMM
+from .factor_gdmm import GDMM, FactorGDMM, check_factor_model
 from .history import History, Record
 from .multilabel import MultiLabelGDMM
 from .objective import CertificateError, dual_objective, duality_gap, primal_objective
@@ -23,15 +21,14 @@ BCFW, SSG = BlockBCFW, BlockSSG
 
 
 def gdmm_class(model):
-    """The GDMM for ``model`` (a model or a model class): the chain's and the multi-label
-    model's own, else :class:`FactorGDMM` when the model's kernel registered the factor
-    functions; a ValueError names what is missing otherwise."""
+    """The GDMM for ``model`` (a model or a model class): the multi-label model's own, else
+    :class:`GDMM` when the model's kernel registered the factor functions; a
+    ValueError names what is missing otherwise."""
     cls = model if isinstance(model, type) else type(model)
-    for own, solver in ((ChainModel, GDMM), (MultiLabelModel, MultiLabelGDMM)):
-        if issubclass(cls, own):
-            return solver
+    if issubclass(cls, MultiLabelModel):
+        return MultiLabelGDMM
     check_factor_model(model)
-    return FactorGDMM
+    return GDMM
 
 
 #: every solver by the name estimators and the command line use; a name maps to a class, or

@@ -29,7 +29,7 @@ def penalty_unit(C, loss_mean, sq_norm_mean):
 
     Examples
     --------
-    >>> from dualstruct.solvers.gdmm import penalty_unit
+    >>> from dualstruct.solvers._gdmm_common import penalty_unit
     >>> penalty_unit(1.0, 1.0, 4.0)
     2.0
     >>> round(penalty_unit(10.0, 10.0, 4.0) / 10.0**2, 12)  # (C, δ) → (aC, aδ): κ → a² κ

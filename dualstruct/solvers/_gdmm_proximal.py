@@ -1,4 +1,4 @@
-"""The proximal-point outer loop of GDMM over factors (:class:`~.factor_gdmm.FactorGDMM`
+"""The proximal-point outer loop of GDMM over factors (:class:`~.factor_gdmm.GDMM`
 with ``proximal="auto"`` or κ > 0).
 
 **The subproblem.** As for BCFW (:class:`~.block.BlockBCFW`), GDMM trains on
@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._proximal import (  # noqa: F401 (check_proximal: FactorGDMM imports it from here)
+from ._proximal import (  # noqa: F401 (check_proximal: GDMM imports it from here)
     ProximalKappa,
     check_proximal,
     half_sq_distance,

@@ -491,7 +491,8 @@ class PassSolver:
             raise ValueError("the saved solver state must be a header dict and arrays")
         if meta.get("solver") != self.name:
             raise ValueError(
-                f"the saved state is of solver {meta.get('solver')!r}, not {self.name!r}"
+                f"the saved state is of solver {meta.get('solver')!r}, not {self.name!r}: "
+                "train without warm_start (the weights load and predict as they are)"
             )
         if meta.get("data_fingerprint") != data_fingerprint(data):
             raise ValueError("the saved solver state belongs to different training data")

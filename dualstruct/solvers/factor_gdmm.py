@@ -53,7 +53,7 @@ def default_rho(mean_degree):
 #: the lazy average's R follows a pass's net change of u (a copy of w and one axpy per pass,
 #: the kernels' ``Weights.avg_weight`` 0) when w has at most this many entries per node factor
 #: of the training data; beyond it R takes every change of u within the kernels, which
-#: doubles their additions to w (:meth:`FactorGDMM._pass_level_average`)
+#: doubles their additions to w (:meth:`GDMM._pass_level_average`)
 PASS_AVERAGE_WEIGHTS_PER_NODE = 1.0
 
 #: node-slot arrays (one column per active state), edge-pair arrays and the other arrays
@@ -113,10 +113,11 @@ def _name(model):
     return getattr(model, "__name__", type(model).__name__)
 
 
-class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
+class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, PassSolver):
     """GDMM over the factors of any model that registers the factor functions of
-    :mod:`dualstruct.models.factors` (margin rescaling): the multi-class model, GraphCRF,
-    EdgeFeatureGraphCRF, the multi-label model and users' kernel models.
+    :mod:`dualstruct.models.factors` (margin rescaling): the chain and multi-class models,
+    GraphCRF, EdgeFeatureGraphCRF, the multi-label model and users' kernel models. Also
+    named ``FactorGDMM``.
 
     A model that registers null states (:mod:`dualstruct.models.factors`, "Lazy edges"; the
     multi-label model with ``interactions="11"``) has only the edges that carry information
@@ -132,7 +133,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
         Regularization constant of ``½‖w‖² + C Σ_i H_i(w)``.
     rho : float, list of (pass, value) or None, default None
         Penalty ρ of the augmented Lagrangian in units of the problem's penalty scale κ
-        (:class:`~dualstruct.solvers.gdmm.ScaleFreePenalty`), or a schedule. None: from the
+        (:class:`~dualstruct.solvers._gdmm_common.ScaleFreePenalty`), or a schedule. None: from the
         mean degree d̄ of the training data's factor graphs, ``max(0.025, min(0.5, 4 / d̄))``
         (:func:`default_rho`).
     eta : float, list of (pass, value) or None
@@ -185,11 +186,11 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     --------
     >>> from sklearn.datasets import load_digits
     >>> from dualstruct.models import MultiClassModel
-    >>> from dualstruct.solvers import FactorGDMM
+    >>> from dualstruct.solvers import GDMM
     >>> X, y = load_digits(return_X_y=True)
     >>> model = MultiClassModel(10, 64)
     >>> data = model.block_data(X[:100] / 16, y[:100])
-    >>> solver = FactorGDMM(model, C=1.0, max_iter=200, tol=0.01, random_state=0).fit(data)
+    >>> solver = GDMM(model, C=1.0, max_iter=200, tol=0.01, random_state=0).fit(data)
     >>> solver.history.last_checked().relative_gap <= 0.01
     True
     """
@@ -675,7 +676,7 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
             new,
         )
         if not moved:
-            raise RuntimeError("FactorGDMM: _move_room refused a pool sized for it")
+            raise RuntimeError("GDMM: _move_room refused a pool sized for it")
         # one update: an interrupt leaves the old pool or the new one
         self.__dict__.update(arrays, row_start=start, row_room=room)
 
@@ -850,6 +851,9 @@ class FactorGDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual
     def diagnostics(self, check):
         extra = dict(self._last_pass)
         extra["active_states"] = float(self.n_act.mean())
+        if check:  # states with mass per node
+            with_mass = (self.q > 0.0) & (np.arange(self.q.shape[1]) < self.n_act[:, None])
+            extra["states_with_mass"] = float(with_mass.sum() / max(len(self.n_act), 1))
         used = self._used_rows()
         extra["active_pairs"] = float(self.n_pair[used].mean()) if len(used) else 0.0
         extra["active_edges"] = float(len(used))
@@ -901,4 +905,7 @@ def _resized(a, rows, name):
     return out
 
 
-__all__ = ["FactorGDMM", "check_factor_model"]
+#: GDMM over factors, by its descriptive name
+FactorGDMM = GDMM
+
+__all__ = ["GDMM", "FactorGDMM", "check_factor_model"]

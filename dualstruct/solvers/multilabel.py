@@ -57,14 +57,14 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     rho : float, list of (pass, value) or None
         Penalty ρ of the augmented Lagrangian in units of the problem's penalty scale
         ``κ = C^{3/2} (δ̄ ψ̄²)^{1/2}`` (δ̄ the mean label loss weight, ψ̄² the mean squared
-        norm of an example's features; :class:`~dualstruct.solvers.gdmm.ScaleFreePenalty`),
-        so that one value serves every C, or a schedule as for the chain GDMM
-        (:class:`~dualstruct.solvers.gdmm.GDMM`). The default, None, is
-        ``max(0.025, 0.25 min(1, 16 / d̄))`` with d̄ the mean degree of the label graph: a
-        label's marginal is tied to each of its active pairs, so its step feels ρ once per
-        neighbour, and the best ρ / κ falls as the graph grows, but the active pairs of a
-        label stay in the tens on larger graphs, hence a floor (:func:`default_rho`;
-        BENCHMARKS.md, "Training across C").
+        norm of an example's features;
+        :class:`~dualstruct.solvers._gdmm_common.ScaleFreePenalty`), so that one value
+        serves every C, or a schedule as for :class:`~dualstruct.solvers.GDMM`. The
+        default, None, is ``max(0.025, 0.25 min(1, 16 / d̄))`` with d̄ the mean degree of
+        the label graph: a label's marginal is tied to each of its active pairs, so its
+        step feels ρ once per neighbour, and the best ρ / κ falls as the graph grows, but
+        the active pairs of a label stay in the tens on larger graphs, hence a floor
+        (:func:`default_rho`; BENCHMARKS.md, "Training across C").
     eta : float, list of (pass, value) or None
         Multiplier step η in units of κ, a number or a schedule (default ``rho``).
     inner_sweeps : int
@@ -425,7 +425,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
     def _scale_dual(self, s, t, ratio):
         """μ and the pair marginals (α / C) mix with the gold labelling,
         ``t q + (1 − t) e_gold``; w and its average scale by s, the multipliers by
-        C / C_old (as the chain GDMM's, :class:`~dualstruct.solvers.gdmm.GDMM`)."""
+        C / C_old (as :class:`~dualstruct.solvers.GDMM`)."""
         self.best_dual = 0.0  # a bound of the old problem
         self.w *= s
         self.w_avg *= s

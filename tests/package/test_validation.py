@@ -202,11 +202,12 @@ STATE_EDITS = [
     ("ssg", "scalars", "a - 10.5", "step count"),
     ("cutting_plane", "alpha", "a - 1.0", "negative"),
     ("cutting_plane", "psi", "a[:, :-1]", "array shapes"),
-    ("gdmm", "perm", "np.zeros_like(a)", "permutation"),
     ("gdmm", "act", "a + 50", "out of range"),
-    ("gdmm", "act", "a[:, ::-1]", "gold label"),
-    ("gdmm", "q_b", "a[:-1]", "rows"),
-    ("gdmm", "q_u", "a * np.inf", "'q_u' holds NaN"),
+    ("gdmm", "act", "np.where(np.arange(a.shape[1]) == 1, a[:, :1], a)", "state twice"),
+    ("gdmm", "q_e", "a[:-1]", "'q_e' has shape"),
+    ("gdmm", "q", "a * np.inf", "'q' holds NaN"),
+    ("gdmm", "pair_a", "a + 9", "inactive slot"),
+    ("gdmm", "row_u", "a * 0 - 1", "edges differ"),
     ("bcfw", "block_gaps", "a * np.inf", "'block_gaps' holds infinite"),
     ("bcfw", "scalars", "a + [0.0, 1e300, 0.0]", "step count"),
 ]
@@ -516,7 +517,7 @@ def test_chain_gdmm_checkpoint_marginals_are_distributions(tmp_path):
     svm = StructuredSVM(solver="gdmm", max_iter=3, random_state=0).fit(X, y)
     svm.save(tmp_path / "ck.npz", include_solver_state=True)
     _, arrays = io.load_arrays(tmp_path / "ck.npz")
-    for name, factor in (("state.q_u", 1e300), ("state.q_b", 2.0)):
+    for name, factor in (("state.q", 1e300), ("state.q_e", 2.0)):
         path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", **{name: arrays[name] * factor})
         est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
         with pytest.raises(ValueError, match=rf"bad\.npz.*'{name[6:]}'"):
@@ -612,12 +613,12 @@ def test_gdmm_checkpoint_weights_must_be_those_of_the_marginals(tmp_path):
         tmp_path / "ck.npz", include_solver_state=True
     )
     _, arrays = io.load_arrays(tmp_path / "ck.npz")
-    q_u = arrays["state.q_u"].copy()
-    row = int(np.flatnonzero((arrays["state.n_act"] >= 2) & (q_u[:, 0] != q_u[:, 1]))[0])
-    q_u[row, [0, 1]] = q_u[row, [1, 0]]  # still a distribution, no longer w's
-    path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", **{"state.q_u": q_u})
+    q = arrays["state.q"].copy()
+    row = int(np.flatnonzero((arrays["state.n_act"] >= 2) & (q[:, 0] != q[:, 1]))[0])
+    q[row, [0, 1]] = q[row, [1, 0]]  # still a distribution, no longer w's
+    path = _edit(tmp_path / "ck.npz", tmp_path / "bad.npz", **{"state.q": q})
     est = dualstruct.load(path).set_params(warm_start=True, max_iter=5)
-    with pytest.raises(ValueError, match=r"bad\.npz.*'w', 'q_u' and 'q_b' disagree"):
+    with pytest.raises(ValueError, match=r"bad\.npz.*'w', 'q' and 'q_e' disagree"):
         est.fit(X, y)
     X, Y = _multilabel_small()
     MultiLabelSVM(solver="gdmm", edges="tree", max_iter=3, random_state=0).fit(X, Y).save(

@@ -4,7 +4,7 @@ the regularization path helper."""
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
-from test_gdmm import _problem as chain_problem
+from test_gdmm_chain import _problem as chain_problem
 from test_multilabel_solvers import _problem as multilabel_problem
 
 from dualstruct import MultiLabelSVM, StructuredSVM, regularization_path
@@ -61,7 +61,7 @@ def _multilabel_with_loss(scale):
 @pytest.mark.parametrize(
     "make, solver, a",
     [
-        (_chain_with_loss, GDMM, 0.01),
+        (_chain_with_loss, GDMM, 1 / 16),
         (_multilabel_with_loss, MultiLabelGDMM, 0.01),
         (_chain_with_loss, BlockBCFW, 1 / 16),
     ],
@@ -70,9 +70,10 @@ def test_scaling_C_and_the_loss_together_leaves_the_trajectory(make, solver, a):
     """(C, δ) → (aC, aδ) multiplies the dual by a² at the same marginals and the weights by
     a: with ρ and η in units of κ (which scales by a²) GDMM takes the same steps, and so
     does BCFW (its line search is scale-free), so the relative gaps and the predictions
-    agree at every pass. GDMM's support steps treat gradients within rounding as ties; BCFW's
-    oracle does not (after an exact line search two labellings can tie for its argmax, and
-    rounding picks one), so BCFW is checked at a power of two, where scaling is exact."""
+    agree at every pass. The multi-label GDMM's steps treat gradients within rounding as ties;
+    BCFW's oracle and the pairwise steps of GDMM over factors do not (after an exact step two
+    states can tie, and rounding picks one), so those are checked at a power of two, where
+    scaling is exact."""
     runs = []
     for scale in (1.0, a):
         data, model = make(scale)
