@@ -27,9 +27,10 @@ from ..solvers.block import CLASSIC_STEP_MAX_BYTES, BlockBCFW
 
 AUTO = "auto"
 
-#: chains: GDMM from this many labels on. Measured: K = 552 (Czech XPOS) GDMM certainly
-#: within 1% 1.33× sooner, K = 954 4.9×, the pooled Czech split (K = 971) a pass 15× cheaper;
-#: at K ≤ 300 a BCFW pass costs less and GDMM needs more passes (OCR: 250 against 40)
+#: chains: GDMM from this many labels on (BENCHMARKS.md, "GDMM and large label sets"): GDMM
+#: certifies sooner at K = 552 (Czech XPOS) and K = 954, and its pass is over ten times
+#: cheaper on the pooled Czech split (K = 971); at K ≤ 300 a BCFW pass costs less and GDMM
+#: needs more passes (OCR: 250 against 40)
 CHAIN_GDMM_MIN_LABELS = 500
 #: multi-label models: GDMM from this many examples × weights on. Measured on the full
 #: graph at C = 1: yeast (2.3 M) and scene (2.2 M) BCFW certifies 1% 3.7× and 1.3× sooner;
@@ -104,8 +105,8 @@ def choose_chain(model, *, rescaling="margin", backend="local", solver_options=N
     if K >= CHAIN_GDMM_MIN_LABELS:
         return SolverChoice(
             "gdmm",
-            f"{K} labels, at least {CHAIN_GDMM_MIN_LABELS}: GDMM's pass grows as K^0.74, "
-            f"BCFW's as K^2.1 ({WHERE})",
+            f"{K} labels, at least {CHAIN_GDMM_MIN_LABELS}: GDMM's pass avoids Viterbi's "
+            f"K^2 work ({WHERE})",
         )
     return SolverChoice(
         "bcfw",
