@@ -254,7 +254,7 @@ def describe(ds):
 
 # -- training ---------------------------------------------------------------------------------
 def parse_timing_only(text):
-    """``"gdmm-brute,bcfw:3000"`` -> {"gdmm-brute": 0, "bcfw": 3000} (method -> least K)."""
+    """``"gdmm,bcfw:3000"`` -> {"gdmm": 0, "bcfw": 3000} (method -> least K)."""
     out = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         name, _, kmin = item.partition(":")
