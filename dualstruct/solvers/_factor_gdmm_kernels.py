@@ -840,14 +840,18 @@ def _node_step(k, layout, weights, sets, settings, visit, i, j, counters):
 
 @njit(cache=CACHE, **NO_REFCOUNT)
 def _mass_room(k, layout, sets, visit, i, j):
-    """``1 − m_j − max m_v`` over j's inactive edges to nodes v with mass: how far j's
-    mass may grow with those edges at T."""
+    """``q_j(null) − max m_v`` over j's inactive edges to nodes v with mass: how far j's
+    mass may grow with those edges at T; ∞ without such edges. (``q_j(null)``, not
+    ``1 − m_j``: a step that empties the null state is not cut short by rounding, which
+    would leave it a sliver of mass that every later step takes as its away state.)"""
     n0 = layout.node_offsets[i]
-    most = 0.0
+    most = -1.0
     for t in range(visit.n_heavy[0]):
         if _heavy_edge(k, visit, i, j, t) >= 0:
             most = max(most, _mass(layout, sets, n0 + visit.heavy[t]))
-    return 1.0 - _mass(layout, sets, n0 + j) - most
+    if most < 0.0:
+        return np.inf
+    return _q_of(sets, n0 + j, layout.null[n0 + j]) - most
 
 
 @njit(cache=CACHE, inline="always")

@@ -291,6 +291,82 @@ def test_a_user_kernel_is_kept_out_of_the_compiled_cache():
     assert pickle.loads(pickle.dumps(solver)).w.tolist() == solver.w.tolist()
 
 
+# -- the same two nodes with a null state 0 (the table is zero on its row and column) ---------
+class NullPairKernel(NamedTuple):
+    X: np.ndarray
+    labels: np.ndarray
+    label_offsets: np.ndarray
+    n_states: int
+
+
+for _generic, _impl in (
+    (factors.factor_counts, _counts),
+    (factors.node_info, _info),
+    (factors.edge_nodes, _edge),
+    (factors.node_score, _node_score),
+    (factors.node_loss, _node_loss),
+    (factors.add_node, _add_node),
+    (factors.node_sq_distance, _node_distance),
+):
+    factors.implements(_generic, NullPairKernel)(_impl)
+
+
+@factors.implements(factors.null_state, NullPairKernel)
+def _null_state(k, i, j):
+    return 0
+
+
+@factors.implements(factors.edge_score, NullPairKernel)
+def _null_edge_score(k, i, w, e, a, b):
+    return 0.0 if a == 0 or b == 0 else w[k.X.shape[2] * k.n_states + a * k.n_states + b]
+
+
+@factors.implements(factors.add_edge, NullPairKernel)
+def _null_add_edge(k, i, e, a, b, c, w):
+    if a != 0 and b != 0:
+        w[k.X.shape[2] * k.n_states + a * k.n_states + b] += c
+
+
+@factors.implements(factors.edge_sq_distance, NullPairKernel)
+def _null_edge_distance(k, i, e, a, b, c, d):
+    if a == c and b == d:
+        return 0.0
+    one = 1.0 if a != 0 and b != 0 else 0.0
+    return one + (1.0 if c != 0 and d != 0 else 0.0)
+
+
+class NullPairModel(PairModel):
+    """PairModel whose table has no weights on the null state's row and column (those
+    entries of w stay zero, so the enumerated hinge is the model's)."""
+
+    kernel_class = NullPairKernel
+
+    def block_data(self, X, Y):
+        from dualstruct.data import BlockData
+
+        k = PairModel.block_data(self, X, Y).kernel
+        return BlockData(NullPairKernel(*k), (k.X,))
+
+
+def test_lazy_edges_on_nodes_with_several_states_besides_null():
+    """A node with all its mass off null moves it between its other states: a step that
+    empties the null state is not cut short by rounding (a sliver left at null would be
+    every later step's away state, and the node would never move again)."""
+    rng = np.random.default_rng(1)
+    n, K, d = 20, 3, 4
+    Y = np.where(rng.random((n, 2)) < 0.6, 0, rng.integers(1, K, (n, 2)))
+    X = rng.normal(size=(n, 2, d))
+    X[np.arange(n)[:, None], [0, 1], Y % d] += 1.0
+    user = NullPairModel(K, d)
+    data = user.block_data(X, Y)
+    every = _fit(user, data, 1.0, lazy_edges=False)
+    lazy = _fit(user, data, 1.0)
+    assert lazy.lazy and not every.lazy
+    r = every.history.last_checked()
+    assert r.relative_gap < 2e-5
+    _close(lazy, r.primal)
+
+
 def test_gdmm_needs_the_factor_functions():
     class Bare(NamedTuple):
         labels: np.ndarray
