@@ -11,6 +11,7 @@ old. Run it in each checkout (``PYTHONPATH=<checkout>``) and compare. Needs ``pe
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py yeast-full
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py chunk-observed
     DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py bibtex-full-engine
+    DUALSTRUCT_DATA=../shared/data python benchmarks/profile_shares.py czech-pooled-gdmm
 
 ``bibtex-full`` trains the multi-label model's full label graph with its own GDMM,
 ``bibtex-full-engine`` with GDMM over factors, both sampled after 20 passes (``--warmup``
@@ -70,6 +71,22 @@ est.fit(X, Y)
 WORKLOADS["bibtex-full-engine"] = WORKLOADS["bibtex-full"].replace(
     "est = ", "solvers.SOLVERS['gdmm'] = lambda model: solvers.FactorGDMM\nest = "
 )
+#: GDMM over factors on the pooled Czech split (K = 971, observed weights), with the C and
+#: tuning of ``benchmarks/large_labels.py``
+WORKLOADS["czech-pooled-gdmm"] = """
+import sys
+sys.path.insert(0, {benchmarks!r})
+import large_labels
+from dualstruct import StructuredSVM
+ds = large_labels.czech_pooled_dataset(2)
+D, y = ds["Xtr"], ds["ytr"]
+tuning = dict(large_labels.GDMM_TUNING["czech_pooled"])
+est = StructuredSVM(C=large_labels.C_DEFAULT["czech"], solver="gdmm", max_iter=5,
+                    check_every=10**6, warm_start=True, tol=0, random_state=0,
+                    fit_intercept=False, averaging=tuning.pop("averaging"),
+                    solver_options=tuning)
+est.fit(D, y)
+"""
 #: after the warm-up fit (compilation, first pass), the workload trains for a long time
 TRAIN_ON = """
 import os, warnings
@@ -101,7 +118,9 @@ def main(argv=None):
     fit_args = "[X[i] for i in tr], [y[i] for i in tr]" if args.workload == "ocr-bcfw" else "D, y"
     if args.workload.startswith(("yeast", "bibtex")):
         fit_args = "X, Y"
-    code = WORKLOADS[args.workload]
+    code = WORKLOADS[args.workload].replace(
+        "{benchmarks!r}", repr(os.path.dirname(os.path.abspath(__file__)))
+    )
     if args.warmup is not None:
         code = re.sub(r"max_iter=\d+", f"max_iter={args.warmup}", code, count=1)
     code += TRAIN_ON.format(ready=ready, args=fit_args)

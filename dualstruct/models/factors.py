@@ -510,6 +510,12 @@ def _no_edge_gain_bound(k, i, w, j):
     return np.inf
 
 
+def _has_node_norms(kernel_class) -> bool:
+    """Whether ``kernel_class`` registered :func:`node_sq_norm` (GDMM's exact node blocks,
+    which keep each active state's norm)."""
+    return kernel_class in _REGISTERED[node_sq_norm]
+
+
 def _has_null_states(kernel_class) -> bool:
     """Whether ``kernel_class`` registered :func:`null_state` (GDMM's lazy edges)."""
     return kernel_class in _REGISTERED[null_state]

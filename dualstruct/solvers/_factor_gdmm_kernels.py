@@ -163,6 +163,9 @@ class ActiveSets(NamedTuple):
     lam: np.ndarray  # (2R, cap) multipliers of the rows' ends, by the node's slots
     msum: np.ndarray  # (2R, cap) M_j q_e, by the node's slots
     blocked: np.ndarray  # int32 (N,) lazy edges: a step stopped at an inactive edge's bound
+    #: (N, cap) ‖φ_j(a)‖² of the slot's state a once an exact node block needed it, −1
+    #: before; (0, cap) where the model has no node norms
+    sq_norm: np.ndarray
 
 
 class PairSupport(NamedTuple):
@@ -601,6 +604,8 @@ def _slot(sets, g, a, counters):
     sets.act[g, n] = a
     sets.q[g, n] = 0.0
     sets.idle[g, n] = 0
+    if len(sets.sq_norm):
+        sets.sq_norm[g, n] = -1.0
     sets.n_act[g] = n + 1
     counters[2] += 1
     return n
@@ -731,18 +736,32 @@ def _node_block(k, layout, weights, sets, settings, visit, i, j, counters):
 @njit(cache=CACHE, inline="always")
 def _curvatures(k, settings, sets, visit, i, j, g, ridge, n):
     """``d_s = C² σ ‖φ_j(a_s)‖² + ridge`` into the node block's slots ``visit.slots[:n]``;
-    False where a norm is −1 (not orthogonal) or a d_s is not positive. Overwrites
-    ``visit.moved[:n]`` and ``visit.packed[3, :n]``."""
+    False where a norm is −1 (not orthogonal) or a d_s is not positive. The norms of the
+    slots' states are asked of the model once and kept (``ActiveSets.sq_norm``).
+    Overwrites ``visit.moved[:n]`` and ``visit.packed[3, :n]``."""
     if n == 0:
         return True
+    keep = len(sets.sq_norm) > 0
     states, norms = visit.moved, visit.packed[3]
+    m = 0
     for r in range(n):
-        states[r] = sets.act[g, visit.slots[r]]
-    factors.node_sq_norms(k, i, j, states, n, norms)
+        if not keep or sets.sq_norm[g, visit.slots[r]] < 0.0:
+            states[m] = sets.act[g, visit.slots[r]]
+            m += 1
+    if m:
+        factors.node_sq_norms(k, i, j, states, m, norms)
+    t = 0
     for r in range(n):
         s = visit.slots[r]
-        visit.smu_v[s] = settings.C * settings.C * settings.scale * norms[r] + ridge
-        if not (norms[r] >= 0.0 and visit.smu_v[s] > 0.0):
+        if keep and sets.sq_norm[g, s] >= 0.0:
+            norm = sets.sq_norm[g, s]
+        else:
+            norm = norms[t]
+            t += 1
+            if keep:
+                sets.sq_norm[g, s] = norm
+        visit.smu_v[s] = settings.C * settings.C * settings.scale * norm + ridge
+        if not (norm >= 0.0 and visit.smu_v[s] > 0.0):
             return False
     return True
 
@@ -1423,6 +1442,9 @@ def _remove_slot(visit, sets, pairs, g, j, s):
     sets.idle[g, s] = sets.idle[g, last]
     sets.q[g, last] = 0.0
     sets.idle[g, last] = 0
+    if len(sets.sq_norm):
+        sets.sq_norm[g, s] = sets.sq_norm[g, last]
+        sets.sq_norm[g, last] = -1.0
     for p in range(visit.adj_ptr[j], visit.adj_ptr[j + 1]):
         end = visit.adj_end[p]
         sets.lam[end, s] = sets.lam[end, last]

@@ -281,7 +281,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         nodes, edges = (int(v) for v in sizes.sum(axis=0))
         rows = self._expected_rows(blocks.kernel, sizes)
         if rows is not None:
-            parts["active sets (4 slots per node)"] = 4 * 24 * nodes
+            parts["active sets (4 slots per node)"] = 4 * 32 * nodes
             parts[
                 "active edges (a pool of rows per example: its edges between gold non-null "
                 "nodes and one per node and such node, rooms doubled, and the pool's copy "
@@ -290,7 +290,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
             parts["nodes' layout"] = 28 * nodes
         else:
             parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] = (
-                4 * 24 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
+                4 * 32 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
             )
             parts["factor graph layout (edge nodes, adjacency, the forest test)"] = (
                 24 * nodes + 96 * edges
@@ -388,6 +388,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         self.R = np.zeros_like(self.w)
         self.act = np.zeros((N, cap), dtype=np.int32)
         self.act[:, 0] = gold
+        self._sq_norm = None
         self.n_act = np.ones(N, dtype=np.int32)
         self.q = np.zeros((N, cap))
         self.q[:, 0] = 1.0
@@ -510,6 +511,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         """Check a restored state (the kernels index with it unchecked)."""
         N, R, n = len(self.gold), len(self.row_u), len(self.layout.node_offsets) - 1
         fresh, self._fresh_rows = self._fresh_rows, None
+        self._sq_norm = None
         shapes = [(("act", "q", "idle"), N), (("lam", "msum"), 2 * R)]
         shapes += [(PAIR_ARRAYS, R)]
         for group, rows in shapes:
@@ -618,9 +620,23 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         """Nothing to set: a restored state's rooms imply its count."""
 
     # -- the pass -----------------------------------------------------------------------------
+    #: the kept node norms of the slots' states (``ActiveSets.sq_norm``), made again, all
+    #: unknown, whenever the slot arrays are replaced (start, growth, a restored state)
+    _sq_norm = None
+
     def _sets(self):
+        rows = len(self.q) if factors._has_node_norms(self.kernel_class) else 0
+        if self._sq_norm is None or self._sq_norm.shape != (rows, self.q.shape[1]):
+            self._sq_norm = np.full((rows, self.q.shape[1]), -1.0)
         return kern.ActiveSets(
-            self.act, self.n_act, self.q, self.idle, self.lam, self.msum, self.blocked
+            self.act,
+            self.n_act,
+            self.q,
+            self.idle,
+            self.lam,
+            self.msum,
+            self.blocked,
+            self._sq_norm,
         )
 
     def _pairs(self):
@@ -651,6 +667,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         if need & self._kern.NEED_PAIRS:
             cap = int(min(self.layout.max_states**2, 2 * self.q_e.shape[1]))
             grown.update({name: widen_columns(getattr(self, name), cap) for name in PAIR_ARRAYS})
+        grown["_sq_norm"] = None
         self.__dict__.update(grown)  # one update: an interrupt leaves old or new widths
 
     def _pool_arrays(self):
@@ -668,9 +685,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         start, room = self.row_start.copy(), self.row_room.copy()
         moved = self._kern._move_room(
             kern.Rows(start, self.row_count, room, *(arrays[n] for n in ROW_ARRAYS[:3])),
-            kern.ActiveSets(
-                self.act, self.n_act, self.q, self.idle, arrays["lam"], arrays["msum"], self.blocked
-            ),
+            self._sets()._replace(lam=arrays["lam"], msum=arrays["msum"]),
             kern.PairSupport(*(arrays[n] for n in PAIR_ARRAYS), arrays["n_pair"]),
             i,
             new,

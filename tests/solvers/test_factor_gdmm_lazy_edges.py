@@ -164,7 +164,9 @@ def test_a_room_moves_within_the_kernels_while_the_pool_has_rows_free():
     )
     lam = np.arange(2 * R * cap, dtype=float).reshape(2 * R, cap)
     none = np.zeros((1, cap), dtype=np.int32)
-    sets = kern.ActiveSets(none, none[0], none * 0.0, none, lam.copy(), lam + 0.5, none[0])
+    sets = kern.ActiveSets(
+        none, none[0], none * 0.0, none, lam.copy(), lam + 0.5, none[0], np.zeros((0, cap))
+    )
     pairs = kern.PairSupport(
         *(np.arange(4 * R, dtype=np.int32).reshape(R, 4) + c for c in (0, 1)),
         np.arange(4.0 * R).reshape(R, 4),
