@@ -79,7 +79,8 @@ chain's) registers
                                          node_sq_norm for each)
 
 and GDMM minimizes each node factor exactly over its active states and the oracle's (the
-block's Hessian is then diagonal) instead of taking pairwise steps.
+block's Hessian is then diagonal) instead of taking pairwise steps. It asks for an active
+state's norm once and keeps it while the state stays active.
 
 **Lazy edges.** A model whose examples have many edges that carry no information (the
 multi-label model's full label graph) registers
