@@ -40,11 +40,12 @@ the oracle's (:func:`_node_block`): the block's Hessian is diagonal, so its mini
 weighted projection onto the simplex, and the changed states' features are added once.
 
 **Active sets.** Node ``g`` keeps its states in slots ``act[g, :n_act[g]]`` (slot 0 the
-gold state) with ``q`` (and, for exact node blocks, each state's ``‖φ_j(a)‖²``); an edge end (``2e`` for u, ``2e + 1`` for v) keeps λ and the
-marginal ``M_j q_e`` aligned with its node's slots; an edge keeps its support as pairs of
-slots. Messages are non-zero on active states only. A state idle (no mass, in no pair) for
-``shrink_after`` visits leaves with its multipliers; a pair without mass leaves its support
-at once (it carries none). Columns beyond ``n_act`` are zero.
+gold state) with ``q`` (and, for exact node blocks, each state's ``‖φ_j(a)‖²``); an edge
+end (``2e`` for u, ``2e + 1`` for v) keeps λ and the marginal ``M_j q_e`` aligned with its
+node's slots; an edge keeps its support as pairs of slots. Messages are non-zero on active
+states only. A state idle (no mass, in no pair) for ``shrink_after`` visits leaves with its
+multipliers; a pair without mass leaves its support at once (it carries none). Columns
+beyond ``n_act`` are zero.
 
 **Certified dual.** Each q_e is rounded into the transport polytope ``U(q_u, q_v)``
 (Altschuler, Weed and Rigollet 2017: scale down rows then columns that exceed the node
