@@ -280,8 +280,9 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         sizes = self._graph_sizes(blocks.kernel)
         nodes, edges = (int(v) for v in sizes.sum(axis=0))
         rows = self._expected_rows(blocks.kernel, sizes)
+        slot = 32 if factors._has_node_norms(self.kernel_class) else 24  # the kept norms
         if rows is not None:
-            parts["active sets (4 slots per node)"] = 4 * 32 * nodes
+            parts["active sets (4 slots per node)"] = 4 * slot * nodes
             parts[
                 "active edges (a pool of rows per example: its edges between gold non-null "
                 "nodes and one per node and such node, rooms doubled, and the pool's copy "
@@ -290,7 +291,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
             parts["nodes' layout"] = 28 * nodes
         else:
             parts["active sets (4 slots per node and edge end, 4 pairs per edge)"] = (
-                4 * 32 * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
+                4 * slot * nodes + 4 * 16 * 2 * edges + 4 * 16 * edges
             )
             parts["factor graph layout (edge nodes, adjacency, the forest test)"] = (
                 24 * nodes + 96 * edges
