@@ -291,6 +291,17 @@ def test_a_user_kernel_is_kept_out_of_the_compiled_cache():
     assert pickle.loads(pickle.dumps(solver)).w.tolist() == solver.w.tolist()
 
 
+#: PairKernel's node functions and its edge's nodes, which its variants below share
+PAIR_NODE_FUNCTIONS = (
+    (factors.node_info, _info),
+    (factors.edge_nodes, _edge),
+    (factors.node_score, _node_score),
+    (factors.node_loss, _node_loss),
+    (factors.add_node, _add_node),
+    (factors.node_sq_distance, _node_distance),
+)
+
+
 # -- the same two nodes with a null state 0 (the table is zero on its row and column) ---------
 class NullPairKernel(NamedTuple):
     X: np.ndarray
@@ -299,15 +310,7 @@ class NullPairKernel(NamedTuple):
     n_states: int
 
 
-for _generic, _impl in (
-    (factors.factor_counts, _counts),
-    (factors.node_info, _info),
-    (factors.edge_nodes, _edge),
-    (factors.node_score, _node_score),
-    (factors.node_loss, _node_loss),
-    (factors.add_node, _add_node),
-    (factors.node_sq_distance, _node_distance),
-):
+for _generic, _impl in PAIR_NODE_FUNCTIONS + ((factors.factor_counts, _counts),):
     factors.implements(_generic, NullPairKernel)(_impl)
 
 
@@ -477,15 +480,9 @@ class NegativeKernel(NamedTuple):
     n_states: int
 
 
-for _generic, _impl in (
-    (factors.node_info, _info),
-    (factors.edge_nodes, _edge),
-    (factors.node_score, _node_score),
+for _generic, _impl in PAIR_NODE_FUNCTIONS + (
     (factors.edge_score, _edge_score),
-    (factors.node_loss, _node_loss),
-    (factors.add_node, _add_node),
     (factors.add_edge, _add_edge),
-    (factors.node_sq_distance, _node_distance),
     (factors.edge_sq_distance, _edge_distance),
 ):
     factors.implements(_generic, NegativeKernel)(_impl)
