@@ -622,7 +622,7 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
 
     # -- the pass -----------------------------------------------------------------------------
     #: the kept node norms of the slots' states (``ActiveSets.sq_norm``), made again, all
-    #: unknown, whenever the slot arrays are replaced (start, growth, a restored state)
+    #: unknown, when the slot arrays are made (start, a restored state) or widened
     _sq_norm = None
 
     def _sets(self):
@@ -668,7 +668,6 @@ class GDMM(ProximalGDMM, KernelBlocks, ScaleFreePenalty, BestCertifiedDual, Pass
         if need & self._kern.NEED_PAIRS:
             cap = int(min(self.layout.max_states**2, 2 * self.q_e.shape[1]))
             grown.update({name: widen_columns(getattr(self, name), cap) for name in PAIR_ARRAYS})
-        grown["_sq_norm"] = None
         self.__dict__.update(grown)  # one update: an interrupt leaves old or new widths
 
     def _pool_arrays(self):
