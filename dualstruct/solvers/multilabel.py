@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.multilabel import MultiLabelDataset, MultiLabelModel
 from ..models.support import kernel_support
 from . import _multilabel_gdmm_kernels as gk
 from ._gdmm_common import (
@@ -21,20 +22,25 @@ from .objective import scaled_dual
 
 
 class _MultiLabelPasses(PassSolver):
-    """Shared set-up: the checks of the problem and the data's kernel arrays."""
+    """Shared set-up: the checks of the problem and the data's kernel arrays (``arrays``, set
+    when the solver's own data is checked)."""
 
-    def _check_problem(self):
-        if self.model.kind != "multilabel":
+    def _check_problem(self, data=None):
+        """A multi-label model and a :class:`MultiLabelDataset` with its number of labels
+        (``data``: the one training will start on, else the solver's)."""
+        data = self.data if data is None else data
+        if not isinstance(self.model, MultiLabelModel):
             raise ValueError(
-                f"{type(self).__name__} trains multi-label models, got {self.model.kind!r}"
+                f"{type(self).__name__} trains multi-label models, got {type(self.model).__name__}"
             )
-        if getattr(self.data, "kind", None) != "multilabel":
+        if not isinstance(data, MultiLabelDataset):
             raise ValueError("multi-label solvers train on a MultiLabelDataset")
-        if self.data.Y.shape[1] != self.model.n_labels:
+        if data.Y.shape[1] != self.model.n_labels:
             raise ValueError(
-                f"the data has {self.data.Y.shape[1]} labels, the model {self.model.n_labels}"
+                f"the data has {data.Y.shape[1]} labels, the model {self.model.n_labels}"
             )
-        self.arrays = self.data.kernel_arrays()
+        if data is self.data:
+            self.arrays = data.kernel_arrays()
 
 
 class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
@@ -142,7 +148,11 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
                 "it supports interactions='11' only"
             )
         super().__init__(model, C, **kwargs)
-        if model.kind == "multilabel" and not model._is_forest() and model.inference_method != "lp":
+        if (
+            isinstance(model, MultiLabelModel)
+            and not model._is_forest()
+            and model.inference_method != "lp"
+        ):
             raise ValueError(
                 "GDMM optimizes the LP relaxation: on a loopy graph build the "
                 "model with inference='lp' so that the primal it reports is the "
@@ -178,6 +188,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         pool's copy while it grows. That fits bibtex's full graph; on large label sets the
         active sets can grow far beyond it (BENCHMARKS.md, "delicious: 983 labels"), so
         there it is a lower bound."""
+        self._check_problem(data)  # before the estimate reads the data
         parts = super().memory_parts(data)
         Y = np.asarray(data.Y)
         n, L = Y.shape

@@ -652,3 +652,21 @@ def test_gdmm_memory_estimate_refuses_before_training(monkeypatch):
         MultiLabelSVM(solver="gdmm", max_iter=2).fit(X, Y)
     monkeypatch.setenv("DUALSTRUCT_MEMORY_LIMIT", "1G")
     MultiLabelSVM(solver="gdmm", max_iter=2).fit(X, Y)
+
+
+def test_multilabel_gdmm_refuses_other_models_and_data_by_their_class():
+    from dualstruct.models import ChainModel
+    from dualstruct.sequences import pack_sequences
+    from dualstruct.solvers import MultiLabelGDMM
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 3))
+    Y = (rng.random((6, 4)) < 0.5).astype(int)
+    chain = ChainModel(2, 3)
+    seqs = pack_sequences([X[:3], X[3:]], [np.array([0, 1, 0]), np.array([1, 1, 0])])
+    with pytest.raises(ValueError, match="trains multi-label models, got ChainModel"):
+        MultiLabelGDMM(chain, 1.0, max_iter=1).fit(chain.block_data(seqs))
+    model = MultiLabelModel(4, 3, edges="full", inference="lp")
+    with pytest.raises(ValueError, match="train on a MultiLabelDataset"):
+        MultiLabelGDMM(model, 1.0, max_iter=1).fit(seqs)
+    MultiLabelGDMM(model, 1.0, max_iter=1).fit(MultiLabelDataset(X, Y))  # the right pair trains
