@@ -13,11 +13,11 @@ on the solver instance instead of the rule by mean degree:
     python benchmarks/gdmm_proximal.py --problems ocr600 --Cs 1,10,100 --proximal auto \
         --penalty-power 0.5,0,-0.5,-1
 
-``--option KEY=VALUE`` passes another GDMM option (repeatable; numbers parsed), e.g. more
-inner sweeps and a larger penalty at a large C:
+``--gdmm-option KEY=VALUE`` passes another GDMM option (repeatable; values parsed as JSON),
+e.g. more inner sweeps and a larger penalty at a large C:
 
     python benchmarks/gdmm_proximal.py --problems ocr600 --Cs 10 --proximal auto \
-        --option sweeps=3 --option rho=1 --option eta=1
+        --gdmm-option sweeps=3 --gdmm-option rho=1 --gdmm-option eta=1
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import json
 import time
 
 import numpy as np
+from c_sweep import parse_option  # the script of this folder
 
 from dualstruct.solvers import FactorGDMM
 
@@ -67,17 +68,6 @@ def load(name):
     raise ValueError(f"unknown problem {name!r}")
 
 
-def parse_option(text):
-    """``KEY=VALUE`` with VALUE an int, a float or else a string."""
-    key, _, value = text.partition("=")
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, value
-
-
 def run(model, data, C, proximal, args, power=None):
     solver = FactorGDMM(
         model,
@@ -88,7 +78,7 @@ def run(model, data, C, proximal, args, power=None):
         tol=args.tol,
         check_every=args.check_every,
         random_state=0,
-        **dict(parse_option(o) for o in args.option),
+        **dict(parse_option(o) for o in args.gdmm_option),
     )
     if power is not None:
         solver.penalty_power = power  # the instance's p over the class's rule
@@ -126,7 +116,7 @@ def main(argv=None):
         help="p of the proximal penalty's σ^p, a comma list (default: the solver's rule)",
     )
     ap.add_argument(
-        "--option", action="append", default=[], metavar="KEY=VALUE", help="a GDMM option"
+        "--gdmm-option", action="append", default=[], metavar="KEY=VALUE", help="a GDMM option"
     )
     args = ap.parse_args(argv)
     proximals = [p if p == "auto" else float(p) for p in args.proximal.split(",")]
