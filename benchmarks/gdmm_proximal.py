@@ -90,6 +90,8 @@ def run(model, data, C, proximal, args, power=None):
     return {
         "passes": solver.passes if done else None,
         "gap": r.relative_gap,
+        "primal": r.primal,
+        "dual": r.dual,
         "train_time": solver.train_time,
         "wall": wall,
         "kappa": solver.kappa,

@@ -22,13 +22,10 @@ from .objective import scaled_dual
 
 
 class _MultiLabelPasses(PassSolver):
-    """Shared set-up: the checks of the problem and the data's kernel arrays (``arrays``, set
-    when the solver's own data is checked)."""
+    """Shared set-up: the checks of the problem and the data's kernel arrays."""
 
-    def _check_problem(self, data=None):
-        """A multi-label model and a :class:`MultiLabelDataset` with its number of labels
-        (``data``: the one training will start on, else the solver's)."""
-        data = self.data if data is None else data
+    def _check_data(self, data):
+        """A multi-label model and a :class:`MultiLabelDataset` with its number of labels."""
         if not isinstance(self.model, MultiLabelModel):
             raise ValueError(
                 f"{type(self).__name__} trains multi-label models, got {type(self.model).__name__}"
@@ -39,8 +36,10 @@ class _MultiLabelPasses(PassSolver):
             raise ValueError(
                 f"the data has {data.Y.shape[1]} labels, the model {self.model.n_labels}"
             )
-        if data is self.data:
-            self.arrays = data.kernel_arrays()
+
+    def _check_problem(self):
+        self._check_data(self.data)
+        self.arrays = self.data.kernel_arrays()
 
 
 class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
@@ -188,7 +187,7 @@ class MultiLabelGDMM(ScaleFreePenalty, BestCertifiedDual, _MultiLabelPasses):
         pool's copy while it grows. That fits bibtex's full graph; on large label sets the
         active sets can grow far beyond it (BENCHMARKS.md, "delicious: 983 labels"), so
         there it is a lower bound."""
-        self._check_problem(data)  # before the estimate reads the data
+        self._check_data(data)  # before the estimate reads the data
         parts = super().memory_parts(data)
         Y = np.asarray(data.Y)
         n, L = Y.shape
